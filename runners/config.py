@@ -1,0 +1,104 @@
+"""A run's configuration as the runner receives it, and helpers every runner shares."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
+
+
+class Unavailable(Exception):
+    """The framework cannot run this model here (missing package, no such model)."""
+
+
+@dataclass
+class RunConfig:
+    """Everything that decides what one runner process does."""
+
+    framework: str
+    model: str
+    image_size: int = 299
+    samples: int = 10000
+    batch_size: int = 16
+    epochs: int = 5
+    device: str = "auto"
+    data: str = "device"
+    precision: str = "fp32"
+    compile: bool = False
+    cudnn_autotune: bool = True
+    channels_last: bool = False
+    num_classes: int = 1000
+    learning_rate: float = 0.01
+    momentum: float = 0.9
+    seed: int = 0
+    run_id: str = ""
+    mode: str = "train"  # "train": the benchmark; "probe": one step to test a batch size
+    probe_steps: int = 2
+    memory_limit_mb: int = 0  # 0: no cap. A cap on the process's address space (probe tests).
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        raw = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Full batches per epoch; a last partial batch is dropped in every framework.
+
+        A partial batch has another shape, which some frameworks retrace for; dropping
+        it keeps every step the same work in every framework.
+        """
+        if self.mode == "probe":
+            return self.probe_steps
+        return max(1, self.samples // self.batch_size)
+
+    @property
+    def samples_per_epoch(self) -> int:
+        return self.steps_per_epoch * self.batch_size
+
+    @property
+    def epochs_to_run(self) -> int:
+        return 1 if self.mode == "probe" else self.epochs
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process (Linux reports kilobytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def apply_memory_limit(limit_mb: int) -> None:
+    if limit_mb > 0:
+        limit = limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+_OOM_MARKERS = (
+    "out of memory",
+    "resource_exhausted",
+    "resourceexhausted",
+    "oom when allocating",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "failed to allocate",
+    "std::bad_alloc",
+)
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Whether an exception from any framework means the device (or host) ran out of memory."""
+    if isinstance(exc, MemoryError):
+        return True
+    name = type(exc).__name__.lower()
+    if "outofmemory" in name or "resourceexhausted" in name:
+        return True
+    text = str(exc).lower()
+    return any(marker in text for marker in _OOM_MARKERS)

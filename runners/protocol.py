@@ -1,0 +1,90 @@
+"""The event writer: the only place on the runner side that knows the wire format.
+
+Events are JSON Lines on a dedicated pipe whose file descriptor number is in the
+environment variable ``BENCHTUI_EVENT_FD``. Nothing is ever written to stdout:
+frameworks print there, and the parent sends that output to the run's log file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+WIRE_VERSION = 1
+FD_ENV = "BENCHTUI_EVENT_FD"
+
+
+def _clean(value: Any) -> Any:
+    """Make a value JSON-safe: NaN and infinities become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+class EventWriter:
+    """Writes one JSON object per line to the event pipe.
+
+    Each event is sent with a single ``os.write`` call so a crash can at worst
+    lose the event being written, never corrupt an earlier one.
+    """
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+        self.closed = fd is None
+
+    @classmethod
+    def from_env(cls) -> EventWriter:
+        raw = os.environ.get(FD_ENV)
+        return cls(int(raw) if raw else None)
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        if self.closed:
+            return
+        event = {"v": WIRE_VERSION, "type": type_, "t": time.monotonic()}
+        event.update(fields)
+        line = json.dumps(_clean(event), separators=(",", ":"), allow_nan=False) + "\n"
+        data = line.encode("utf-8")
+        try:
+            while data:
+                written = os.write(self._fd, data)  # type: ignore[arg-type]
+                data = data[written:]
+        except (BrokenPipeError, OSError):
+            # The parent went away: keep training quietly rather than crash.
+            self.closed = True
+
+    # Convenience wrappers, one per event type of the wire format.
+    def hello(self, **fields: Any) -> None:
+        self.emit("hello", pid=os.getpid(), **fields)
+
+    def phase(self, name: str, edge: str, **fields: Any) -> None:
+        self.emit("phase", name=name, edge=edge, **fields)
+
+    def batch(self, epoch: int, step: int, seconds: float, samples: int) -> None:
+        self.emit("batch", epoch=epoch, step=step, seconds=seconds, samples=samples)
+
+    def epoch(self, epoch: int, seconds: float, samples: int, **fields: Any) -> None:
+        self.emit("epoch", epoch=epoch, seconds=seconds, samples=samples, **fields)
+
+    def memory(self, **fields: Any) -> None:
+        self.emit("memory", **fields)
+
+    def error(self, kind: str, message: str, traceback: str = "") -> None:
+        self.emit("error", kind=kind, message=message, traceback=traceback)
+
+    def done(self, **fields: Any) -> None:
+        self.emit("done", **fields)
+
+    def close(self) -> None:
+        if not self.closed and self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+        self.closed = True

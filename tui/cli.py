@@ -1,0 +1,228 @@
+"""The ``benchtui`` command line: one vocabulary for the app, headless runs and the docs.
+
+Only argparse is imported up front so ``benchtui --help`` answers at once; each
+command imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, NoReturn
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    """Bad input from the user: one line on stderr, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One clear line, not usage + error.
+        raise BadInput(message)
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _add_plan_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("plan (defaults: the study's protocol)")
+    g.add_argument("--preset", help="start from a preset: study, quick")
+    g.add_argument("--frameworks", type=_csv, help="comma-separated: torch,tensorflow,keras-jax,keras-torch")
+    g.add_argument("--models", type=_csv, help="comma-separated model ids, or 'all'")
+    g.add_argument("--image-size", type=int, metavar="N")
+    g.add_argument("--samples", type=int, metavar="N")
+    g.add_argument("--batch-size", metavar="N|MODEL=N,...", help="one size for all, or per model")
+    g.add_argument("--epochs", type=int, metavar="N")
+    g.add_argument("--runs", type=int, metavar="N")
+    g.add_argument("--device", help="auto, cpu, cuda or cuda:N (default auto)")
+    g.add_argument("--data", help="device: synthetic tensors made on the device; host: a NumPy array")
+    g.add_argument("--precision", help="fp32, tf32, amp-fp16, amp-bf16 (default fp32)")
+    g.add_argument("--compile", action="store_true", default=None, help="torch.compile / XLA")
+    g.add_argument("--no-cudnn-autotune", dest="cudnn_autotune", action="store_false", default=None)
+    g.add_argument("--channels-last", action="store_true", default=None, help="PyTorch NHWC memory format")
+    g.add_argument("--order", help="interleaved (default) or grouped")
+    g.add_argument("--num-classes", type=int, metavar="N")
+    g.add_argument("--name", help="a label for the session (its folder name is made safe from it)")
+    g.add_argument("--sessions-dir", metavar="DIR", help="where sessions are written (default ./sessions)")
+    g.add_argument("--interval", type=float, metavar="SECONDS", help="GPU sampling period (default 0.5)")
+    g.add_argument(
+        "--python", action="append", default=[], metavar="FRAMEWORK=INTERPRETER",
+        help="run a framework's runners with another Python (repeatable)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="benchtui",
+        description="Which framework trains this network faster on this GPU, by how much, and why.",
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    run = sub.add_parser("run", help="start a plan at once (in the app, or --headless)")
+    _add_plan_args(run)
+    run.add_argument("--headless", action="store_true", help="no app: Rich progress, table on stdout")
+    run.add_argument("--no-nvml", action="store_true", help=argparse.SUPPRESS)
+
+    sub.add_parser("doctor", help="what is installed, what each framework sees, NVML status")
+
+    show = sub.add_parser("show", help="print a session's summary table")
+    show.add_argument("session")
+    show.add_argument("--sessions-dir", metavar="DIR")
+
+    sessions = sub.add_parser("sessions", help="list saved sessions")
+    sessions.add_argument("--sessions-dir", metavar="DIR")
+    return parser
+
+
+def plan_from_args(args: argparse.Namespace) -> Any:
+    """Build and validate a Plan from parsed flags (raises PlanError)."""
+    from runners import catalog
+    from tui.core.plan import Plan, PlanError, from_preset
+
+    plan = from_preset(args.preset) if args.preset else Plan()
+    overrides: dict[str, Any] = {}
+    if args.frameworks is not None:
+        overrides["frameworks"] = args.frameworks
+    if args.models is not None:
+        overrides["models"] = list(catalog.MODEL_ORDER) if args.models == ["all"] else args.models
+    for name in (
+        "image_size", "samples", "epochs", "runs", "device", "data", "precision", "compile",
+        "cudnn_autotune", "channels_last", "order", "num_classes", "name", "interval",
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            overrides[name] = value
+    for key, value in overrides.items():
+        setattr(plan, key, value)
+    if args.batch_size is not None:
+        plan.batch_sizes = _batch_sizes(args.batch_size, plan.models, PlanError)
+    for item in args.python:
+        fw, sep, path = item.partition("=")
+        if not sep or not path:
+            raise PlanError(f"--python takes FRAMEWORK=INTERPRETER, got {item!r}")
+        plan.python[fw] = path
+    plan.validate()
+    for fw, path in plan.python.items():
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise PlanError(f"--python {fw}={path}: no executable interpreter there")
+    return plan
+
+
+def _batch_sizes(text: str, models: list[str], error: type[Exception]) -> dict[str, int]:
+    if text == "auto":
+        raise error("--batch-size auto (largest batch search) is not available yet; give a number")
+    try:
+        if "=" not in text:
+            size = int(text)
+            return {m: size for m in models}
+        sizes = {}
+        for part in _csv(text):
+            model, _, value = part.partition("=")
+            sizes[model.strip()] = int(value)
+        return sizes
+    except ValueError:
+        raise error(f"--batch-size must be a number or MODEL=N,..., got {text!r}") from None
+
+
+def check_device(device: str) -> None:
+    """Refuse a CUDA device that this machine does not have (nothing started yet)."""
+    if not device.startswith("cuda"):
+        return
+    from tui.core.plan import PlanError
+    from tui.core.sampler import load_nvml
+
+    nvml, status = load_nvml()
+    if nvml is None:
+        raise PlanError(f"--device {device}: no NVIDIA GPU found ({status})")
+    count = nvml.nvmlDeviceGetCount()
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= count:
+        raise PlanError(f"--device {device}: this machine has {count} GPU(s) (cuda:0..cuda:{count - 1})")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    check_device(plan.device)
+    from tui.core.session import SessionWriter
+
+    writer = SessionWriter.create(plan, args.sessions_dir)
+    if args.headless:
+        from tui.core.headless import run_headless
+
+        return run_headless(plan, writer, use_nvml=not args.no_nvml)
+    writer.close()
+    raise BadInput("the app is not built yet; use --headless")
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tui.core.doctor import run_doctor
+
+    return run_doctor()
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from tui.core.headless import print_summary
+    from tui.core.session import load_session, resolve_session
+
+    loaded = load_session(resolve_session(args.session, args.sessions_dir))
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print_summary(loaded.model.rows(), f"{loaded.path.name} · {loaded.meta.get('status')}")
+    return EXIT_OK
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from tui.core.session import list_sessions
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(header_style="bold")
+    for col in ("Session", "Started (UTC)", "Device", "Frameworks", "Models", "Status"):
+        table.add_column(col)
+    for info in list_sessions(args.sessions_dir):
+        table.add_row(info["name"], info["started"], info["device"], info["frameworks"], info["models"], info["status"])
+    Console().print(table)
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "doctor": cmd_doctor, "show": cmd_show, "sessions": cmd_sessions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.version:
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                print(f"benchtui {version('benchtui')}")
+            except PackageNotFoundError:
+                print("benchtui (not installed)")
+            return EXIT_OK
+        if args.command is None:
+            raise BadInput("the app is not built yet; try 'benchtui run --headless' or 'benchtui --help'")
+        return COMMANDS[args.command](args)
+    except BadInput as exc:
+        print(f"benchtui: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ValueError as exc:  # PlanError, SessionError: user-facing by construction
+        from tui.core.plan import PlanError
+        from tui.core.session import SessionError
+
+        if isinstance(exc, (PlanError, SessionError)):
+            print(f"benchtui: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        raise
+    except KeyboardInterrupt:
+        return 130
+
+
+def entry() -> NoReturn:
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Running a plan: one runner process after another, events into the session as they come.
+
+The engine is asyncio code with no UI. The TUI runs it in a worker on its own loop
+and redraws from ``engine.model`` on a timer; the headless command does the same
+with Rich. Control (stop the run, skip the model, pause, cancel) is a few flags
+checked between runs, plus killing the current runner's process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runners import catalog
+from tui.core.events import Malformed, parse_line
+from tui.core.launcher import LocalLauncher, RunnerProcess, config_args, start_runner
+from tui.core.plan import Plan, RunSpec, run_order
+from tui.core.sampler import Sampler
+from tui.core.session import SessionWriter
+from tui.core.summary import SessionModel
+
+Listener = Callable[[dict[str, Any]], None]
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "runner did not exit"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"runner was killed by {name} before finishing"
+    return f"runner exited with code {returncode} before finishing"
+
+
+class Engine:
+    """Runs every run of a plan in order, writing a session and updating a model."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        writer: SessionWriter,
+        listener: Listener | None = None,
+        sampler: Sampler | None = None,
+        launcher: LocalLauncher | None = None,
+    ) -> None:
+        self.plan = plan
+        self.writer = writer
+        self.model = SessionModel(plan)
+        self.listener = listener
+        self.sampler = sampler
+        self.launcher = launcher or LocalLauncher()
+        self.specs: list[RunSpec] = run_order(plan)
+        self.current: RunnerProcess | None = None
+        self.current_spec: RunSpec | None = None
+        self.status = "pending"
+        self._resume = asyncio.Event()
+        self._resume.set()
+        self._stop_current = False
+        self._skip: set[str] = set()
+        self._cancelled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- control ----------------------------------------------------------------------
+    @property
+    def paused(self) -> bool:
+        return not self._resume.is_set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def pause(self) -> None:
+        """Hold the queue: the current run finishes, the next one waits."""
+        self._resume.clear()
+
+    def resume(self) -> None:
+        self._resume.set()
+
+    def stop_current(self) -> None:
+        """Stop the run in progress (recorded as "stopped"); the queue goes on."""
+        if self.current is not None:
+            self._stop_current = True
+            asyncio.ensure_future(self.current.terminate())
+
+    def skip_model(self) -> None:
+        """Stop the current run and skip every remaining run of its model."""
+        if self.current_spec is not None:
+            self._skip.add(self.current_spec.model)
+            self.stop_current()
+
+    def cancel(self) -> None:
+        """Stop everything: the current runner's process group, and every run not started."""
+        self._cancelled = True
+        self._resume.set()
+        if self.current is not None:
+            asyncio.ensure_future(self.current.terminate())
+
+    # -- events -----------------------------------------------------------------------
+    def _record(self, event: dict[str, Any]) -> None:
+        self.model.apply(event)
+        self.writer.append(event)
+        if self.listener is not None:
+            self.listener(event)
+
+    def _on_sample(self, sample: dict[str, Any]) -> None:
+        """Called in the sampler's thread: hand the sample to the loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._record, sample)
+            except RuntimeError:
+                pass  # loop closing
+
+    def _parent_event(self, type_: str, run: str | None, **fields: Any) -> None:
+        self._record({"type": type_, "t": time.monotonic(), "run": run, **fields})
+
+    # -- the plan ---------------------------------------------------------------------
+    async def run(self) -> str:
+        """Run the whole plan; return the session status (complete / failed / interrupted)."""
+        self._loop = asyncio.get_running_loop()
+        self.status = "running"
+        if self.sampler is not None:
+            self.sampler.on_sample = self._on_sample
+            self.writer.update_meta(gpus=self.sampler.gpus(), telemetry=self.sampler.status)
+            self.sampler.start()
+        unavailable: dict[tuple[str, str], str] = {}
+        try:
+            for spec in self.specs:
+                cell = (spec.framework, spec.model)
+                ok, reason = catalog.available(spec.framework, spec.model)
+                if self._cancelled:
+                    self._parent_event("run_end", spec.run_id, status="skipped", reason="session interrupted before this run")
+                elif not ok or cell in unavailable:
+                    self._parent_event("run_end", spec.run_id, status="unavailable", reason=reason or unavailable[cell])
+                elif spec.model in self._skip:
+                    self._parent_event("run_end", spec.run_id, status="skipped", reason="model skipped by user")
+                else:
+                    await self._resume.wait()
+                    if self._cancelled:
+                        self._parent_event("run_end", spec.run_id, status="skipped", reason="session interrupted before this run")
+                        continue
+                    await self._run_one(spec)
+                    state = self.model.runs[spec.run_id]
+                    if state.status == "unavailable":
+                        unavailable[cell] = state.reason
+        finally:
+            if self.current is not None:  # cancelled from outside (task cancel): leave no process
+                self.current.kill_now()
+            if self.sampler is not None:
+                self.sampler.stop()
+            self.status = self._final_status()
+            self.writer.finish(self.status, self.model.summary())
+        return self.status
+
+    def _final_status(self) -> str:
+        states = [r.status for r in self.model.runs.values()]
+        if self._cancelled:
+            return "interrupted"
+        if "failed" in states:
+            return "failed"
+        return "complete"
+
+    async def _run_one(self, spec: RunSpec) -> None:
+        config = self.plan.run_config(spec.framework, spec.model, spec.run_id).to_dict()
+        python = self.plan.python_for(spec.framework)
+        self._stop_current = False
+        with open(self.writer.log_path(spec.run_id), "ab") as log:
+            try:
+                proc = await start_runner(python, config_args(config), log, self.launcher)
+            except OSError as exc:
+                self._parent_event("run_start", spec.run_id, framework=spec.framework, model=spec.model, index=spec.index, python=python)
+                self._parent_event("run_end", spec.run_id, status="failed", reason=f"could not start {python}: {exc}")
+                return
+            self.current, self.current_spec = proc, spec
+            self._parent_event(
+                "run_start", spec.run_id, framework=spec.framework, model=spec.model,
+                index=spec.index, pid=proc.pid, python=python,
+            )
+            if self.sampler is not None:
+                self.sampler.set_target(spec.run_id, proc.pid)
+            try:
+                malformed = await self._pump(spec, proc, log)
+                returncode = await proc.process.wait()
+            finally:
+                proc.close()
+                if self.sampler is not None:
+                    self.sampler.set_target(None, None)
+                self.current, self.current_spec = None, None
+        state = self.model.runs[spec.run_id]
+        if self._stop_current:
+            status, reason = "stopped", "stopped by user"
+        elif self._cancelled:
+            status, reason = "interrupted", "session interrupted"
+        elif state.status in ("failed", "unavailable"):
+            status, reason = state.status, state.reason
+        elif state.done:
+            status, reason = "ok", ""
+        else:
+            status, reason = "failed", describe_exit(returncode)
+        self._parent_event("run_end", spec.run_id, status=status, reason=reason, returncode=returncode, malformed=malformed)
+
+    async def _pump(self, spec: RunSpec, proc: RunnerProcess, log: Any) -> int:
+        """Read the runner's events until EOF; return how many lines were malformed."""
+        malformed = 0
+        prefix = '{"run":' + json.dumps(spec.run_id) + ","
+        while True:
+            try:
+                line = await proc.events.readline()
+            except (ValueError, asyncio.LimitOverrunError):  # a line beyond STREAM_LIMIT
+                malformed += 1
+                log.write(b"[benchtui] an event line longer than the limit was dropped\n")
+                continue
+            if not line:
+                return malformed
+            try:
+                event = parse_line(line)
+            except Malformed as exc:
+                malformed += 1
+                log.write(f"[benchtui] malformed event line ({exc}): {line[:200]!r}\n".encode())
+                log.flush()
+                continue
+            event["run"] = spec.run_id
+            self.model.apply(event)
+            # The runner's own bytes, tagged: no second serialisation on the hot path.
+            self.writer.append_raw(prefix + line.decode("utf-8").strip()[1:])
+            if self.listener is not None:
+                self.listener(event)
+

@@ -1,0 +1,262 @@
+"""Session folders: writing them as a run goes, and loading them back.
+
+    <UTC timestamp>_<slug>/
+      session.json   schema, plan, host, status, start and end
+      events.jsonl   append-only: every runner event tagged with its run, every GPU sample
+      logs/<run>.log runner stdout/stderr
+      summary.json   derived at the end; recomputable from events.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from tui.core.plan import Plan
+from tui.core.summary import SessionModel
+
+SESSION_SCHEMA = 1
+DEFAULT_SESSIONS_DIR = "sessions"
+
+
+class SessionError(ValueError):
+    """A folder that is not a readable session; the message is one line for the user."""
+
+
+def slugify(name: str, limit: int = 60) -> str:
+    """A safe folder-name fragment: lowercase letters, digits, '-', '_' and '.' inside."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._")
+    slug = re.sub(r"-{2,}", "-", slug)
+    return slug[:limit].strip("-._") or "session"
+
+
+def sessions_dir(path: str | os.PathLike[str] | None = None) -> Path:
+    return Path(path or os.environ.get("BENCHTUI_SESSIONS_DIR") or DEFAULT_SESSIONS_DIR)
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def host_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        import psutil
+
+        info["memory_bytes"] = psutil.virtual_memory().total
+    except ImportError:
+        pass
+    return info
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class SessionWriter:
+    """Writes one session folder. Events are appended and flushed line by line."""
+
+    def __init__(self, path: Path, plan: Plan, extra: dict[str, Any] | None = None) -> None:
+        self.path = path
+        (path / "logs").mkdir(parents=True, exist_ok=False)
+        self.meta: dict[str, Any] = {
+            "schema": SESSION_SCHEMA,
+            "kind": "benchtui-session",
+            "name": plan.name or path.name,
+            "plan": plan.to_dict(),
+            "host": host_info(),
+            "status": "running",
+            "started": _utc_now(),
+            "started_monotonic": time.monotonic(),
+            "finished": None,
+            **(extra or {}),
+        }
+        self.write_meta()
+        self._events: IO[str] = open(path / "events.jsonl", "a", encoding="utf-8")
+
+    @classmethod
+    def create(cls, plan: Plan, root: str | os.PathLike[str] | None = None, **extra: Any) -> SessionWriter:
+        base = sessions_dir(root)
+        base.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        slug = slugify(plan.name or plan.preset or "+".join(plan.frameworks))
+        for n in range(1000):
+            name = f"{stamp}_{slug}" + (f"-{n}" if n else "")
+            path = base / name
+            # Safe by construction (no separators, no dots at the ends); checked anyway.
+            if path.resolve().parent != base.resolve():
+                raise SessionError(f"refusing to write outside {base}")
+            if not path.exists():
+                try:
+                    return cls(path, plan, extra)
+                except FileExistsError:
+                    continue
+        raise SessionError(f"could not create a session folder in {base}")
+
+    def write_meta(self) -> None:
+        _write_json_atomic(self.path / "session.json", self.meta)
+
+    def update_meta(self, **fields: Any) -> None:
+        self.meta.update(fields)
+        self.write_meta()
+
+    def log_path(self, run_id: str) -> Path:
+        return self.path / "logs" / f"{run_id}.log"
+
+    def append(self, event: dict[str, Any]) -> None:
+        self._events.write(json.dumps(event, separators=(",", ":")) + "\n")
+        self._events.flush()
+
+    def append_raw(self, line: str) -> None:
+        """Append one already-serialised event (no trailing newline)."""
+        self._events.write(line + "\n")
+        self._events.flush()
+
+    def append_many(self, events: list[dict[str, Any]]) -> None:
+        if events:
+            self._events.write("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
+            self._events.flush()
+
+    def finish(self, status: str, summary: dict[str, Any]) -> None:
+        _write_json_atomic(self.path / "summary.json", summary)
+        self.update_meta(status=status, finished=_utc_now())
+        self.close()
+
+    def close(self) -> None:
+        if not self._events.closed:
+            self._events.close()
+
+
+@dataclass
+class LoadedSession:
+    """A session read back from disk."""
+
+    path: Path
+    meta: dict[str, Any]
+    plan: Plan
+    model: SessionModel
+    events: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    meta_path = path / "session.json"
+    if not meta_path.is_file():
+        raise SessionError(f"{path} is not a benchtui session (no session.json)")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SessionError(f"{meta_path} is unreadable: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("kind") != "benchtui-session":
+        raise SessionError(f"{path} is not a benchtui session")
+    schema = meta.get("schema")
+    if not isinstance(schema, int) or schema > SESSION_SCHEMA:
+        raise SessionError(
+            f"{path} was written with session schema {schema}; this benchtui reads up to "
+            f"{SESSION_SCHEMA}: upgrade benchtui"
+        )
+    return meta
+
+
+def iter_events(path: Path, warnings: list[str]):  # noqa: ANN201 - generator of dicts
+    """Events of ``events.jsonl``; a half-written last line or a bad line is skipped with a warning."""
+    events_path = path / "events.jsonl"
+    if not events_path.exists():
+        warnings.append("events.jsonl is missing: the session recorded nothing")
+        return
+    bad = 0
+    with open(events_path, "rb") as fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                warnings.append("the last line of events.jsonl was cut off mid-write and was skipped")
+                break
+            try:
+                event = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                bad += 1
+                continue
+            if isinstance(event, dict):
+                yield event
+            else:
+                bad += 1
+    if bad:
+        warnings.append(f"{bad} unreadable line(s) in events.jsonl were skipped")
+
+
+def load_session(path: str | os.PathLike[str], keep_events: bool = False) -> LoadedSession:
+    """Read a session folder and fold its events into a fresh model."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise SessionError(f"no session folder at {folder}")
+    meta = read_meta(folder)
+    try:
+        plan = Plan.from_dict(meta["plan"])
+    except (KeyError, TypeError) as exc:
+        raise SessionError(f"{folder}/session.json has no usable plan ({exc})") from exc
+    model = SessionModel(plan)
+    warnings: list[str] = []
+    kept: list[dict[str, Any]] = []
+    for event in iter_events(folder, warnings):
+        model.apply(event)
+        if keep_events:
+            kept.append(event)
+    if meta.get("status") == "running":
+        warnings.append("the session never finished (its process was stopped or crashed)")
+    return LoadedSession(folder, meta, plan, model, kept, warnings)
+
+
+def resolve_session(spec: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """A session folder from a path, or from a unique prefix of a session's folder name."""
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    base = sessions_dir(root)
+    if base.is_dir() and "/" not in spec and spec not in (".", ".."):
+        matches = sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith(spec))
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            names = ", ".join(p.name for p in matches[:5])
+            raise SessionError(f"{spec!r} matches {len(matches)} sessions ({names}): give more of the name")
+    raise SessionError(f"no session {spec!r} (not a folder, and no session in {base} starts with it)")
+
+
+def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, str]]:
+    """One line of facts per session folder under ``root``, newest first; unreadable ones are said so."""
+    base = sessions_dir(root)
+    out: list[dict[str, str]] = []
+    if not base.is_dir():
+        return out
+    for folder in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True):
+        try:
+            meta = read_meta(folder)
+        except SessionError:
+            continue
+        plan = meta.get("plan", {})
+        gpus = meta.get("gpus") or []
+        device = gpus[0].get("name", "GPU") if gpus and plan.get("device") != "cpu" else plan.get("device", "?")
+        out.append({
+            "name": folder.name,
+            "path": str(folder),
+            "started": str(meta.get("started", "")).replace("+00:00", ""),
+            "device": str(device),
+            "frameworks": ",".join(plan.get("frameworks", [])),
+            "models": ",".join(plan.get("models", [])),
+            "status": str(meta.get("status", "?")),
+        })
+    return out

@@ -1,0 +1,257 @@
+"""The session model: runs and their figures, built by folding events one at a time.
+
+The live screens, the headless progress display and the final ``summary.json`` all
+use this one fold, so a summary is always recomputable from ``events.jsonl``.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from runners import catalog
+from tui.core.plan import Plan, RunSpec, run_order
+from tui.core.stats import describe, mean
+
+SUMMARY_SCHEMA = 1
+FINAL = frozenset({"ok", "failed", "unavailable", "stopped", "skipped", "interrupted"})
+HEADLINE = (
+    "mean_epoch_s",
+    "first_epoch_s",
+    "mean_epoch_excl_first_s",
+    "build_s",
+    "images_per_s",
+    "time_to_first_batch_s",
+)
+
+
+@dataclass
+class RunState:
+    """What is known about one runner process."""
+
+    spec: RunSpec
+    epochs_planned: int
+    status: str = "queued"
+    reason: str = ""
+    phase: str = ""
+    hello: dict[str, Any] = field(default_factory=dict)
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
+    epoch_times: dict[int, float] = field(default_factory=dict)
+    epoch_samples: dict[int, int] = field(default_factory=dict)
+    batch_seconds: array = field(default_factory=lambda: array("d"))
+    batch_epochs: array = field(default_factory=lambda: array("i"))
+    current_epoch: int = 0
+    current_step: int = 0
+    peak_bytes: int | None = None
+    memory_source: str = ""
+    malformed: int = 0
+    done: bool = False
+    started_t: float | None = None
+    ended_t: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL
+
+    def phase_seconds(self, name: str) -> float | None:
+        edges = self.phases.get(name, {})
+        if "start" in edges and "end" in edges:
+            return edges["end"] - edges["start"]
+        return None
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        return self.hello.get("steps_per_epoch")
+
+    def figures(self) -> dict[str, float | None]:
+        """The study's four figures and throughput for this run (None where unknown)."""
+        epochs = [self.epoch_times[e] for e in sorted(self.epoch_times)]
+        rest = epochs[1:]
+        samples = self.hello.get("samples_per_epoch") or (
+            next(iter(self.epoch_samples.values()), None)
+        )
+        if rest and samples:
+            images_per_s = samples * len(rest) / sum(rest)
+        elif epochs and samples:
+            images_per_s = samples / epochs[0]
+        else:
+            images_per_s = None
+        return {
+            "mean_epoch_s": mean(epochs) if epochs else None,
+            "first_epoch_s": epochs[0] if epochs else None,
+            "mean_epoch_excl_first_s": mean(rest) if rest else None,
+            "build_s": self.phase_seconds("build"),
+            "images_per_s": images_per_s,
+            "time_to_first_batch_s": self.phase_seconds("first_batch"),
+        }
+
+
+class SessionModel:
+    """Every run of a plan and its state, updated by ``apply(event)``."""
+
+    def __init__(self, plan: Plan, gpu_window: int = 600) -> None:
+        self.plan = plan
+        self.runs: dict[str, RunState] = {
+            s.run_id: RunState(s, plan.epochs) for s in run_order(plan)
+        }
+        self.current: str | None = None
+        self.gpu_samples: deque[dict[str, Any]] = deque(maxlen=gpu_window)
+        self.malformed = 0
+        self.events = 0
+        self.unknown_runs = 0
+
+    # -- folding events -------------------------------------------------------------
+    def apply(self, event: dict[str, Any]) -> None:
+        self.events += 1
+        kind = event.get("type")
+        if kind == "gpu":
+            self.gpu_samples.append(event)
+            return
+        run_id = event.get("run")
+        run = self.runs.get(run_id) if isinstance(run_id, str) else None
+        if run is None:
+            if run_id is not None:
+                self.unknown_runs += 1
+            return
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            try:
+                handler(run, event)
+            except (TypeError, ValueError, KeyError):
+                self.malformed += 1  # a well-formed line with nonsense fields
+
+    def _on_run_start(self, run: RunState, event: dict[str, Any]) -> None:
+        run.status = "starting"
+        run.started_t = event.get("t")
+        self.current = run.spec.run_id
+
+    def _on_hello(self, run: RunState, event: dict[str, Any]) -> None:
+        run.hello = event
+        run.status = "building"
+
+    def _on_phase(self, run: RunState, event: dict[str, Any]) -> None:
+        name, edge = str(event["name"]), str(event["edge"])
+        t = float(event.get("at", event["t"]))
+        run.phases.setdefault(name, {})[edge] = t
+        run.phase = name if edge == "start" else ""
+        if name == "first_batch" and edge == "start":
+            run.status = "running"
+            run.current_epoch = 1
+
+    def _on_batch(self, run: RunState, event: dict[str, Any]) -> None:
+        run.batch_seconds.append(float(event["seconds"]))
+        run.batch_epochs.append(int(event["epoch"]))
+        run.current_epoch = int(event["epoch"])
+        run.current_step = int(event["step"])
+        run.status = "running"
+
+    def _on_epoch(self, run: RunState, event: dict[str, Any]) -> None:
+        epoch = int(event["epoch"])
+        run.epoch_times[epoch] = float(event["seconds"])
+        run.epoch_samples[epoch] = int(event.get("samples") or 0)
+
+    def _on_memory(self, run: RunState, event: dict[str, Any]) -> None:
+        if event.get("peak_bytes") is not None:
+            run.peak_bytes = int(event["peak_bytes"])
+        run.memory_source = str(event.get("source", ""))
+
+    def _on_done(self, run: RunState, event: dict[str, Any]) -> None:
+        run.done = True
+        self._on_memory(run, event)
+
+    def _on_error(self, run: RunState, event: dict[str, Any]) -> None:
+        kind = event.get("kind", "exception")
+        message = str(event.get("message", ""))
+        run.status = "unavailable" if kind == "unavailable" else "failed"
+        run.reason = message if kind != "oom" else f"out of memory: {message}"
+
+    def _on_run_end(self, run: RunState, event: dict[str, Any]) -> None:
+        status = str(event.get("status", "failed"))
+        run.status = status
+        if event.get("reason"):
+            run.reason = str(event["reason"])
+        run.malformed = int(event.get("malformed") or 0)
+        self.malformed += run.malformed
+        run.ended_t = event.get("t")
+        if self.current == run.spec.run_id:
+            self.current = None
+
+    # -- reading the model ----------------------------------------------------------
+    def cells(self) -> list[tuple[str, str]]:
+        """(framework, model) pairs in display order: by model, then framework."""
+        return [(fw, m) for m in self.plan.models for fw in self.plan.frameworks]
+
+    def cell_runs(self, framework: str, model: str) -> list[RunState]:
+        return [
+            r for r in self.runs.values() if r.spec.framework == framework and r.spec.model == model
+        ]
+
+    def row(self, framework: str, model: str) -> dict[str, Any]:
+        """The summary row of one (framework, model): the contract of summary.json."""
+        runs = self.cell_runs(framework, model)
+        ok = [r for r in runs if r.status == "ok"]
+        failed = [r for r in runs if r.status == "failed"]
+        unavailable = [r for r in runs if r.status == "unavailable"]
+        row: dict[str, Any] = {
+            "framework": framework,
+            "model": model,
+            "batch_size": self.plan.batch_size(model),
+            "runs": len(ok),
+            "runs_planned": len(runs),
+            "failed_runs": len(failed),
+        }
+        if unavailable and not ok:
+            row["status"], row["reason"] = "unavailable", unavailable[0].reason
+        elif failed:
+            row["status"], row["reason"] = "failed", failed[0].reason or "runner failed"
+        elif ok:
+            row["status"] = "ok"
+            unfinished = [r for r in runs if r.status != "ok"]
+            if unfinished:
+                row["reason"] = f"{len(unfinished)} of {len(runs)} runs did not finish ({unfinished[0].status})"
+        elif any(r.status in ("stopped", "skipped", "interrupted") for r in runs):
+            row["status"] = "incomplete"
+            row["reason"] = next(r.reason or r.status for r in runs if r.status in FINAL)
+        else:
+            row["status"] = "pending"
+        per_run = [r.figures() for r in ok]
+        row["spread"] = {}
+        for name in HEADLINE:
+            stats = describe([f[name] for f in per_run if f[name] is not None])
+            row[name] = stats["mean"] if stats else None
+            row["spread"][name] = stats
+        batches = [s for r in ok for s in r.batch_seconds]
+        stats = describe(batches)
+        row["median_batch_s"] = stats["median"] if stats else None
+        peaks = [r.peak_bytes for r in ok if r.peak_bytes is not None]
+        row["peak_memory_bytes"] = max(peaks) if peaks else None
+        row["memory_source"] = ok[0].memory_source if ok else ""
+        row["epochs"] = self.plan.epochs
+        row["run_ids"] = [r.spec.run_id for r in runs]
+        return row
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [self.row(fw, m) for fw, m in self.cells()]
+
+    def summary(self) -> dict[str, Any]:
+        environment = {}
+        for run in self.runs.values():
+            if run.hello:
+                environment.setdefault(run.spec.framework, {
+                    "versions": run.hello.get("versions", {}),
+                    "device": run.hello.get("device", {}),
+                    "settings": run.hello.get("settings", {}),
+                })
+        return {
+            "schema": SUMMARY_SCHEMA,
+            "rows": self.rows(),
+            "frameworks": environment,
+            "malformed_lines": self.malformed,
+            "labels": {"frameworks": catalog.FRAMEWORK_LABELS, "models": {k: v.label for k, v in catalog.MODELS.items()}},
+        }
+
+    @property
+    def done_runs(self) -> int:
+        return sum(1 for r in self.runs.values() if r.finished)
