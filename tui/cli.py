@@ -70,6 +70,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="what is installed, what each framework sees, NVML status")
 
+    replay = sub.add_parser("replay", help="play a recorded session through the live screen")
+    replay.add_argument("session", help="a session folder, or a unique prefix of its name")
+    replay.add_argument("--speed", type=float, default=1.0, help="playback speed factor (default 1)")
+    replay.add_argument("--sessions-dir", metavar="DIR")
+
+    export = sub.add_parser("export", help="export a session: md, csv, json or html")
+    export.add_argument("session")
+    export.add_argument("--format", required=True, choices=["md", "csv", "json", "html"])
+    export.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (html: default SESSION/report.html)")
+    export.add_argument("--per-batch", action="store_true", help="csv: one row per batch")
+    export.add_argument("--sessions-dir", metavar="DIR")
+
+    compare = sub.add_parser("compare", help="two sessions side by side, ratios with 95%% CIs")
+    compare.add_argument("a", help="the baseline session")
+    compare.add_argument("b", help="the session compared to it")
+    compare.add_argument("--fail-above", type=float, metavar="PCT", help="exit 1 if B is slower than A by more than PCT on any row")
+    compare.add_argument("--sessions-dir", metavar="DIR")
+
     show = sub.add_parser("show", help="print a session's summary table")
     show.add_argument("session")
     show.add_argument("--sessions-dir", metavar="DIR")
@@ -150,13 +168,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_device(plan.device)
     from tui.core.session import SessionWriter
 
-    writer = SessionWriter.create(plan, args.sessions_dir)
     if args.headless:
         from tui.core.headless import run_headless
 
+        writer = SessionWriter.create(plan, args.sessions_dir)
         return run_headless(plan, writer, use_nvml=not args.no_nvml)
-    writer.close()
-    raise BadInput("the app is not built yet; use --headless")
+    from tui.app import run_app
+
+    return run_app(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=not args.no_nvml)
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    from tui.app import run_app
+
+    return run_app(None, autostart=False, sessions_dir=None)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from tui.app import replay_app
+    from tui.core.session import resolve_session
+
+    if not args.speed > 0:
+        raise BadInput(f"--speed must be positive, got {args.speed}")
+    return replay_app(resolve_session(args.session, args.sessions_dir), speed=args.speed)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tui.core.export import cmd_export as run
+
+    return run(args)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from tui.core.compare import cmd_compare as run
+
+    return run(args)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -191,7 +237,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"run": cmd_run, "doctor": cmd_doctor, "show": cmd_show, "sessions": cmd_sessions}
+COMMANDS = {
+    "run": cmd_run,
+    "doctor": cmd_doctor,
+    "show": cmd_show,
+    "sessions": cmd_sessions,
+    "replay": cmd_replay,
+    "export": cmd_export,
+    "compare": cmd_compare,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("benchtui (not installed)")
             return EXIT_OK
         if args.command is None:
-            raise BadInput("the app is not built yet; try 'benchtui run --headless' or 'benchtui --help'")
+            return cmd_app(args)
         return COMMANDS[args.command](args)
     except BadInput as exc:
         print(f"benchtui: error: {exc}", file=sys.stderr)
