@@ -1,0 +1,49 @@
+"""Shared fixtures: tiny plans, CLI invocation in a real subprocess, event-file readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The smallest plan that still exercises everything: two epochs (first + rest), 2 batches each.
+TINY = [
+    "--models", "resnet50", "--image-size", "32", "--samples", "16", "--batch-size", "8",
+    "--epochs", "2", "--runs", "1", "--device", "cpu",
+]
+
+
+def benchtui(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a fresh process, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "tui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def read_events(session: Path) -> list[dict]:
+    return [json.loads(line) for line in (session / "events.jsonl").read_text().splitlines()]
+
+
+def only_session(root: Path) -> Path:
+    folders = [p for p in root.iterdir() if p.is_dir()]
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+@pytest.fixture
+def sessions_root(tmp_path: Path) -> Path:
+    root = tmp_path / "sessions"
+    root.mkdir()
+    return root

@@ -1,0 +1,52 @@
+"""Every study model builds and trains one batch in every framework that has it (small images)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from runners import catalog
+from tests.conftest import benchtui, only_session, read_events
+
+pytestmark = pytest.mark.slow
+SIZE = max(m.min_image_size for m in catalog.MODELS.values())  # 75: the Inception family's minimum
+
+
+def _run_all(framework: str, models: list[str], root: Path) -> tuple[dict, list[dict]]:
+    result = benchtui("run", "--headless", "--frameworks", framework, "--models", ",".join(models),
+                      "--image-size", str(SIZE), "--samples", "2", "--batch-size", "2", "--epochs", "1",
+                      "--runs", "1", "--device", "cpu", "--num-classes", "10", "--sessions-dir", str(root),
+                      timeout=1500)
+    session = only_session(root)
+    rows = {r["model"]: r for r in json.loads((session / "summary.json").read_text())["rows"]}
+    assert result.returncode == 0, (result.stdout[-3000:], {m: r.get("reason") for m, r in rows.items()})
+    return rows, read_events(session)
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+def test_every_model_trains_one_batch(framework: str, sessions_root: Path) -> None:
+    rows, events = _run_all(framework, list(catalog.MODELS), sessions_root)
+    for model in catalog.MODELS:
+        ok, reason = catalog.available(framework, model)
+        if ok:
+            assert rows[model]["status"] == "ok", (model, rows[model].get("reason"))
+            batches = [e for e in events if e["type"] == "batch" and model in e["run"]]
+            assert len(batches) == 1 and batches[0]["seconds"] > 0
+            assert rows[model]["build_s"] > 0
+        else:
+            assert rows[model]["status"] == "unavailable" and rows[model]["reason"] == reason
+
+
+@pytest.mark.parametrize(
+    "framework, module", [("keras-jax", "jax"), ("keras-torch", "torch")]
+)
+def test_keras_3_backends_train(framework: str, module: str, sessions_root: Path) -> None:
+    if importlib.util.find_spec(module) is None or importlib.util.find_spec("keras") is None:
+        pytest.skip(f"{framework} is not installed")
+    rows, events = _run_all(framework, ["resnet50"], sessions_root)
+    assert rows["resnet50"]["status"] == "ok"
+    hello = next(e for e in events if e["type"] == "hello")
+    assert hello["framework"] == framework and "keras" in hello["versions"]

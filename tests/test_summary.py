@@ -1,0 +1,126 @@
+"""Summary figures from a fixed event list, checked against values computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.core.plan import Plan, run_order
+from tui.core.stats import describe, quantile
+from tui.core.summary import SessionModel
+
+
+def _plan(**kw) -> Plan:  # noqa: ANN003
+    base = dict(frameworks=["torch", "tensorflow"], models=["resnet50"], image_size=32, samples=16,
+                epochs=3, runs=2, batch_sizes={"resnet50": 8}, order="interleaved")
+    base.update(kw)
+    return Plan(**base)
+
+
+def _run_events(run: str, build: tuple[float, float], epochs: list[float], batch: float = 0.1,
+                first_batch: tuple[float, float] = (10.0, 10.5)) -> list[dict]:
+    ev: list[dict] = [
+        {"type": "run_start", "run": run, "t": 0.0},
+        {"type": "hello", "run": run, "t": 1.0, "steps_per_epoch": 2, "samples_per_epoch": 16},
+        {"type": "phase", "run": run, "t": build[0], "name": "build", "edge": "start"},
+        {"type": "phase", "run": run, "t": build[1], "name": "build", "edge": "end"},
+        {"type": "phase", "run": run, "t": first_batch[0], "name": "first_batch", "edge": "start"},
+        {"type": "phase", "run": run, "t": first_batch[1], "name": "first_batch", "edge": "end"},
+    ]
+    for e, seconds in enumerate(epochs, 1):
+        ev += [{"type": "batch", "run": run, "t": 0, "epoch": e, "step": s, "seconds": batch * e, "samples": 8} for s in (1, 2)]
+        ev.append({"type": "epoch", "run": run, "t": 0, "epoch": e, "seconds": seconds, "samples": 16})
+    ev += [
+        {"type": "memory", "run": run, "t": 0, "peak_bytes": 1000 + len(epochs), "source": "test"},
+        {"type": "done", "run": run, "t": 0, "peak_bytes": 2000},
+        {"type": "run_end", "run": run, "t": 0, "status": "ok", "returncode": 0},
+    ]
+    return ev
+
+
+def test_headline_figures_match_hand_computation() -> None:
+    plan = _plan()
+    ids = {(s.framework, s.index): s.run_id for s in run_order(plan)}
+    model = SessionModel(plan)
+    for event in (
+        _run_events(ids["torch", 1], (2.0, 3.0), [4.0, 2.0, 2.0])
+        + _run_events(ids["torch", 2], (2.0, 4.0), [6.0, 3.0, 1.0])
+    ):
+        model.apply(event)
+    row = model.row("torch", "resnet50")
+    # run 1: mean epoch 8/3, first 4, excl. first 2, build 1, img/s 32/4 = 8
+    # run 2: mean epoch 10/3, first 6, excl. first 2, build 2, img/s 32/4 = 8
+    assert row["status"] == "ok" and row["runs"] == 2 and row["batch_size"] == 8
+    assert row["mean_epoch_s"] == pytest.approx(3.0)
+    assert row["first_epoch_s"] == pytest.approx(5.0)
+    assert row["mean_epoch_excl_first_s"] == pytest.approx(2.0)
+    assert row["build_s"] == pytest.approx(1.5)
+    assert row["images_per_s"] == pytest.approx(8.0)
+    assert row["time_to_first_batch_s"] == pytest.approx(0.5)
+    assert row["spread"]["first_epoch_s"]["min"] == 4.0 and row["spread"]["first_epoch_s"]["max"] == 6.0
+    # batches: 0.1, 0.1, 0.2, 0.2, 0.3, 0.3 per run -> median 0.2
+    assert row["median_batch_s"] == pytest.approx(0.2)
+    assert row["peak_memory_bytes"] == 2000
+    # tensorflow never ran: pending, no figures
+    other = model.row("tensorflow", "resnet50")
+    assert other["status"] == "pending" and other["mean_epoch_s"] is None and other["runs"] == 0
+
+
+def test_failed_unavailable_and_partial_rows() -> None:
+    plan = _plan(frameworks=["torch", "tensorflow"], runs=2)
+    ids = {(s.framework, s.index): s.run_id for s in run_order(plan)}
+    model = SessionModel(plan)
+    for event in _run_events(ids["torch", 1], (0, 1), [2.0, 1.0, 1.0]):
+        model.apply(event)
+    model.apply({"type": "run_start", "run": ids["torch", 2], "t": 0})
+    model.apply({"type": "error", "run": ids["torch", 2], "t": 0, "kind": "oom", "message": "CUDA out of memory"})
+    model.apply({"type": "run_end", "run": ids["torch", 2], "t": 0, "status": "failed", "reason": "out of memory: CUDA out of memory"})
+    for i in (1, 2):
+        model.apply({"type": "run_end", "run": ids["tensorflow", i], "t": 0, "status": "unavailable", "reason": "no such model"})
+    torch_row = model.row("torch", "resnet50")
+    assert torch_row["status"] == "failed" and "out of memory" in torch_row["reason"]
+    assert torch_row["runs"] == 1 and torch_row["failed_runs"] == 1
+    assert torch_row["mean_epoch_s"] == pytest.approx(4 / 3)  # figures from the run that finished
+    tf_row = model.row("tensorflow", "resnet50")
+    assert tf_row["status"] == "unavailable" and tf_row["reason"] == "no such model"
+
+
+def test_single_epoch_throughput_uses_the_only_epoch() -> None:
+    plan = _plan(frameworks=["torch"], runs=1, epochs=1)
+    run = run_order(plan)[0].run_id
+    model = SessionModel(plan)
+    for event in _run_events(run, (0, 1), [4.0]):
+        model.apply(event)
+    row = model.row("torch", "resnet50")
+    assert row["images_per_s"] == pytest.approx(4.0) and row["mean_epoch_excl_first_s"] is None
+
+
+def test_junk_events_are_counted_not_fatal() -> None:
+    plan = _plan(frameworks=["torch"], runs=1)
+    run = run_order(plan)[0].run_id
+    model = SessionModel(plan)
+    model.apply({"type": "batch", "run": run, "epoch": "x", "seconds": None})
+    model.apply({"type": "batch", "run": "no-such-run", "epoch": 1, "seconds": 1})
+    model.apply({"type": "whatever", "run": run})
+    assert model.malformed == 1 and model.unknown_runs == 1
+
+
+def test_summary_contract() -> None:
+    plan = _plan(frameworks=["torch"], runs=1)
+    model = SessionModel(plan)
+    for event in _run_events(run_order(plan)[0].run_id, (0, 1), [1.0, 1.0, 1.0]):
+        model.apply(event)
+    summary = model.summary()
+    assert summary["schema"] == 1
+    required = {"framework", "model", "batch_size", "runs", "status", "mean_epoch_s", "first_epoch_s",
+                "mean_epoch_excl_first_s", "build_s", "images_per_s"}
+    assert all(required <= set(row) for row in summary["rows"])
+
+
+def test_quantiles_match_numpy_linear() -> None:
+    vals = [1.0, 2.0, 4.0, 8.0]
+    assert quantile(vals, 0.5) == 3.0
+    assert quantile(vals, 0.25) == pytest.approx(1.75)
+    assert quantile(vals, 0.75) == pytest.approx(5.0)
+    stats = describe([3.0, 1.0, 2.0])
+    assert stats is not None and (stats["median"], stats["min"], stats["max"], stats["n"]) == (2.0, 1.0, 3.0, 3)
+    assert describe([]) is None
