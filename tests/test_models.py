@@ -33,7 +33,7 @@ def test_every_model_trains_one_batch(framework: str, sessions_root: Path) -> No
         ok, reason = catalog.available(framework, model)
         if ok:
             assert rows[model]["status"] == "ok", (model, rows[model].get("reason"))
-            batches = [e for e in events if e["type"] == "batch" and model in e["run"]]
+            batches = [e for e in events if e["type"] == "batch" and e["run"] in rows[model]["run_ids"]]
             assert len(batches) == 1 and batches[0]["seconds"] > 0
             assert rows[model]["build_s"] > 0
         else:

@@ -103,6 +103,8 @@ class Engine:
 
     # -- events -----------------------------------------------------------------------
     def _record(self, event: dict[str, Any]) -> None:
+        if self.writer.closed:
+            return  # a GPU sample that arrived after the session was finished
         self.model.apply(event)
         self.writer.append(event)
         if self.listener is not None:
@@ -154,6 +156,8 @@ class Engine:
                 self.current.kill_now()
             if self.sampler is not None:
                 self.sampler.stop()
+                # Clocks and throttle reasons at the end too: did the GPU slow down during the session?
+                self.writer.meta["gpus_end"] = self.sampler.gpus()
             self.status = self._final_status()
             self.writer.finish(self.status, self.model.summary())
         return self.status

@@ -107,6 +107,9 @@ class Sampler:
                     self.nvml.nvmlDeviceGetMaxClockInfo, handle, self.nvml.NVML_CLOCK_SM
                 ),
                 "power_limit_w": _milli(self._call(self.nvml.nvmlDeviceGetEnforcedPowerLimit, handle)),
+                "sm_clock_mhz": self._call(self.nvml.nvmlDeviceGetClockInfo, handle, self.nvml.NVML_CLOCK_SM),
+                "temp_c": self._call(self.nvml.nvmlDeviceGetTemperature, handle, self.nvml.NVML_TEMPERATURE_GPU),
+                "throttle": _reasons(self._call(self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)),
             })
         return out
 
@@ -148,10 +151,7 @@ class Sampler:
         gpu["power_w"] = _milli(self._call(nv.nvmlDeviceGetPowerUsage, handle))
         gpu["temp_c"] = self._call(nv.nvmlDeviceGetTemperature, handle, nv.NVML_TEMPERATURE_GPU)
         gpu["sm_clock_mhz"] = self._call(nv.nvmlDeviceGetClockInfo, handle, nv.NVML_CLOCK_SM)
-        reasons = self._call(nv.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
-        gpu["throttle"] = (
-            None if reasons is None else [n for bit, n in THROTTLE_REASONS.items() if reasons & bit]
-        )
+        gpu["throttle"] = _reasons(self._call(nv.nvmlDeviceGetCurrentClocksThrottleReasons, handle))
         gpu["proc_mem"] = self._process_memory(handle, pid)
         return gpu
 
@@ -227,6 +227,10 @@ class Sampler:
             self._thread.join(timeout=2)
         if self.nvml is not None:
             self._call(self.nvml.nvmlShutdown)
+
+
+def _reasons(bits: int | None) -> list[str] | None:
+    return None if bits is None else [name for bit, name in THROTTLE_REASONS.items() if bits & bit]
 
 
 def _milli(value: Any) -> float | None:

@@ -1,0 +1,190 @@
+"""The NVML sampler against a fake NVML module: every failure becomes N/A, never a crash.
+
+The real path (pynvml on an NVIDIA GPU) runs in test_real_nvml_when_a_gpu_is_present.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from tui.core.sampler import Sampler, load_nvml
+
+
+class NVMLError(Exception):
+    pass
+
+
+class NotSupported(NVMLError):
+    pass
+
+
+class NoPermission(NVMLError):
+    pass
+
+
+class GpuIsLost(NVMLError):
+    pass
+
+
+class LibraryNotFound(NVMLError):
+    pass
+
+
+class FakeNVML:
+    """Just enough of pynvml's surface, with failures where asked."""
+
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+    NVMLError_GpuIsLost = GpuIsLost
+
+    def __init__(self, count: int = 1, fail: dict[str, Exception] | None = None, init_error: Exception | None = None):
+        self.count = count
+        self.fail = fail or {}
+        self.init_error = init_error
+        self.lost = False
+
+    def _maybe(self, name: str, value):  # noqa: ANN001, ANN202
+        if self.lost:
+            raise GpuIsLost("GPU is lost")
+        if name in self.fail:
+            raise self.fail[name]
+        return value
+
+    def nvmlInit(self) -> None:
+        if self.init_error:
+            raise self.init_error
+
+    def nvmlShutdown(self) -> None:
+        pass
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self.count
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self._maybe("driver", "560.1")
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return 12060
+
+    def nvmlDeviceGetName(self, h: int) -> bytes:
+        return self._maybe("name", b"Fake H200")
+
+    def nvmlDeviceGetMemoryInfo(self, h: int):  # noqa: ANN201
+        return self._maybe("memory", SimpleNamespace(used=2 << 30, total=80 << 30))
+
+    def nvmlDeviceGetUtilizationRates(self, h: int):  # noqa: ANN201
+        return self._maybe("util", SimpleNamespace(gpu=97, memory=40))
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return self._maybe("power", 350_000)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        return self._maybe("power_limit", 700_000)
+
+    def nvmlDeviceGetTemperature(self, h: int, kind: int) -> int:
+        return self._maybe("temp", 61)
+
+    def nvmlDeviceGetClockInfo(self, h: int, kind: int) -> int:
+        return self._maybe("clock", 1980)
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, kind: int) -> int:
+        return self._maybe("max_clock", 1980)
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:
+        return self._maybe("throttle", 0x4 | 0x20)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int):  # noqa: ANN201
+        return self._maybe("procs", [SimpleNamespace(pid=os.getpid(), usedGpuMemory=1 << 30),
+                                     SimpleNamespace(pid=1, usedGpuMemory=5 << 30)])
+
+
+def _sampler(nvml: FakeNVML) -> Sampler:
+    return Sampler(0.05, lambda s: None, nvml=nvml)
+
+
+def test_all_metrics_and_the_runner_process_memory() -> None:
+    sampler = _sampler(FakeNVML())
+    assert sampler.status == "NVML: 1 GPU(s)"
+    sampler.set_target("run-1", os.getpid())
+    sample = sampler.sample()
+    (gpu,) = sample["gpus"]
+    assert sample["type"] == "gpu" and sample["run"] == "run-1"
+    assert (gpu["util"], gpu["mem_util"], gpu["temp_c"], gpu["sm_clock_mhz"]) == (97, 40, 61, 1980)
+    assert gpu["power_w"] == 350.0 and gpu["mem_total"] == 80 << 30
+    assert gpu["throttle"] == ["sw_power_cap", "sw_thermal"]
+    assert gpu["proc_mem"] == 1 << 30  # only our process, not pid 1
+    assert sample["host"]["rss"] > 0
+    (info,) = sampler.gpus()
+    assert info["name"] == "Fake H200" and info["driver"] == "560.1" and info["power_limit_w"] == 700.0
+
+
+@pytest.mark.parametrize("error", [NotSupported("Not Supported"), NoPermission("Insufficient Permissions")])
+def test_unsupported_or_forbidden_metrics_are_none(error: Exception) -> None:
+    fail = {name: error for name in ("power", "temp", "throttle", "procs", "clock")}
+    sampler = _sampler(FakeNVML(fail=fail))
+    sampler.set_target("r", os.getpid())
+    (gpu,) = sampler.sample()["gpus"]
+    assert gpu["util"] == 97  # what works still works
+    assert gpu["power_w"] is None and gpu["temp_c"] is None and gpu["throttle"] is None
+    assert gpu["proc_mem"] is None and gpu["sm_clock_mhz"] is None
+
+
+def test_missing_library_means_no_nvml_and_psutil_only() -> None:
+    sampler = _sampler(FakeNVML(init_error=LibraryNotFound("NVML Shared Library Not Found")))
+    assert sampler.nvml is None and "NVML unavailable" in sampler.status and "Not Found" in sampler.status
+    sampler.set_target("r", os.getpid())
+    sampler.sample()  # primes psutil
+    sample = sampler.sample()
+    assert "gpus" not in sample and sample["host"]["rss"] > 0 and sample["host"]["cpu_percent"] is not None
+    assert sampler.gpus() == []
+
+
+def test_no_gpu_found() -> None:
+    sampler = _sampler(FakeNVML(count=0))
+    assert sampler.nvml is None and sampler.status == "NVML found no GPU"
+
+
+def test_gpu_lost_mid_session_is_reported_not_raised() -> None:
+    nvml = FakeNVML()
+    sampler = _sampler(nvml)
+    assert sampler.sample()["gpus"][0]["util"] == 97
+    nvml.lost = True
+    (gpu,) = sampler.sample()["gpus"]
+    assert gpu == {"index": 0, "lost": True}
+    assert sampler.sample()["gpus"][0]["lost"]  # and stays lost without asking NVML again
+
+
+def test_thread_samples_at_its_interval_and_survives_callback_errors() -> None:
+    seen: list[dict] = []
+
+    def on_sample(sample: dict) -> None:
+        seen.append(sample)
+        if len(seen) == 2:
+            raise RuntimeError("a bad consumer")
+
+    sampler = Sampler(0.02, on_sample, nvml=FakeNVML())
+    sampler.start()
+    time.sleep(0.3)
+    sampler.stop()
+    assert len(seen) >= 5
+    count = len(seen)
+    time.sleep(0.1)
+    assert len(seen) == count  # stopped means stopped
+
+
+def test_real_nvml_when_a_gpu_is_present() -> None:
+    nvml, status = load_nvml()
+    if nvml is None:
+        pytest.skip(status)
+    sampler = Sampler(0.5, lambda s: None)
+    sample = sampler.sample()
+    assert sample["gpus"] and sample["gpus"][0]["mem_total"] > 0
+    assert sampler.gpus()[0]["name"]
+    sampler.stop()
