@@ -50,6 +50,10 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sessions-dir", metavar="DIR", help="where sessions are written (default ./sessions)")
     g.add_argument("--interval", type=float, metavar="SECONDS", help="GPU sampling period (default 0.5)")
     g.add_argument(
+        "--memory-limit", dest="memory_limit_mb", type=int, metavar="MB",
+        help="cap each runner's address space (RLIMIT_AS): a smaller memory, on CPU",
+    )
+    g.add_argument(
         "--python", action="append", default=[], metavar="FRAMEWORK=INTERPRETER",
         help="run a framework's runners with another Python (repeatable)",
     )
@@ -110,7 +114,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         overrides["models"] = list(catalog.MODEL_ORDER) if args.models == ["all"] else args.models
     for name in (
         "image_size", "samples", "epochs", "runs", "device", "data", "precision", "compile",
-        "cudnn_autotune", "channels_last", "order", "num_classes", "name", "interval",
+        "cudnn_autotune", "channels_last", "order", "num_classes", "name", "interval", "memory_limit_mb",
     ):
         value = getattr(args, name)
         if value is not None:
@@ -212,28 +216,56 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from tui.core.headless import print_summary
+    from rich.markup import escape
+
+    from tui.core.headless import _stdout_console, print_summary
     from tui.core.session import load_session, resolve_session
+    from tui.core.tables import cell_warnings, ratio_table
 
     loaded = load_session(resolve_session(args.session, args.sessions_dir))
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print_summary(loaded.model.rows(), f"{loaded.path.name} · {loaded.meta.get('status')}")
+    summary = loaded.model.summary()
+    # Reasons are runner error messages: brackets in them must print, not style.
+    rows = [{**row, "reason": escape(row["reason"])} if row.get("reason") else row for row in summary["rows"]]
+    print_summary(rows, f"{loaded.path.name} · {escape(str(loaded.meta.get('status')))}")
+    console = _stdout_console()
+    ratios = ratio_table(summary.get("ratios") or [])
+    if ratios is not None:
+        console.print(ratios)
+        console.print("95% CIs by seeded bootstrap; 'not significant' when the CI contains 1.", style="dim")
+    for line in cell_warnings(summary["rows"]):
+        console.print(f"[yellow]caution:[/] {escape(line)}", highlight=False)
     return EXIT_OK
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from tui.core.session import list_sessions
-
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from tui.core.session import list_sessions, sessions_dir
+
+    infos = list_sessions(args.sessions_dir)
+    if not infos:
+        print(f"no sessions in {sessions_dir(args.sessions_dir)}", file=sys.stderr)
+        return EXIT_OK
     table = Table(header_style="bold")
-    for col in ("Session", "Started (UTC)", "Device", "Frameworks", "Models", "Status"):
+    for col in ("Started (UTC)", "Session", "Name", "Device", "Frameworks", "Models", "Status"):
         table.add_column(col)
-    for info in list_sessions(args.sessions_dir):
-        table.add_row(info["name"], info["started"], info["device"], info["frameworks"], info["models"], info["status"])
-    Console().print(table)
+    for info in infos:
+        status = info["status"]
+        style = {"complete": "green", "failed": "red", "running": "magenta", "interrupted": "yellow"}.get(status, "dim")
+        # Text, not markup: names and errors come from session files.
+        cells = [info["started"], info["name"], info.get("label", ""), info["device"], info["frameworks"], info["models"]]
+        status_text = Text(status, style=style)
+        if info.get("error"):
+            status_text.append(f" {info['error']}")
+        table.add_row(*(Text(c) for c in cells), status_text)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print(table)
     return EXIT_OK
 
 

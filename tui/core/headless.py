@@ -38,7 +38,7 @@ def summary_table(rows: list[dict[str, Any]], title: str = "") -> Table:
     for row in rows:
         spread = row.get("spread", {})
         status = row["status"]
-        label = f"[{STATUS_STYLE.get(status, '')}]{status}[/]"
+        label = f"[{STATUS_STYLE.get(status, 'default')}]{status}[/]"  # "[]" would be a markup error
         if row.get("reason"):
             label += f" {row['reason']}"
         table.add_row(

@@ -43,6 +43,7 @@ class Plan:
     preset: str = ""
     python: dict[str, str] = field(default_factory=dict)  # framework -> interpreter
     interval: float = 0.5  # GPU sampling period, seconds
+    memory_limit_mb: int = 0  # cap on each runner's address space (0: none)
 
     def batch_size(self, model: str) -> int:
         return self.batch_sizes.get(model, catalog.MODELS[model].study_batch_size)
@@ -76,6 +77,7 @@ class Plan:
             channels_last=self.channels_last,
             num_classes=self.num_classes,
             run_id=run_id,
+            memory_limit_mb=self.memory_limit_mb,
         )
 
     def validate(self) -> Plan:
@@ -101,6 +103,8 @@ class Plan:
         ):
             if not isinstance(value, int) or value <= 0:
                 raise PlanError(f"{label} must be a positive whole number, got {value!r}")
+        if not isinstance(self.memory_limit_mb, int) or self.memory_limit_mb < 0:
+            raise PlanError(f"--memory-limit must be a whole number of MB, got {self.memory_limit_mb!r}")
         if not self.interval > 0:
             raise PlanError(f"--interval must be positive, got {self.interval!r}")
         for model, size in self.batch_sizes.items():

@@ -1,10 +1,32 @@
-"""Descriptive statistics for timings, in plain Python (no NumPy needed by the parent)."""
+"""Statistics for timings in plain Python: descriptions, robust outliers, seeded bootstrap intervals."""
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Sequence
+import operator
+import random
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import repeat
 from typing import Any
+
+#: Resamples per bootstrap interval. 2000 keeps the 2.5/97.5 percentiles stable to
+#: about a percent of the interval width, and costs milliseconds for run-level data.
+RESAMPLES = 2000
+SEED = 0
+LEVEL = 0.95
+#: Modified z-score above which a value is an outlier (Iglewicz and Hoaglin).
+OUTLIER_Z = 3.5
+#: IQR / median above which a spread is "large" (torch.utils.benchmark's rule).
+WIDE_SPREAD = 0.10
+#: An outlier must also be this far from the median, relative to it, to be flagged.
+OUTLIER_MIN_RELATIVE = 0.05
+#: Groups larger than this are resampled through the normal approximation of their
+#: mean (see ``_resampled_mean``); smaller ones are resampled value by value.
+EXACT_GROUP_MAX = 100
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -24,21 +46,352 @@ def mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
-def describe(values: Sequence[float]) -> dict[str, Any] | None:
-    """n, mean, median, quartiles, IQR, min, max, p5/p95 of some values; None if empty."""
-    vals = sorted(float(v) for v in values if v is not None)
+def median(values: Sequence[float]) -> float:
+    return quantile(sorted(values), 0.5)
+
+
+def mad(values: Sequence[float], center: float | None = None) -> float:
+    """Median absolute deviation from ``center`` (default: the median), unscaled."""
+    if center is None:
+        center = median(values)
+    return median([abs(v - center) for v in values])
+
+
+def outlier_mask(
+    values: Sequence[float], threshold: float = OUTLIER_Z, min_relative: float = 0.0
+) -> list[bool]:
+    """Which values are outliers by the modified z-score 0.6745·|x − median| / MAD > threshold.
+
+    When more than half the values are equal the MAD is 0; the mean absolute deviation
+    (scaled to match the MAD for normal data) stands in, so a lone odd value is still caught.
+    ``min_relative`` also asks for a distance of at least that share of the median: on
+    very steady timings the MAD is tiny and a 1% wobble would otherwise count.
+    """
+    if len(values) < 3:
+        return [False] * len(values)
+    center = median(values)
+    deviations = [abs(v - center) for v in values]
+    limit = _outlier_limit(center, sorted(deviations), threshold, min_relative)
+    if limit is None:
+        return [False] * len(values)
+    return [d > limit for d in deviations]
+
+
+def _outlier_limit(
+    center: float, sorted_deviations: Sequence[float], threshold: float, min_relative: float
+) -> float | None:
+    """The distance from the median beyond which a value is an outlier; None: no outliers possible."""
+    if len(sorted_deviations) < 3:
+        return None
+    scale = quantile(sorted_deviations, 0.5)
+    if scale == 0:
+        # mean |x - median| · sqrt(pi/2) estimates sigma for normal data, and the MAD
+        # estimates sigma / 1.4826: rescale so the same threshold applies.
+        scale = mean(sorted_deviations) * math.sqrt(math.pi / 2) / 1.4826
+    if scale == 0:
+        return None
+    return max(threshold * scale / 0.6745, abs(center) * min_relative)
+
+
+def describe(
+    values: Sequence[float | None],
+    ci: bool = False,
+    seed: int = SEED,
+    resamples: int = RESAMPLES,
+) -> dict[str, Any] | None:
+    """n, mean, median, quartiles, IQR, min, max, p5/p95, MAD, outliers; None if empty.
+
+    ``outliers`` counts values more than 3.5 robust z-scores (MAD rule) and 5% away
+    from the median.
+    ``iqr_ratio`` is IQR / median and ``wide`` says whether it is above 10%. With
+    ``ci`` (and at least two values), ``ci_low``/``ci_high`` bound the mean (seeded
+    bootstrap, 95%).
+    """
+    # Plain sort when there is nothing to drop: describe runs over every batch of a cell.
+    if not isinstance(values, (list, tuple, array)):
+        values = list(values)  # a generator would be used up by the check below
+    vals: list[float] = (
+        sorted(values) if None not in values else sorted(v for v in values if v is not None)  # type: ignore[arg-type]
+    )
     if not vals:
         return None
     q1, med, q3 = quantile(vals, 0.25), quantile(vals, 0.5), quantile(vals, 0.75)
-    return {
+    iqr = q3 - q1
+    ratio = iqr / med if med else None
+    deviations = sorted(map(abs, map(operator.sub, vals, repeat(med))))
+    limit = _outlier_limit(med, deviations, OUTLIER_Z, OUTLIER_MIN_RELATIVE)
+    outliers = 0 if limit is None else len(vals) - bisect.bisect_right(deviations, limit)
+    out: dict[str, Any] = {
         "n": len(vals),
         "mean": mean(vals),
         "median": med,
         "q1": q1,
         "q3": q3,
-        "iqr": q3 - q1,
-        "min": vals[0],
-        "max": vals[-1],
+        "iqr": iqr,
+        "min": float(vals[0]),
+        "max": float(vals[-1]),
         "p5": quantile(vals, 0.05),
         "p95": quantile(vals, 0.95),
+        "mad": quantile(deviations, 0.5),
+        "outliers": outliers,
+        "iqr_ratio": ratio,
+        "wide": ratio is not None and ratio > WIDE_SPREAD,
     }
+    if ci:
+        interval = bootstrap_ci(vals, seed=seed, resamples=resamples)
+        out["ci_low"], out["ci_high"] = interval if interval else (None, None)
+    return out
+
+
+# -- bootstrap ------------------------------------------------------------------------
+def bootstrap_ci(
+    values: Sequence[float],
+    stat: Callable[[Sequence[float]], float] = mean,
+    level: float = LEVEL,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``stat`` over ``values``; None for fewer than 2 values."""
+    vals = [float(v) for v in values]
+    if len(vals) < 2:
+        return None
+    if stat is mean:
+        return _mean_ci_cached(tuple(vals), level, resamples, seed)
+    rng = random.Random(seed)
+    n = len(vals)
+    reps = sorted(stat(rng.choices(vals, k=n)) for _ in range(resamples))
+    return _percentiles(reps, level)
+
+
+@lru_cache(maxsize=4096)
+def _mean_ci_cached(vals: tuple[float, ...], level: float, resamples: int, seed: int) -> tuple[float, float]:
+    # Cached: the same run-level figures are described on every redraw of a live table.
+    rng = random.Random(seed)
+    n = len(vals)
+    flat = rng.choices(vals, k=n * resamples)
+    reps = sorted(sum(flat[i : i + n]) / n for i in range(0, n * resamples, n))
+    return _percentiles(reps, level)
+
+
+def _percentiles(sorted_reps: Sequence[float], level: float) -> tuple[float, float]:
+    tail = (1 - level) / 2
+    return quantile(sorted_reps, tail), quantile(sorted_reps, 1 - tail)
+
+
+@dataclass(frozen=True)
+class _Group:
+    values: tuple[float, ...]
+    mean: float
+    se: float  # standard error of the mean
+
+
+def _groups(groups: Sequence[Sequence[float]]) -> list[_Group]:
+    out = []
+    for g in groups:
+        vals = tuple(float(v) for v in g)
+        if not vals:
+            continue
+        m = math.fsum(vals) / len(vals)
+        if len(vals) > 1:
+            var = math.fsum((v - m) ** 2 for v in vals) / (len(vals) - 1)
+            se = math.sqrt(var / len(vals))
+        else:
+            se = 0.0
+        out.append(_Group(vals, m, se))
+    return out
+
+
+def _resampled_means(g: _Group, count: int, rng: random.Random) -> list[float]:
+    """``count`` bootstrap means of one group's values."""
+    n = len(g.values)
+    if n == 1:
+        return [g.values[0]] * count
+    if n <= EXACT_GROUP_MAX:
+        flat = rng.choices(g.values, k=n * count)
+        return [sum(flat[i : i + n]) / n for i in range(0, n * count, n)]
+    # A bootstrap mean of n > 100 values is close to normal around the group mean with
+    # the standard error as spread (central limit theorem); drawing it directly keeps a
+    # resample of thousands of batches at one draw instead of thousands.
+    gauss = rng.gauss
+    return [g.mean + g.se * gauss(0.0, 1.0) for _ in range(count)]
+
+
+def hierarchical_replicates(
+    groups: Sequence[Sequence[float]],
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    numerator: float | None = None,
+    rng: random.Random | None = None,
+) -> list[float]:
+    """Bootstrap replicates of the mean over groups of each group's mean.
+
+    Groups are runs, values within them epochs or batches. With several groups each
+    replicate resamples the groups, then the values within each chosen group; with one
+    group only its values are resampled. With ``numerator``, each group contributes
+    ``numerator / its mean`` instead (a rate such as images per second).
+    """
+    gs = _groups(groups)
+    if not gs:
+        return []
+    rng = rng or random.Random(seed)
+    k = len(gs)
+    if k > 1 and all(len(g.values) == 1 for g in gs):
+        # One value per run (build time, first epoch): a plain bootstrap over runs, in one draw.
+        values = [g.mean if numerator is None else (numerator / g.mean if g.mean > 0 else 0.0) for g in gs]
+        flat = rng.choices(values, k=k * resamples)
+        return [sum(flat[i : i + k]) / k for i in range(0, k * resamples, k)]
+    # Outer level first: which group fills each of the k slots of every replicate.
+    picks = rng.choices(range(k), k=k * resamples) if k > 1 else [0] * resamples
+    # Inner level in bulk: exactly as many resampled means per group as it was picked,
+    # drawn in one go (a few large draws instead of thousands of small ones).
+    pools = [_resampled_means(g, picks.count(i), rng) for i, g in enumerate(gs)]
+    if numerator is not None:
+        pools = [[numerator / m if m > 0 else 0.0 for m in pool] for pool in pools]
+    nexts = [iter(pool).__next__ for pool in pools]
+    reps: list[float] = []
+    for r in range(0, k * resamples, k):
+        reps.append(sum(nexts[p]() for p in picks[r : r + k]) / k)
+    return reps
+
+
+def grouped_mean(groups: Sequence[Sequence[float]], numerator: float | None = None) -> float | None:
+    """The point estimate matching ``hierarchical_replicates``: mean over groups of group means."""
+    gs = _groups(groups)
+    if not gs:
+        return None
+    if numerator is None:
+        return math.fsum(g.mean for g in gs) / len(gs)
+    return math.fsum(numerator / g.mean for g in gs) / len(gs)
+
+
+def hierarchical_ci(
+    groups: Sequence[Sequence[float]],
+    level: float = LEVEL,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    numerator: float | None = None,
+) -> tuple[float, float] | None:
+    """Percentile interval of the grouped mean; None when there is nothing to resample."""
+    gs = _groups(groups)
+    if sum(len(g.values) for g in gs) < 2:
+        return None
+    return _hier_ci_cached(tuple(g.values for g in gs), level, resamples, seed, numerator)
+
+
+@lru_cache(maxsize=4096)
+def _hier_ci_cached(
+    groups: tuple[tuple[float, ...], ...], level: float, resamples: int, seed: int, numerator: float | None
+) -> tuple[float, float]:
+    # Cached: a live table redraws the same finished runs' figures many times.
+    return _percentiles(sorted(hierarchical_replicates(groups, resamples, seed, numerator)), level)
+
+
+# -- ratios ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ratio:
+    """Time of ``other`` over time of ``base``, with a bootstrap interval (below 1: other is faster)."""
+
+    value: float
+    low: float | None
+    high: float | None
+    level: float = LEVEL
+
+    @property
+    def significant(self) -> bool | None:
+        """Whether the interval excludes 1; None when there is no interval."""
+        if self.low is None or self.high is None:
+            return None
+        return not (self.low <= 1.0 <= self.high)
+
+    @property
+    def faster(self) -> bool:
+        return self.value < 1.0
+
+    @property
+    def factor(self) -> float:
+        """How many times faster (or slower) ``other`` is: always at least 1."""
+        return 1 / self.value if self.faster else self.value
+
+    @property
+    def factor_interval(self) -> tuple[float, float] | None:
+        if self.low is None or self.high is None:
+            return None
+        if self.faster:
+            return 1 / self.high, 1 / self.low
+        return self.low, self.high
+
+    @property
+    def percent(self) -> float:
+        """Change of time in percent: +10 means ``other`` takes 10% longer."""
+        return (self.value - 1.0) * 100
+
+    def phrase(self, than: str = "") -> str:
+        """'1.23× faster (95% CI 1.18–1.29)', with ', not significant' when the CI contains 1.
+
+        ``than`` names what ``other`` is compared with ("1.23× faster than tf.keras (...)").
+        """
+        if self.value == 1.0:
+            text = "same speed" + (f" as {than}" if than else "")
+        else:
+            text = f"{self.factor:.2f}× {'faster' if self.faster else 'slower'}" + (
+                f" than {than}" if than else ""
+            )
+        interval = self.factor_interval
+        if interval is not None:
+            text += f" ({self.level * 100:.0f}% CI {interval[0]:.2f}–{interval[1]:.2f})"
+        if self.significant is False:
+            text += ", not significant"
+        elif self.significant is None:
+            text += " (no CI: one value per side)"
+        return text
+
+    def inverted(self) -> Ratio:
+        """The same comparison seen from the other side (base over other)."""
+        low = 1 / self.high if self.high else None
+        high = 1 / self.low if self.low else None
+        return Ratio(1 / self.value, low, high, self.level)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ratio": self.value,
+            "ci_low": self.low,
+            "ci_high": self.high,
+            "level": self.level,
+            "significant": self.significant,
+            "faster": self.faster,
+            "factor": self.factor,
+            "percent": self.percent,
+            "phrase": self.phrase(),
+        }
+
+
+def ratio_ci(
+    base: Sequence[Sequence[float]],
+    other: Sequence[Sequence[float]],
+    level: float = LEVEL,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Ratio | None:
+    """Ratio of grouped means other / base, both sides resampled independently (hierarchically).
+
+    Returns None when either side has no values. The interval is None when neither side
+    has anything to resample (one value each).
+    """
+    a, b = _groups(base), _groups(other)
+    if not a or not b:
+        return None
+    ma = math.fsum(g.mean for g in a) / len(a)
+    mb = math.fsum(g.mean for g in b) / len(b)
+    if ma <= 0:
+        return None
+    value = mb / ma
+    if sum(len(g.values) for g in a) + sum(len(g.values) for g in b) < 3:
+        return Ratio(value, None, None, level)
+    rng = random.Random(seed)
+    ra = hierarchical_replicates([g.values for g in a], resamples, rng=rng)
+    rb = hierarchical_replicates([g.values for g in b], resamples, rng=rng)
+    reps = sorted(y / x for x, y in zip(ra, rb, strict=True) if x > 0)
+    if not reps:
+        return Ratio(value, None, None, level)
+    low, high = _percentiles(reps, level)
+    return Ratio(value, low, high, level)

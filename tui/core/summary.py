@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runners import catalog
+from tui.core import analysis
 from tui.core.plan import Plan, RunSpec, run_order
 from tui.core.stats import describe, mean
 
@@ -101,6 +102,9 @@ class SessionModel:
         self.malformed = 0
         self.events = 0
         self.unknown_runs = 0
+        self._handlers = {
+            name[len("_on_"):]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
+        }
 
     # -- folding events -------------------------------------------------------------
     def apply(self, event: dict[str, Any]) -> None:
@@ -115,7 +119,8 @@ class SessionModel:
             if run_id is not None:
                 self.unknown_runs += 1
             return
-        handler = getattr(self, f"_on_{kind}", None)
+        # One dict lookup per event: this runs a million times when a long session loads.
+        handler = self._handlers.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             try:
                 handler(run, event)
@@ -222,9 +227,17 @@ class SessionModel:
             stats = describe([f[name] for f in per_run if f[name] is not None])
             row[name] = stats["mean"] if stats else None
             row["spread"][name] = stats
-        batches = [s for r in ok for s in r.batch_seconds]
+        batches = analysis.cell_batches(ok)  # per-run sorted, cached: describe merges them
         stats = describe(batches)
         row["median_batch_s"] = stats["median"] if stats else None
+        # 95% bootstrap intervals (over runs, then epochs within runs; seeded, cached).
+        row["ci"] = {name: analysis.figure_ci(ok, name) for name in HEADLINE}
+        for name, interval in row["ci"].items():
+            if row["spread"].get(name):
+                row["spread"][name]["ci_low"], row["spread"][name]["ci_high"] = interval or (None, None)
+        # Batch times after warm-up: their spread and MAD outliers back the warnings.
+        row["batch"] = describe(analysis.cell_batches(ok, steady=True))
+        row["warnings"] = analysis.cell_warnings(ok, row["spread"], row["batch"])
         peaks = [r.peak_bytes for r in ok if r.peak_bytes is not None]
         row["peak_memory_bytes"] = max(peaks) if peaks else None
         row["memory_source"] = ok[0].memory_source if ok else ""
@@ -236,7 +249,7 @@ class SessionModel:
         return [self.row(fw, m) for fw, m in self.cells()]
 
     def summary(self) -> dict[str, Any]:
-        environment = {}
+        environment: dict[str, Any] = {}
         for run in self.runs.values():
             if run.hello:
                 environment.setdefault(run.spec.framework, {
@@ -249,6 +262,8 @@ class SessionModel:
             "rows": self.rows(),
             "frameworks": environment,
             "malformed_lines": self.malformed,
+            # Framework against framework per model, with 95% CIs (additive to schema 1).
+            "ratios": analysis.framework_ratios(self),
             "labels": {"frameworks": catalog.FRAMEWORK_LABELS, "models": {k: v.label for k, v in catalog.MODELS.items()}},
         }
 

@@ -1,0 +1,391 @@
+"""Hand-made session folders in exactly the format the engine writes, for tests and benchmarks.
+
+``make_session`` writes ``session.json`` (as SessionWriter does), ``events.jsonl``
+(runner events tagged with their run, parent run_start/run_end events and GPU samples,
+in time order, as Engine writes them) and ``summary.json`` (SessionModel.summary()).
+Everything is deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from runners import catalog
+from tui.core.plan import Plan, run_order
+from tui.core.session import SESSION_SCHEMA, slugify
+from tui.core.summary import SessionModel
+
+GIB = 1024**3
+#: Seconds per batch by (framework, model) unless given; tf.keras a bit slower, as in the study.
+DEFAULT_BATCH_S = {"torch": 0.050, "tensorflow": 0.060, "keras-jax": 0.055, "keras-torch": 0.065}
+MODEL_SCALE = {
+    "inception_v3": 1.0,
+    "resnet50": 0.8,
+    "densenet121": 0.9,
+    "densenet169": 1.0,
+    "inception_resnet_v2": 1.6,
+    "nasnet_large": 2.4,
+    "pnasnet_large": 2.2,
+}
+BUILD_S = {"torch": 0.6, "tensorflow": 2.5, "keras-jax": 1.8, "keras-torch": 2.0}
+
+
+def _dumps(event: dict[str, Any]) -> str:
+    return json.dumps(event, separators=(",", ":"))
+
+
+class _Timeline:
+    """Writes events in time order, slipping GPU samples in every ``interval`` seconds."""
+
+    def __init__(self, fh: IO[str], interval: float, gpu: bool, rng: random.Random, t0: float) -> None:
+        self.fh = fh
+        self.interval = interval
+        self.gpu = gpu
+        self.rng = rng
+        self.next_sample = t0
+        self.run: str | None = None
+        self.lines = 0
+        self.busy = False
+
+    def sample(self, t: float) -> None:
+        event: dict[str, Any] = {"type": "gpu", "t": round(t, 6), "run": self.run}
+        rng = self.rng
+        if self.gpu:
+            util = rng.randint(88, 99) if self.busy else rng.randint(0, 3)
+            used = (14.5 if self.busy else 0.4) * GIB + rng.randint(0, 2**26)
+            event["gpus"] = [
+                {
+                    "index": 0,
+                    "util": util,
+                    "mem_util": util // 2,
+                    "mem_used": int(used),
+                    "mem_total": 80 * GIB,
+                    "power_w": round(280 + rng.random() * 40 if self.busy else 60.0, 3),
+                    "temp_c": 65 if self.busy else 38,
+                    "sm_clock_mhz": 1980,
+                    "throttle": [] if self.busy else ["gpu_idle"],
+                    "proc_mem": int(14 * GIB) if self.busy else (0 if self.run else None),
+                }
+            ]
+        event["host"] = {
+            "cpu_percent": round(100 + rng.random() * 5, 1) if self.run else None,
+            "rss": 3 * GIB + rng.randint(0, 2**24) if self.run else None,
+        }
+        self.write_line(_dumps(event))
+
+    def write_line(self, line: str) -> None:
+        self.fh.write(line + "\n")
+        self.lines += 1
+
+    def at(self, t: float) -> None:
+        while self.next_sample <= t:
+            self.sample(self.next_sample)
+            self.next_sample += self.interval
+
+    def parent(self, t: float, type_: str, run: str, **fields: Any) -> None:
+        self.at(t)
+        self.write_line(_dumps({"type": type_, "t": round(t, 6), "run": run, **fields}))
+
+    def runner(self, t: float, run: str, type_: str, **fields: Any) -> None:
+        self.at(t)
+        self.write_line(_dumps({"run": run, "v": 1, "type": type_, "t": round(t, 6), **fields}))
+
+
+def _versions(framework: str) -> dict[str, Any]:
+    if catalog.family(framework) == "torch":
+        return {
+            "python": "3.11.7",
+            "torch": "2.5.1+cu124",
+            "torchvision": "0.20.1+cu124",
+            "cuda": "12.4",
+            "cudnn": 90100,
+        }
+    return {"python": "3.11.7", "keras": "3.6.0", "tensorflow": "2.18.0", "cuda": "12.5.1", "cudnn": "9"}
+
+
+def _settings(framework: str) -> dict[str, Any]:
+    if catalog.family(framework) == "torch":
+        return {
+            "precision": "fp32",
+            "tf32_matmul": False,
+            "tf32_cudnn": False,
+            "cudnn_benchmark": True,
+            "compile": "eager",
+            "channels_last": False,
+            "data": "device",
+            "intra_op_threads": 8,
+        }
+    return {
+        "precision": "fp32",
+        "data": "device",
+        "keras_dtype_policy": "float32",
+        "tf32": False,
+        "cudnn_autotune": True,
+        "compile": "tf.function graph",
+        "intra_op_threads": 0,
+        "channels_last": True,
+    }
+
+
+def make_session(
+    root: str | Path,
+    *,
+    name: str = "fixture",
+    frameworks: tuple[str, ...] | list[str] = ("torch", "tensorflow"),
+    models: tuple[str, ...] | list[str] = ("resnet50",),
+    runs: int = 2,
+    epochs: int = 3,
+    steps: int = 8,
+    batch_size: int | None = None,
+    image_size: int = 299,
+    gpu: bool = True,
+    speed: dict[tuple[str, str], float] | None = None,
+    noise: float = 0.02,
+    run_noise: float = 0.01,
+    time_scale: float = 1.0,
+    warmup: tuple[float, ...] = (30.0, 1.3, 1.3),
+    run_factor: dict[int, float] | None = None,
+    seed: int = 1,
+    fail: dict[tuple[str, str, int], dict[str, Any]] | None = None,
+    interval: float = 0.5,
+    folder: str | None = None,
+    started: str = "2026-01-02T03:04:05+00:00",
+    order: str = "interleaved",
+    write_summary: bool = True,
+    status: str | None = None,
+    meta_extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a finished session folder under ``root`` and return its path.
+
+    ``speed`` maps (framework, model) to seconds per batch (default: a made-up but
+    plausible figure times ``time_scale``); ``warmup`` multiplies the first batches of a
+    run; ``run_factor`` maps a run index to a factor on its speed; ``fail`` maps
+    (framework, model, run index) to {"kind": "oom"|"exception", "message": ..., "epoch": N}.
+    """
+    root = Path(root)
+    batch_sizes = {m: batch_size or catalog.MODELS[m].study_batch_size for m in models}
+    plan = Plan(
+        frameworks=list(frameworks),
+        models=list(models),
+        image_size=image_size,
+        samples=max(batch_sizes.values()) * steps,
+        epochs=epochs,
+        runs=runs,
+        batch_sizes=batch_sizes,
+        device="cuda" if gpu else "cpu",
+        name=name,
+        order=order,
+        interval=interval,
+    )
+    # Every model gets exactly ``steps`` batches per epoch.
+    steps_of = {m: steps for m in models}
+    rng = random.Random(seed)
+    fail = fail or {}
+    speed = speed or {}
+    path = root / (folder or f"20260102T030405Z_{slugify(name)}")
+    (path / "logs").mkdir(parents=True)
+    t = 1000.0
+    failed_any = False
+    with open(path / "events.jsonl", "w", encoding="utf-8") as fh:
+        tl = _Timeline(fh, interval, gpu, random.Random(seed + 1), t0=t)
+        for spec in run_order(plan):
+            fw, model, index, rid = spec.framework, spec.model, spec.index, spec.run_id
+            ok, reason = catalog.available(fw, model)
+            if not ok:
+                tl.parent(t, "run_end", rid, status="unavailable", reason=reason)
+                continue
+            bs = batch_sizes[model]
+            n_steps = steps_of[model]
+            base = speed.get((fw, model), DEFAULT_BATCH_S.get(fw, 0.05) * MODEL_SCALE[model] * time_scale)
+            base *= (1 + run_noise * rng.gauss(0, 1)) * (run_factor or {}).get(index, 1.0)
+            tl.parent(
+                t,
+                "run_start",
+                rid,
+                framework=fw,
+                model=model,
+                index=index,
+                pid=4000 + index,
+                python="/usr/bin/python3",
+            )
+            tl.run = rid
+            (path / "logs" / f"{rid}.log").write_text(f"{fw} {model} run {index}\n", encoding="utf-8")
+            t0 = t + 0.04
+            t = t0 + 1.5
+            tl.runner(t, rid, "phase", name="import", edge="start", at=round(t0, 6))
+            tl.runner(t, rid, "phase", name="import", edge="end")
+            config = {
+                "framework": fw,
+                "model": model,
+                "image_size": image_size,
+                "samples": plan.samples,
+                "batch_size": bs,
+                "epochs": epochs,
+                "device": plan.device,
+                "data": "device",
+                "precision": "fp32",
+                "run_id": rid,
+            }
+            device = (
+                {
+                    "type": "cuda",
+                    "index": 0,
+                    "name": "NVIDIA H100 80GB HBM3",
+                    "memory_bytes": 80 * GIB,
+                    "capability": "9.0",
+                }
+                if gpu
+                else {"type": "cpu", "name": "x86_64", "threads": 8}
+            )
+            tl.runner(
+                t,
+                rid,
+                "hello",
+                pid=4000 + index,
+                framework=fw,
+                versions=_versions(fw),
+                device=device,
+                config=config,
+                settings=_settings(fw),
+                steps_per_epoch=n_steps,
+                samples_per_epoch=n_steps * bs,
+            )
+            tl.runner(t, rid, "phase", name="data", edge="start")
+            t += 0.05
+            tl.runner(t, rid, "phase", name="data", edge="end")
+            tl.runner(t, rid, "phase", name="build", edge="start")
+            t += BUILD_S.get(fw, 1.0) * (1 + 0.03 * rng.gauss(0, 1))
+            tl.runner(t, rid, "phase", name="build", edge="end")
+            tl.busy = gpu
+            source = (
+                (
+                    "torch.cuda.max_memory_allocated"
+                    if catalog.family(fw) == "torch"
+                    else "tf get_memory_info peak"
+                )
+                if gpu
+                else "process peak RSS (CPU)"
+            )
+            failure = fail.get((fw, model, index))
+            crashed = False
+            for epoch in range(1, epochs + 1):
+                epoch_start = t
+                for step in range(1, n_steps + 1):
+                    if failure and epoch == failure.get("epoch", 1) and step == failure.get("step", 1):
+                        crashed = True
+                        break
+                    first = epoch == 1 and step == 1
+                    if first:
+                        tl.runner(t, rid, "phase", name="first_batch", edge="start")
+                    seconds = base * (1 + noise * rng.gauss(0, 1))
+                    if epoch == 1 and step <= len(warmup):
+                        # The first step compiles and autotunes; a few more are slow too.
+                        seconds = base * warmup[step - 1]
+                    t += seconds
+                    tl.runner(t, rid, "batch", epoch=epoch, step=step, seconds=seconds, samples=bs)
+                    if first:
+                        tl.runner(t, rid, "phase", name="first_batch", edge="end")
+                if crashed:
+                    break
+                t += 0.002
+                tl.runner(t, rid, "epoch", epoch=epoch, seconds=t - epoch_start, samples=n_steps * bs)
+                tl.runner(t, rid, "memory", epoch=epoch, peak_bytes=int(12.5 * GIB), source=source)
+            tl.busy = False
+            if crashed:
+                assert failure is not None
+                kind = failure.get("kind", "exception")
+                message = failure.get("message", "RuntimeError: boom")
+                tl.runner(
+                    t,
+                    rid,
+                    "error",
+                    kind=kind,
+                    message=message,
+                    traceback=failure.get("traceback", "Traceback ...\n" + message),
+                )
+                reason = f"out of memory: {message}" if kind == "oom" else message
+                t += 0.3
+                tl.parent(t, "run_end", rid, status="failed", reason=reason, returncode=1, malformed=0)
+                failed_any = True
+            else:
+                tl.runner(t, rid, "done", peak_bytes=int(12.5 * GIB), source=source)
+                t += 0.3
+                tl.parent(t, "run_end", rid, status="ok", reason="", returncode=0, malformed=0)
+            tl.run = None
+            t += 0.5
+        tl.at(t)
+    meta: dict[str, Any] = {
+        "schema": SESSION_SCHEMA,
+        "kind": "benchtui-session",
+        "name": name,
+        "plan": plan.to_dict(),
+        "host": {
+            "hostname": "bench-01",
+            "platform": "Linux-6.8-x86_64",
+            "python": "3.11.7",
+            "cpu_count": 32,
+            "memory_bytes": 256 * GIB,
+        },
+        "status": status or ("failed" if failed_any else "complete"),
+        "started": started,
+        "started_monotonic": 1000.0,
+        "finished": "2026-01-02T04:04:05+00:00",
+        "gpus": [
+            {
+                "index": 0,
+                "name": "NVIDIA H100 80GB HBM3",
+                "memory_total": 80 * GIB,
+                "driver": "550.54.15",
+                "cuda_driver": 12040,
+                "max_sm_clock_mhz": 1980,
+                "power_limit_w": 700.0,
+            }
+        ]
+        if gpu
+        else [],
+        "telemetry": "NVML: 1 GPU(s)"
+        if gpu
+        else "NVML unavailable: NVML Shared Library Not Found (no NVIDIA driver or GPU?)",
+        **(meta_extra or {}),
+    }
+    (path / "session.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    if write_summary:
+        model = SessionModel(plan)
+        for event in read_events(path):
+            model.apply(event)
+        (path / "summary.json").write_text(json.dumps(model.summary(), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def read_events(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path / "events.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            yield json.loads(line)
+
+
+def cut_off(path: Path, keep_fraction: float = 0.5, live: bool = False) -> Path:
+    """Make ``path`` look like a session killed mid-run: events cut mid-line, status still running.
+
+    With ``live`` the events file keeps a fresh modification time, as a running session's does.
+    """
+    events = path / "events.jsonl"
+    data = events.read_bytes()
+    cut = int(len(data) * keep_fraction)
+    # Cut in the middle of a line, as a kill -9 during a write would.
+    line_start = data.rfind(b"\n", 0, cut) + 1
+    events.write_bytes(data[: line_start + max(5, (cut - line_start) // 2)])
+    meta = json.loads((path / "session.json").read_text(encoding="utf-8"))
+    meta.update(status="running", finished=None)
+    (path / "session.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    (path / "summary.json").unlink(missing_ok=True)
+    if not live:
+        # Crashed an hour ago: a recent write would look like a session still running.
+        old = time.time() - 3600
+        os.utime(events, (old, old))
+    return path

@@ -1,0 +1,372 @@
+"""Inline SVG charts (grouped bars, lines over time) drawn as text, for self-contained HTML reports."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+FRAMEWORK_COLORS = {
+    "torch": "#d9480f",
+    "tensorflow": "#1c7ed6",
+    "keras-jax": "#2b8a3e",
+    "keras-torch": "#7048e8",
+}
+PALETTE = ("#1c7ed6", "#d9480f", "#2b8a3e", "#7048e8", "#c2255c", "#e67700", "#0b7285", "#5c940d")
+FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif"
+
+
+def color_for(key: str, index: int = 0) -> str:
+    return FRAMEWORK_COLORS.get(key, PALETTE[index % len(PALETTE)])
+
+
+def _f(x: float) -> str:
+    """A coordinate with one decimal: enough for a screen, and small files."""
+    text = f"{x:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi] (1, 2, 2.5 or 5 times a power of ten apart)."""
+    if not math.isfinite(lo) or not math.isfinite(hi):
+        return [0.0]
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    raw = (hi - lo) / max(1, count)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    value = start
+    while value <= hi + step * 1e-9:
+        ticks.append(round(value, 12))
+        value += step
+    if ticks[-1] < hi:
+        ticks.append(round(value, 12))
+    return ticks
+
+
+def tick_label(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.0f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+    return f"{value:.3g}"
+
+
+def value_label(value: float) -> str:
+    """Three significant digits, keeping trailing zeros (2.00, 12.5, 1,234)."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:#.3g}".rstrip(".")
+
+
+def downsample_minmax(
+    xs: Sequence[float], ys: Sequence[float], max_points: int
+) -> tuple[list[float], list[float]]:
+    """At most ``max_points`` points: each bucket keeps its lowest and highest value, in x order.
+
+    Keeping the extremes (not the mean) means a spike in a long series still shows.
+    """
+    n = len(xs)
+    if n <= max_points:
+        return list(xs), list(ys)
+    buckets = max(1, max_points // 2)
+    size = n / buckets
+    out_x: list[float] = []
+    out_y: list[float] = []
+    for b in range(buckets):
+        lo, hi = int(b * size), min(n, int((b + 1) * size))
+        if lo >= hi:
+            continue
+        seg = range(lo, hi)
+        i_min = min(seg, key=ys.__getitem__)
+        i_max = max(seg, key=ys.__getitem__)
+        for i in sorted({i_min, i_max}):
+            out_x.append(xs[i])
+            out_y.append(ys[i])
+    return out_x, out_y
+
+
+@dataclass
+class Bar:
+    """One bar of a group: a value with an optional whisker (low–high) and dots (runs)."""
+
+    series: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    dots: list[float] = field(default_factory=list)
+    note: str = ""  # shown instead of a bar when value is None ("n/a", "failed")
+
+
+@dataclass
+class Series:
+    """One line of a line chart."""
+
+    label: str
+    xs: Sequence[float]
+    ys: Sequence[float | None]  # None: a gap (no reading)
+    color: str = ""
+    dashed: bool = False
+
+
+@dataclass
+class Band:
+    """A shaded span of the x axis (a run)."""
+
+    x0: float
+    x1: float
+    color: str
+    label: str = ""
+
+
+def _finite_points(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[float], list[float | None]]:
+    """Drop points that cannot be drawn (infinite or NaN x; an infinite or NaN y becomes a gap)."""
+    out_x: list[float] = []
+    out_y: list[float | None] = []
+    for x, y in zip(xs, ys, strict=False):
+        if isinstance(x, (int, float)) and math.isfinite(x):
+            out_x.append(x)
+            out_y.append(y if isinstance(y, (int, float)) and math.isfinite(y) else None)
+    return out_x, out_y
+
+
+class _Frame:
+    """Plot area geometry and value-to-pixel mapping."""
+
+    def __init__(
+        self, width: int, height: int, left: int = 64, right: int = 16, top: int = 34, bottom: int = 46
+    ) -> None:
+        self.width, self.height = width, height
+        self.x0, self.x1 = left, width - right
+        self.y0, self.y1 = top, height - bottom
+
+    def set_ranges(self, xlo: float, xhi: float, ylo: float, yhi: float) -> None:
+        self.xlo, self.xhi = xlo, xhi if xhi > xlo else xlo + 1
+        self.ylo, self.yhi = ylo, yhi if yhi > ylo else ylo + 1
+
+    def px(self, x: float) -> float:
+        return self.x0 + (x - self.xlo) / (self.xhi - self.xlo) * (self.x1 - self.x0)
+
+    def py(self, y: float) -> float:
+        return self.y1 - (y - self.ylo) / (self.yhi - self.ylo) * (self.y1 - self.y0)
+
+
+def _open(width: int, height: int, title: str, desc: str = "") -> list[str]:
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="{escape(title)}" style="{FONT};font-size:12px">',
+        f"<title>{escape(title)}</title>",
+    ]
+    if desc:
+        parts.append(f"<desc>{escape(desc)}</desc>")
+    parts.append(f'<text x="8" y="18" font-size="14" font-weight="600">{escape(title)}</text>')
+    return parts
+
+
+def _y_axis(parts: list[str], fr: _Frame, ticks: list[float], label: str) -> None:
+    for t in ticks:
+        y = fr.py(t)
+        parts.append(f'<line x1="{fr.x0}" x2="{fr.x1}" y1="{_f(y)}" y2="{_f(y)}" stroke="#e9ecef"/>')
+        parts.append(
+            f'<text x="{fr.x0 - 6}" y="{_f(y + 4)}" text-anchor="end" fill="#495057">{tick_label(t)}</text>'
+        )
+    parts.append(f'<line x1="{fr.x0}" x2="{fr.x0}" y1="{fr.y0}" y2="{fr.y1}" stroke="#868e96"/>')
+    parts.append(f'<line x1="{fr.x0}" x2="{fr.x1}" y1="{fr.y1}" y2="{fr.y1}" stroke="#868e96"/>')
+    mid = (fr.y0 + fr.y1) / 2
+    parts.append(
+        f'<text transform="translate(14 {_f(mid)}) rotate(-90)" text-anchor="middle" fill="#495057">{escape(label)}</text>'
+    )
+
+
+def _legend(parts: list[str], items: list[tuple[str, str, bool]], x: float, y: float) -> None:
+    """Legend entries (label, color, dashed) laid out right to left from ``x``."""
+    cursor = x
+    for label, color, dashed in reversed(items):
+        text_w = 7 * len(label) + 4
+        cursor -= text_w
+        parts.append(f'<text x="{_f(cursor)}" y="{_f(y + 4)}" fill="#343a40">{escape(label)}</text>')
+        cursor -= 22
+        dash = ' stroke-dasharray="4 3"' if dashed else ""
+        parts.append(
+            f'<line x1="{_f(cursor)}" x2="{_f(cursor + 16)}" y1="{_f(y)}" y2="{_f(y)}" stroke="{color}" stroke-width="3"{dash}/>'
+        )
+        cursor -= 12
+
+
+def bar_chart(
+    title: str,
+    groups: list[tuple[str, list[Bar]]],
+    colors: dict[str, str],
+    labels: dict[str, str],
+    y_label: str,
+    width: int = 960,
+    height: int = 340,
+    desc: str = "",
+) -> str:
+    """Grouped bars: one group per label (a model), one bar per series (a framework)."""
+    fr = _Frame(width, height)
+    for _, bars in groups:
+        for b in bars:  # a value that is not a finite number cannot be drawn: say so instead
+            if b.value is not None and not math.isfinite(b.value):
+                b.value, b.note = None, "invalid"
+            if not (
+                b.low is not None and b.high is not None and math.isfinite(b.low) and math.isfinite(b.high)
+            ):
+                b.low = b.high = None
+            b.dots = [d for d in b.dots if math.isfinite(d)]
+    values = [v for _, bars in groups for b in bars for v in (b.value, b.high, *b.dots) if v is not None]
+    top = max(values) if values else 1.0
+    ticks = nice_ticks(0, top * 1.05)
+    fr.set_ranges(0, 1, 0, ticks[-1])
+    parts = _open(width, height, title, desc)
+    _y_axis(parts, fr, ticks, y_label)
+    series = list(dict.fromkeys(b.series for _, bars in groups for b in bars))
+    _legend(parts, [(labels.get(s, s), colors.get(s, "#495057"), False) for s in series], fr.x1, 18)
+    n = max(1, len(groups))
+    slot = (fr.x1 - fr.x0) / n
+    for gi, (label, bars) in enumerate(groups):
+        gx = fr.x0 + gi * slot
+        # Bars no wider than 90 px: a lone bar filling a whole chart reads as a wall.
+        bw = min(slot * 0.8 / max(1, len(bars)), 90.0)
+        start = gx + (slot - bw * len(bars)) / 2
+        for bi, bar in enumerate(bars):
+            x = start + bi * bw
+            cx = x + bw / 2
+            color = colors.get(bar.series, "#495057")
+            if bar.value is None:
+                parts.append(
+                    f'<text x="{_f(cx)}" y="{_f(fr.y1 - 6)}" text-anchor="middle" fill="#868e96" font-size="11">'
+                    f"{escape(bar.note or 'n/a')}</text>"
+                )
+                continue
+            y = fr.py(bar.value)
+            parts.append(
+                f'<rect x="{_f(x + 2)}" y="{_f(y)}" width="{_f(max(1.0, bw - 4))}" height="{_f(fr.y1 - y)}" '
+                f'fill="{color}" fill-opacity="0.8"><title>{escape(labels.get(bar.series, bar.series))} '
+                f"{escape(label)}: {bar.value:.4g}</title></rect>"
+            )
+            if bar.low is not None and bar.high is not None and bar.high > bar.low:
+                ylo, yhi = fr.py(bar.low), fr.py(bar.high)
+                parts.append(
+                    f'<path d="M{_f(cx)} {_f(ylo)}V{_f(yhi)}M{_f(cx - 6)} {_f(ylo)}h12M{_f(cx - 6)} {_f(yhi)}h12" '
+                    'stroke="#212529" stroke-width="1.5" fill="none"/>'
+                )
+            for d in bar.dots:
+                parts.append(
+                    f'<circle cx="{_f(cx)}" cy="{_f(fr.py(d))}" r="2.5" fill="#212529" fill-opacity="0.7"/>'
+                )
+            parts.append(
+                f'<text x="{_f(cx)}" y="{_f(min(y, fr.py(bar.high) if bar.high else y) - 5)}" text-anchor="middle" '
+                f'font-size="10" fill="#343a40">{value_label(bar.value)}</text>'
+            )
+        parts.append(
+            f'<text x="{_f(gx + slot / 2)}" y="{_f(fr.y1 + 18)}" text-anchor="middle" fill="#212529">{escape(label)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def line_chart(
+    title: str,
+    series: list[Series],
+    x_label: str,
+    y_label: str,
+    width: int = 960,
+    height: int = 300,
+    y_min: float | None = 0.0,
+    y_max: float | None = None,
+    clip_quantile: float | None = None,
+    vlines: Sequence[float] = (),
+    bands: Sequence[Band] = (),
+    band_legend: dict[str, str] | None = None,
+    max_points: int = 800,
+    desc: str = "",
+) -> str:
+    """Lines over x; values above ``y_max`` (or the ``clip_quantile`` of all values × 1.3) are marked off scale."""
+    fr = _Frame(width, height)
+    series = [Series(s.label, *_finite_points(s.xs, s.ys), color=s.color, dashed=s.dashed) for s in series]
+    all_y = sorted(y for s in series for y in s.ys if y is not None)
+    all_x = [x for s in series for x in s.xs]
+    parts = _open(width, height, title, desc)
+    if not all_y or not all_x:
+        parts.append(
+            f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#868e96">no data recorded</text></svg>'
+        )
+        return "".join(parts)
+    top = y_max
+    if top is None and clip_quantile is not None:
+        q = all_y[min(len(all_y) - 1, int(clip_quantile * (len(all_y) - 1)))]
+        top = q * 1.3 if all_y[-1] > q * 1.3 else None
+    top = top if top is not None else all_y[-1]
+    bottom = y_min if y_min is not None else all_y[0]
+    ticks = nice_ticks(bottom, top if top > bottom else bottom + 1)
+    fr.set_ranges(min(all_x), max(all_x), ticks[0], ticks[-1])
+    for band in bands:
+        x0, x1 = fr.px(max(band.x0, fr.xlo)), fr.px(min(band.x1, fr.xhi))
+        if x1 > x0:
+            tip = f"<title>{escape(band.label)}</title>" if band.label else ""
+            parts.append(
+                f'<rect x="{_f(x0)}" y="{fr.y0}" width="{_f(x1 - x0)}" height="{fr.y1 - fr.y0}" '
+                f'fill="{band.color}" fill-opacity="0.09">{tip}</rect>'
+            )
+    _y_axis(parts, fr, ticks, y_label)
+    for t in nice_ticks(fr.xlo, fr.xhi, 8):
+        if fr.xlo <= t <= fr.xhi:
+            x = fr.px(t)
+            parts.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y1}" y2="{fr.y1 + 4}" stroke="#868e96"/>')
+            parts.append(
+                f'<text x="{_f(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{tick_label(t)}</text>'
+            )
+    parts.append(
+        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{height - 8}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
+    )
+    for v in vlines:
+        if fr.xlo < v < fr.xhi:
+            x = fr.px(v)
+            parts.append(
+                f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y0}" y2="{fr.y1}" stroke="#adb5bd" stroke-dasharray="3 3"/>'
+            )
+    legend: list[tuple[str, str, bool]] = []
+    offs: list[tuple[float, float]] = []
+    for i, s in enumerate(series):
+        color = s.color or PALETTE[i % len(PALETTE)]
+        pts = [(x, y) for x, y in zip(s.xs, s.ys, strict=False) if y is not None]
+        if not pts:
+            continue
+        xs, ys = downsample_minmax([p[0] for p in pts], [p[1] for p in pts], max_points)
+        off = [(x, y) for x, y in zip(xs, ys, strict=False) if y > fr.yhi]
+        coords = " ".join(
+            f"{_f(fr.px(x))},{_f(fr.py(min(max(y, fr.ylo), fr.yhi)))}" for x, y in zip(xs, ys, strict=False)
+        )
+        dash = ' stroke-dasharray="5 4"' if s.dashed else ""
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="1.5" '
+            f'stroke-linejoin="round"{dash}><title>{escape(s.label)}</title></polyline>'
+        )
+        for x, y in off[:20]:
+            px = fr.px(x)
+            parts.append(
+                f'<path d="M{_f(px - 4)} {fr.y0 + 7}l4 -7l4 7z" fill="{color}"><title>{escape(s.label)}: '
+                f"{y:.4g} (off scale)</title></path>"
+            )
+        if off:
+            # One line per series, stacked, so two peaks at the same x do not overprint.
+            peak = max(off, key=lambda p: p[1])
+            parts.append(
+                f'<text x="{fr.x0 + 14}" y="{fr.y0 + 12 + 13 * len(offs)}" font-size="11" fill="{color}">'
+                f"▲ {escape(s.label)}: {peak[1]:.3g} at {peak[0]:g} (off scale)</text>"
+            )
+            offs.append(peak)
+        legend.append((s.label, color, s.dashed))
+    if band_legend:
+        legend += [(label, color, False) for label, color in band_legend.items()]
+    _legend(parts, legend, fr.x1, 18)
+    parts.append("</svg>")
+    return "".join(parts)
