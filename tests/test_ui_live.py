@@ -1,0 +1,391 @@
+"""The live screen driving real engines: keys do what the footer says, quitting leaves no process.
+
+Most tests use tests/data/fake_runner.py (the wire format without a framework, fast);
+the slow test starts real PyTorch and tf.keras runners from the plan screen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tui.app import BenchApp, make_app
+from tui.core.launcher import LocalLauncher
+from tui.core.plan import Plan
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.live import LiveScreen
+from tui.screens.plan import GpuProbe, PlanScreen
+from tui.widgets.results_table import ResultsTable
+
+FAKE_RUNNER = Path(__file__).parent / "data" / "fake_runner.py"
+NO_GPU = GpuProbe((), "NVML unavailable: test")
+
+
+class FakeLauncher(LocalLauncher):
+    """Starts the fake runner instead of ``python -m runners``."""
+
+    def __init__(self, *extra: str) -> None:
+        self.extra = extra
+
+    def command(self, python: str, args: list[str]) -> list[str]:
+        return [python, str(FAKE_RUNNER), *self.extra, *args]
+
+
+def tiny_plan(**overrides: object) -> Plan:
+    values: dict[str, object] = dict(
+        frameworks=["torch", "tensorflow"],
+        models=["resnet50"],
+        image_size=32,
+        samples=16,
+        batch_sizes={"resnet50": 8},
+        epochs=2,
+        runs=1,
+        device="cpu",
+    )
+    values.update(overrides)
+    return Plan(**values)  # type: ignore[arg-type]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is gone for our purposes
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def wait_for(pilot, predicate, timeout: float = 60.0, step: float = 0.1) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the app")
+        await pilot.pause(step)
+
+
+def state(app: BenchApp, framework: str, model: str = "resnet50") -> str:
+    return app.screen.query_one(ResultsTable).cell_text(f"{model}|{framework}", "state")
+
+
+def runner_pids(app: BenchApp) -> list[int]:
+    """Runner pids and their grandchildren's, from the hello events."""
+    assert app.engine is not None
+    pids = []
+    for run in app.engine.model.runs.values():
+        if run.hello.get("pid"):
+            pids.append(run.hello["pid"])
+        if run.hello.get("child_pid"):
+            pids.append(run.hello["child_pid"])
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def _no_runner_left_behind(tmp_path: Path):  # noqa: ANN202 - a fixture
+    """After each test, every runner (and grandchild) recorded in its sessions is gone."""
+    yield
+    pids: set[int] = set()
+    for events in tmp_path.glob("*/events.jsonl"):
+        for line in events.read_text().splitlines():
+            event = json.loads(line)
+            for key in ("pid", "child_pid"):
+                if event.get("type") in ("run_start", "hello") and isinstance(event.get(key), int):
+                    pids.add(event[key])
+    deadline = time.monotonic() + 5
+    while [p for p in pids if alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in pids if alive(p)]
+    for pid in left:  # do not leave them to the next test either
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"runner processes left behind: {left}"
+
+
+def session_meta(app: BenchApp) -> dict:
+    assert app.session_path is not None
+    return json.loads((app.session_path / "session.json").read_text())
+
+
+@pytest.mark.asyncio
+async def test_stop_key_stops_the_run_and_the_queue_goes_on(tmp_path: Path) -> None:
+    app = make_app(
+        tiny_plan(samples=800),
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.05", "--child"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
+        assert app.screen.check_action("stop_run", ()) is True
+        pids = runner_pids(app)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: state(app, "torch") == "stopped", timeout=20)
+        assert not [p for p in pids if alive(p)], "the stopped runner's process group is gone"
+        await wait_for(pilot, lambda: state(app, "tensorflow").startswith("epoch"), timeout=20)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: not app.runs_going, timeout=20)
+        assert app.session_status == "complete"  # stopped runs are not failures
+        statuses = [r.status for r in app.engine.model.runs.values()]  # type: ignore[union-attr]
+        assert statuses == ["stopped", "stopped"]
+        await pilot.press("q")  # nothing running: quits without asking
+    assert app.exit_code == 0
+
+
+@pytest.mark.asyncio
+async def test_skip_key_skips_the_rest_of_the_model(tmp_path: Path) -> None:
+    plan = tiny_plan(
+        models=["resnet50", "densenet121"], runs=2, samples=800, batch_sizes={"resnet50": 8, "densenet121": 8}
+    )
+    app = make_app(
+        plan,
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.02"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
+        await pilot.press("k")
+        await wait_for(
+            pilot,
+            lambda: (
+                app.engine.model.current is not None  # type: ignore[union-attr]
+                and "densenet121" in app.engine.model.current
+            ),
+            timeout=20,
+        )  # type: ignore[union-attr, operator]
+        runs = app.engine.model.runs  # type: ignore[union-attr]
+        resnet = [r.status for r in runs.values() if r.spec.model == "resnet50"]
+        assert resnet == ["stopped", "skipped", "skipped", "skipped"]
+        await wait_for(pilot, lambda: state(app, "torch") == "stopped", timeout=5)
+        assert state(app, "tensorflow") == "skipped"
+        app.engine.cancel()  # type: ignore[union-attr]
+        await wait_for(pilot, lambda: not app.runs_going, timeout=20)
+
+
+@pytest.mark.asyncio
+async def test_pause_holds_the_queue_until_resume(tmp_path: Path) -> None:
+    app = make_app(
+        tiny_plan(samples=80),
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.02"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
+        await pilot.press("p")
+        assert app.engine.paused  # type: ignore[union-attr]
+        await wait_for(pilot, lambda: state(app, "torch") == "done", timeout=20)
+        await pilot.pause(0.5)
+        assert state(app, "tensorflow") == "queued"  # held between runs
+        assert app.screen.check_action("resume", ()) is True
+        assert app.screen.check_action("pause", ()) is False
+        await pilot.press("p")
+        await wait_for(pilot, lambda: not app.runs_going, timeout=20)
+        await pilot.pause()
+        assert state(app, "tensorflow") == "done"
+
+
+@pytest.mark.asyncio
+async def test_quit_asks_first_then_stops_the_process_group(tmp_path: Path) -> None:
+    app = make_app(
+        tiny_plan(samples=8000),
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.05", "--child"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
+        await wait_for(pilot, lambda: len(runner_pids(app)) == 2)
+        pids = runner_pids(app)
+        await pilot.press("q")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # keep running
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, LiveScreen) and app.runs_going
+        await pilot.press("q")
+        await pilot.pause(0.2)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running, timeout=20)
+    assert app.exit_code == 130
+    assert not [p for p in pids if alive(p)], "runner and its child are gone"
+    meta = session_meta(app)
+    assert meta["status"] == "interrupted"
+    events = (app.session_path / "events.jsonl").read_text().splitlines()  # type: ignore[operator]
+    assert any('"type":"batch"' in line for line in events), "what was recorded is kept"
+    assert (app.session_path / "summary.json").is_file()  # type: ignore[operator]
+
+
+@pytest.mark.asyncio
+async def test_ctrl_c_interrupts_at_once(tmp_path: Path) -> None:
+    app = make_app(
+        tiny_plan(samples=8000),
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.05", "--child"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: len(runner_pids(app)) == 2)
+        pids = runner_pids(app)
+        started = time.monotonic()
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: not app.is_running, timeout=20)
+        took = time.monotonic() - started
+    assert app.exit_code == 130
+    assert took < 10, f"quitting took {took:.1f} s"
+    assert not [p for p in pids if alive(p)]
+    assert session_meta(app)["status"] == "interrupted"
+
+
+@pytest.mark.asyncio
+async def test_footer_keys_palette_and_log(tmp_path: Path) -> None:
+    app = make_app(
+        tiny_plan(samples=400),
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.05"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
+        screen = app.screen
+        ids = {b.binding.id for b in screen.active_bindings.values()}
+        assert {"stop-run", "skip-model", "pause-queue", "toggle-log", "export-md", "quit"} <= ids
+        titles = [c.title for c in app.get_system_commands(screen)]
+        assert "Stop the current run" in titles and "Skip the current model" in titles
+        await pilot.press("l")
+        log = screen.query_one("#log")
+        assert log.display
+        await wait_for(pilot, lambda: "fake runner" in "\n".join(log.lines), timeout=20)
+        await pilot.press("l")
+        assert not log.display
+        app.engine.cancel()  # type: ignore[union-attr]
+        await wait_for(pilot, lambda: not app.runs_going, timeout=20)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Stop the current run" not in titles and "New plan" in titles
+
+
+@pytest.mark.asyncio
+async def test_export_writes_markdown_into_the_session(tmp_path: Path) -> None:
+    pytest.importorskip("tui.core.export")
+    app = make_app(
+        tiny_plan(),
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.0"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: not app.runs_going, timeout=30)
+        await pilot.press("e")
+        target = app.session_path / "summary.md"  # type: ignore[operator]
+        await wait_for(pilot, target.exists, timeout=30)
+        assert "ResNet50" in target.read_text()
+
+
+@pytest.mark.asyncio
+async def test_plan_screen_enter_starts_the_plan(tmp_path: Path) -> None:
+    app = make_app(
+        None,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.0"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, PlanScreen)
+        await pilot.press("enter")  # the quick preset, as it is
+        await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
+        await wait_for(pilot, lambda: not app.runs_going, timeout=60)
+        assert app.session_status == "complete"
+        assert state(app, "torch") == "done" and state(app, "tensorflow") == "done"
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_real_tiny_cpu_run_from_the_plan_screen(tmp_path: Path) -> None:
+    """Real PyTorch and tf.keras runners, started from the plan screen, both reach "done"."""
+    app = make_app(None, sessions_dir=str(tmp_path), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PlanScreen)
+        for field, value in (
+            ("image_size", "32"),
+            ("samples", "16"),
+            ("epochs", "2"),
+            ("runs", "1"),
+            ("bs-resnet50", "8"),
+        ):
+            screen.query_one(f"#{field}").value = value
+        screen.query_one("#device").value = "cpu"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
+        await wait_for(pilot, lambda: not app.runs_going, timeout=600, step=0.5)
+        assert state(app, "torch") == "done", app.engine.model.runs  # type: ignore[union-attr]
+        assert state(app, "tensorflow") == "done"
+        table = app.screen.query_one(ResultsTable)
+        for fw in ("torch", "tensorflow"):
+            assert table.cell_text(f"resnet50|{fw}", "ips") not in ("–", "")
+        pids = runner_pids(app)
+        await pilot.press("q")
+    assert app.exit_code == 0
+    assert not [p for p in pids if alive(p)]
+    meta = json.loads((app.session_path / "session.json").read_text())  # type: ignore[operator]
+    assert meta["status"] == "complete" and meta["plan"]["image_size"] == 32
+
+
+def test_parent_never_imports_a_framework() -> None:
+    """Building the app and its screens must not pull in torch, tensorflow, keras or jax."""
+    import subprocess
+
+    code = (
+        "import sys, tui.app, tui.screens.live, tui.screens.plan, tui.core.replay, tui.core.engine;"
+        "bad = [m for m in ('torch', 'tensorflow', 'keras', 'jax') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.asyncio
+async def test_an_app_exit_mid_run_still_stops_the_runner_and_marks_interrupted(tmp_path: Path) -> None:
+    """Leaving by another path than quit (an error, app.exit) must not leave a runner behind."""
+    app = make_app(tiny_plan(samples=8000), autostart=True, sessions_dir=str(tmp_path), use_nvml=False,
+                   launcher=FakeLauncher("--batch-s", "0.05", "--child"), probe=NO_GPU)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: len(runner_pids(app)) == 2)
+        pids = runner_pids(app)
+        app.exit(0)
+        await pilot.pause(0.1)
+    deadline = time.monotonic() + 10
+    while [p for p in pids if alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if alive(p)]
+    assert session_meta(app)["status"] == "interrupted"

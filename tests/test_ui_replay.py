@@ -1,0 +1,131 @@
+"""Replaying recorded sessions through the live screen: rows, panels, and keys that do nothing live."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from tui.app import BenchApp, make_app
+from tui.screens.live import LiveScreen
+from tui.widgets.comparison import BatchComparison
+from tui.widgets.results_table import ResultsTable
+from tui.widgets.telemetry import TelemetryPanel
+
+DATA = Path(__file__).parent / "data"
+TINY = DATA / "tiny-cpu-session"  # a real run: torch and tf.keras, ResNet50, 32 px, CPU, no NVML
+GPU = DATA / "gpu-session"  # hand-made: two GPUs (GPU 1 without power readings), tf.keras OOM
+
+
+async def finished(pilot, app: BenchApp, timeout: float = 30.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while app.replayer is None or app.replayer.status in ("pending", "running"):
+        assert time.monotonic() < deadline, "replay did not finish"
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+def cells(app: BenchApp, key: str) -> dict[str, str]:
+    table = app.screen.query_one(ResultsTable)
+    return {column: table.cell_text(key, column) for column in table.columns_shown}
+
+
+@pytest.mark.asyncio
+async def test_replay_renders_the_recorded_rows() -> None:
+    app = make_app(replay=TINY, speed=math.inf)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await finished(pilot, app)
+        assert isinstance(app.screen, LiveScreen)
+        torch = cells(app, "resnet50|torch")
+        keras = cells(app, "resnet50|tensorflow")
+        assert torch == {
+            "model": "ResNet50",
+            "framework": "PyTorch",
+            "state": "done",
+            "ips": "5.6",
+            "batch": "1.431",
+            "epoch": "2.942",
+            "first": "3.031",
+            "excl": "2.852",
+            "build": "0.237",
+            "peak": "1.1 GiB",
+        }
+        assert keras["state"] == "done" and keras["ips"] == "31.5" and keras["first"] == "16.25"
+        comparison = app.screen.query_one(BatchComparison)
+        assert comparison.model_id == "resnet50"
+        assert "faster per batch" in comparison._render_lines(100)[-1].plain
+        panels = list(app.screen.query(TelemetryPanel))
+        assert [p.gpu_index for p in panels] == [None]  # no NVML on the recording machine
+        note = panels[0]._render_lines(100)[0].plain
+        assert note.startswith("No GPU metrics (N/A): NVML unavailable")
+        status = app.screen.query_one("#status").render().plain
+        assert "Complete" in status and "2 of 2 runs ok" in status and "tiny-cpu-session" in status
+
+
+@pytest.mark.asyncio
+async def test_narrow_terminal_drops_two_columns_only() -> None:
+    app = make_app(replay=TINY, speed=math.inf)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await finished(pilot, app)
+        table = app.screen.query_one(ResultsTable)
+        assert "first" not in table.columns_shown and "build" not in table.columns_shown
+        assert cells(app, "resnet50|tensorflow")["excl"] == "0.508"
+        assert table.virtual_size.width <= 80
+
+
+@pytest.mark.asyncio
+async def test_gpu_panels_one_per_gpu_with_na_for_missing_metrics() -> None:
+    app = make_app(replay=GPU, speed=math.inf)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await finished(pilot, app)
+        panels = list(app.screen.query(TelemetryPanel))
+        assert [p.gpu_index for p in panels] == [0, 1]
+        gpu1 = "\n".join(line.plain for line in panels[1]._render_lines(80))
+        assert "power      N/A" in gpu1
+        assert "NVIDIA H100" in str(panels[0].border_title)
+        assert cells(app, "resnet50|tensorflow")["state"] == "failed"
+        notes = app.screen.query_one("#notes").render().plain
+        assert "out of memory" in notes
+
+
+@pytest.mark.asyncio
+async def test_live_only_keys_do_nothing_in_a_replay() -> None:
+    app = make_app(replay=TINY, speed=1.0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.3)
+        screen = app.screen
+        assert screen.check_action("stop_run", ()) is None  # shown dimmed in the footer
+        assert screen.check_action("skip_model", ()) is None
+        await pilot.press("s", "k")
+        assert isinstance(app.screen, LiveScreen)
+        await pilot.press("p")  # pause applies to playback
+        assert app.replayer is not None and app.replayer.paused
+        played = app.replayer.model.events
+        await pilot.pause(0.5)
+        assert app.replayer.model.events == played
+        await pilot.press("p")
+        assert not app.replayer.paused
+        await pilot.press("q")  # nothing runs in a replay: no question asked
+    assert app.exit_code == 0
+
+
+@pytest.mark.asyncio
+async def test_replay_log_pane_shows_the_recorded_log() -> None:
+    app = make_app(replay=TINY, speed=math.inf)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await finished(pilot, app)
+        await pilot.press("l")
+        await pilot.pause()
+        log = app.screen.query_one("#log")
+        assert "002-tensorflow-resnet50-1" in str(log.border_title)
+        assert any("tensorflow" in line.lower() or "cuda" in line.lower() for line in log.lines)
+
+
+@pytest.mark.asyncio
+async def test_replay_of_a_folder_that_is_not_a_session_exits_2(tmp_path: Path) -> None:
+    app = make_app(replay=tmp_path, speed=1.0)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+    assert app.return_code == 2

@@ -1,0 +1,62 @@
+"""The log pane: the tail of the current runner's stdout/stderr file, read on the UI tick."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Log
+
+FIRST_READ = 16 * 1024  # on switching to a log, show about this many bytes of its end
+MAX_READ = 256 * 1024  # per tick: a runner printing megabytes cannot stall the UI
+
+
+class RunLog(Log):
+    """Follows one log file at a time; ``poll()`` appends what was written since the last call."""
+
+    DEFAULT_CSS = """
+    RunLog {
+        height: 12;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(max_lines=5000, id=id, classes=classes)
+        self.path: Path | None = None
+        self._pos = 0
+        self._partial = ""
+
+    def follow(self, path: Path | None, title: str = "") -> None:
+        """Switch to another file (or to none); its end is shown on the next poll."""
+        if path == self.path:
+            return
+        self.path = path
+        self._pos = -1  # read the end of the file on the next poll
+        self._partial = ""
+        self.clear()
+        self.border_title = f"Log · {title}" if title else "Log"
+
+    def poll(self) -> None:
+        if self.path is None:
+            return
+        try:
+            with open(self.path, "rb") as fh:
+                size = fh.seek(0, 2)
+                if self._pos < 0:
+                    self._pos = max(0, size - FIRST_READ)
+                if size < self._pos:  # truncated or replaced: start over
+                    self._pos = 0
+                if size == self._pos:
+                    if self._partial:  # no newline for a whole tick: show the line as it is
+                        self.write_line(self._partial)
+                        self._partial = ""
+                    return
+                fh.seek(self._pos)
+                data = fh.read(min(size - self._pos, MAX_READ))
+        except OSError:
+            return
+        self._pos += len(data)
+        text = self._partial + data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        self._partial = lines.pop()  # an unfinished last line waits for its end
+        if lines:
+            self.write_lines(lines)
