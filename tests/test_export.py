@@ -133,7 +133,9 @@ def test_csv_one_row_per_cell_with_every_field(
         <= float(torch["mean_epoch_s"])
         <= float(torch["mean_epoch_s_ci_high"])
     )
-    assert torch["mean_epoch_s_n"] == "3" and torch["batch_n"] == str(3 * 2 * 12)
+    # Steady batches: all 3 runs x 3 epochs x 12 batches, less the warm-up detected in each run.
+    assert torch["mean_epoch_s_n"] == "3"
+    assert torch["batch_n"] == str(3 * 3 * 12 - sum(summary["rows"][0]["warmup_batches"]))
     tf = rows[1]
     assert tf["vs_framework"] == "torch" and float(tf["time_ratio"]) > 1 and tf["ratio_significant"] == "True"
     assert tf["status"] == "failed" and "out of memory" in tf["reason"]
@@ -342,4 +344,6 @@ def test_warnings_for_spread_warm_up_and_outlier_runs(tmp_path: Path) -> None:
 def test_steady_session_has_no_warnings(session: Path, summary: dict[str, Any]) -> None:
     torch = _row(summary, "resnet50", "torch")
     assert torch["warnings"] == []
-    assert torch["batch"]["wide"] is False and torch["batch"]["n"] == 3 * 2 * 12
+    assert torch["batch"]["wide"] is False
+    assert torch["batch"]["n"] == 3 * 3 * 12 - sum(torch["warmup_batches"])
+    assert all(1 <= cut <= 12 for cut in torch["warmup_batches"])  # the slow first batches, detected

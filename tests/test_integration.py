@@ -178,3 +178,31 @@ def test_doctor_reports_frameworks_and_exits_0() -> None:
     assert "torch" in result.stdout and "tensorflow" in result.stdout
     assert "NVML" in result.stdout
     assert sys.executable in result.stdout.replace("\n", "")
+
+
+def test_batch_size_auto_recovers_from_oom_probes_and_uses_the_largest_fit(sessions_root: Path) -> None:
+    # ResNet50 at 224 px under a 5 GB address-space cap: batch 16 cannot fit on this CPU, a few can.
+    result = benchtui("run", "--headless", "--frameworks", "torch", "--models", "resnet50",
+                      "--image-size", "224", "--samples", "16", "--batch-size", "auto", "--epochs", "1",
+                      "--runs", "1", "--device", "cpu", "--memory-limit", "5000",
+                      "--sessions-dir", str(sessions_root), timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    session = only_session(sessions_root)
+    events = read_events(session)
+    probes = [e for e in events if e["type"] == "probe"]
+    results = {e["batch_size"]: e["result"] for e in probes}
+    assert results[16] == "oom" and "oom" in result.stderr  # the start did not fit, and it said so live
+    fits = [b for b, r in results.items() if r == "ok"]
+    misses = [b for b, r in results.items() if r == "oom"]
+    best = max(fits)
+    assert best + 1 in misses  # exact: one more does not fit
+    assert all(e["reason"] for e in probes if e["result"] == "oom")
+    (choice,) = [e for e in events if e["type"] == "batch_choice"]
+    assert choice["chosen"] == {"torch": best} and choice["policy"] == "min"
+    hello = next(e for e in events if e["type"] == "hello")
+    assert hello["config"]["batch_size"] == best  # the run trained at the chosen size
+    meta = json.loads((session / "session.json").read_text())
+    assert meta["plan"]["batch_sizes"]["resnet50"] == best and meta["plan"]["batch_auto"] is True
+    (row,) = json.loads((session / "summary.json").read_text())["rows"]
+    assert row["batch_size"] == best and row["status"] == "ok"
+    assert any(p.name.startswith("probe-torch-resnet50-16") for p in (session / "logs").iterdir())

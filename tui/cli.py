@@ -35,7 +35,12 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--models", type=_csv, help="comma-separated model ids, or 'all'")
     g.add_argument("--image-size", type=int, metavar="N")
     g.add_argument("--samples", type=int, metavar="N")
-    g.add_argument("--batch-size", metavar="N|MODEL=N,...", help="one size for all, or per model")
+    g.add_argument(
+        "--batch-size", metavar="N|auto|MODEL=N,...",
+        help="one size for all, per model, or auto: the largest that fits (probed in fresh processes)",
+    )
+    g.add_argument("--batch-policy", help="auto: min (the smallest across frameworks, default) or per-framework")
+    g.add_argument("--max-batch-size", type=int, metavar="N", help="auto: never probe above N")
     g.add_argument("--epochs", type=int, metavar="N")
     g.add_argument("--runs", type=int, metavar="N")
     g.add_argument("--device", help="auto, cpu, cuda or cuda:N (default auto)")
@@ -115,13 +120,16 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     for name in (
         "image_size", "samples", "epochs", "runs", "device", "data", "precision", "compile",
         "cudnn_autotune", "channels_last", "order", "num_classes", "name", "interval", "memory_limit_mb",
+        "batch_policy", "max_batch_size",
     ):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
     for key, value in overrides.items():
         setattr(plan, key, value)
-    if args.batch_size is not None:
+    if args.batch_size == "auto":
+        plan.batch_auto, plan.batch_sizes = True, {}
+    elif args.batch_size is not None:
         plan.batch_sizes = _batch_sizes(args.batch_size, plan.models, PlanError)
     for item in args.python:
         fw, sep, path = item.partition("=")
@@ -136,8 +144,6 @@ def plan_from_args(args: argparse.Namespace) -> Any:
 
 
 def _batch_sizes(text: str, models: list[str], error: type[Exception]) -> dict[str, int]:
-    if text == "auto":
-        raise error("--batch-size auto (largest batch search) is not available yet; give a number")
     try:
         if "=" not in text:
             size = int(text)
@@ -226,9 +232,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     summary = loaded.model.summary()
-    # Reasons are runner error messages: brackets in them must print, not style.
-    rows = [{**row, "reason": escape(row["reason"])} if row.get("reason") else row for row in summary["rows"]]
-    print_summary(rows, f"{loaded.path.name} · {escape(str(loaded.meta.get('status')))}")
+    print_summary(summary["rows"], f"{loaded.path.name} · {escape(str(loaded.meta.get('status')))}")
     console = _stdout_console()
     ratios = ratio_table(summary.get("ratios") or [])
     if ratios is not None:

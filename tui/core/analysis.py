@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from tui.core.stats import (
     outlier_mask,
     quantile,
     ratio_ci,
+    warmup_cut,
 )
 
 if TYPE_CHECKING:  # only for annotations: summary imports this module
@@ -41,14 +41,15 @@ def epochs_of(run: RunState) -> list[float]:
 
 
 def steady_batches(run: RunState) -> list[float]:
-    """Batch times after warm-up: after the first epoch when there are several, else after the first batch."""
-    seconds, epochs = run.batch_seconds, run.batch_epochs
-    if not seconds:
-        return []
-    # Batches arrive in epoch order: the first epoch's are a prefix (found by bisection,
-    # not a scan: this runs over every batch of every run whenever a summary is made).
-    cut = bisect.bisect_right(epochs, epochs[0])
-    return seconds[cut:].tolist() if cut < len(seconds) else seconds[1:].tolist()
+    """Batch times after the warm-up that stats.warmup_cut detects in this run's batches."""
+    seconds = run.batch_seconds
+    return seconds[warmup_cut(seconds) :].tolist()
+
+
+def warmup_of(run: RunState) -> tuple[int, float]:
+    """(batches cut as warm-up, their total seconds) for one run."""
+    cut = warmup_cut(run.batch_seconds)
+    return cut, float(sum(run.batch_seconds[:cut]))
 
 
 _SORTED = "_benchtui_sorted_batches"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runners import catalog
+from tui.core.batchsearch import choose, search_largest_batch
 from tui.core.events import Malformed, parse_line
 from tui.core.launcher import LocalLauncher, RunnerProcess, config_args, start_runner
 from tui.core.plan import Plan, RunSpec, run_order
@@ -65,6 +66,7 @@ class Engine:
         self._skip: set[str] = set()
         self._cancelled = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._no_fit: dict[tuple[str, str], str] = {}  # cells the batch search found no size for
 
     # -- control ----------------------------------------------------------------------
     @property
@@ -133,6 +135,8 @@ class Engine:
             self.sampler.start()
         unavailable: dict[tuple[str, str], str] = {}
         try:
+            if self.plan.batch_auto:
+                await self._search_batches()
             for spec in self.specs:
                 cell = (spec.framework, spec.model)
                 ok, reason = catalog.available(spec.framework, spec.model)
@@ -140,6 +144,8 @@ class Engine:
                     self._parent_event("run_end", spec.run_id, status="skipped", reason="session interrupted before this run")
                 elif not ok or cell in unavailable:
                     self._parent_event("run_end", spec.run_id, status="unavailable", reason=reason or unavailable[cell])
+                elif cell in self._no_fit:
+                    self._parent_event("run_end", spec.run_id, status="failed", reason=self._no_fit[cell])
                 elif spec.model in self._skip:
                     self._parent_event("run_end", spec.run_id, status="skipped", reason="model skipped by user")
                 else:
@@ -151,6 +157,9 @@ class Engine:
                     state = self.model.runs[spec.run_id]
                     if state.status == "unavailable":
                         unavailable[cell] = state.reason
+        except asyncio.CancelledError:
+            self._cancelled = True  # the task itself was cancelled: the session is interrupted
+            raise
         finally:
             if self.current is not None:  # cancelled from outside (task cancel): leave no process
                 self.current.kill_now()
@@ -170,6 +179,87 @@ class Engine:
             return "failed"
         return "complete"
 
+    async def _search_batches(self) -> None:
+        """--batch-size auto: probe each (model, framework) for the largest batch that fits."""
+        upper = self.plan.batch_upper()
+        for model in self.plan.models:
+            found: dict[str, int | None] = {}
+            for fw in self.plan.frameworks:
+                if self._cancelled or not catalog.available(fw, model)[0]:
+                    continue
+
+                async def probe(batch: int, fw: str = fw) -> str:
+                    return await self._probe(fw, model, batch)
+
+                start = min(catalog.MODELS[model].study_batch_size, upper)
+                result = await search_largest_batch(probe, start, upper)
+                if self._cancelled:
+                    return
+                found[fw] = result.best
+                if result.best is None:
+                    tried = ", ".join(f"{b}: {r}" for b, r in result.probes)
+                    why = result.error or "even batch 1 ran out of memory"
+                    self._no_fit[(fw, model)] = f"no batch size trains ({why}; probes {tried})"
+            chosen = choose(found, self.plan.batch_policy)
+            for fw, size in chosen.items():
+                key = model if self.plan.batch_policy == "min" else f"{fw}:{model}"
+                self.plan.batch_sizes[key] = size
+            self._parent_event(
+                "batch_choice", None, model=model, policy=self.plan.batch_policy, upper=upper,
+                found=found, chosen=chosen,
+            )
+        # Runs read their batch from the plan: record the chosen sizes with it.
+        self.writer.update_meta(plan=self.plan.to_dict())
+
+    async def _probe(self, framework: str, model: str, batch: int) -> str:
+        """One probe in a fresh process: "ok", "oom" or "error"."""
+        probe_id = f"probe-{framework}-{model}-{batch}"
+        config = self.plan.run_config(framework, model, probe_id)
+        config.batch_size, config.samples, config.epochs, config.mode = batch, batch * config.probe_steps, 1, "probe"
+        started = time.monotonic()
+        error: dict[str, Any] = {}
+        done: dict[str, Any] = {}
+        with open(self.writer.log_path(probe_id), "ab") as log:
+            try:
+                proc = await start_runner(self.plan.python_for(framework), config_args(config.to_dict()), log, self.launcher)
+            except OSError as exc:
+                error = {"kind": "exception", "message": str(exc)}
+                proc = None
+            if proc is not None:
+                self.current = proc
+                if self._cancelled:
+                    await proc.terminate()
+                if self.sampler is not None:
+                    self.sampler.set_target(probe_id, proc.pid)
+                try:
+                    while line := await proc.events.readline():
+                        try:
+                            event = parse_line(line)
+                        except Malformed:
+                            continue
+                        if event["type"] == "error":
+                            error = event
+                        elif event["type"] == "done":
+                            done = event
+                    returncode = await proc.process.wait()
+                finally:
+                    proc.close()
+                    self.current = None
+                    if self.sampler is not None:
+                        self.sampler.set_target(None, None)
+                if not error and not done and returncode == -signal.SIGKILL and not self._cancelled:
+                    # The kernel's OOM killer leaves no message: a SIGKILL we did not send.
+                    error = {"kind": "oom", "message": "killed by SIGKILL (the system ran out of memory?)"}
+                elif not error and not done:
+                    error = {"kind": "exception", "message": describe_exit(returncode)}
+        result = "ok" if done and not error else ("oom" if error.get("kind") == "oom" else "error")
+        self._parent_event(
+            "probe", None, probe=probe_id, framework=framework, model=model, batch_size=batch,
+            result=result, reason=str(error.get("message", ""))[:300], peak_bytes=done.get("peak_bytes"),
+            seconds=time.monotonic() - started,
+        )
+        return result
+
     async def _run_one(self, spec: RunSpec) -> None:
         config = self.plan.run_config(spec.framework, spec.model, spec.run_id).to_dict()
         python = self.plan.python_for(spec.framework)
@@ -182,6 +272,8 @@ class Engine:
                 self._parent_event("run_end", spec.run_id, status="failed", reason=f"could not start {python}: {exc}")
                 return
             self.current, self.current_spec = proc, spec
+            if self._cancelled:  # cancel() came while the process was starting
+                await proc.terminate()
             self._parent_event(
                 "run_start", spec.run_id, framework=spec.framework, model=spec.model,
                 index=spec.index, pid=proc.pid, python=python,

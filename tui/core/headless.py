@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -34,13 +35,17 @@ def summary_table(rows: list[dict[str, Any]], title: str = "") -> Table:
     table.add_column("Excl. first (s)", justify="right")
     table.add_column("Build (s)", justify="right")
     table.add_column("Images/s", justify="right")
+    # Achieved TFLOP/s from the runner's counted FLOPs per step; "(45%)" of the GPU's dense peak when known.
+    peak_known = any(row.get("peak_fraction") is not None for row in rows)
+    table.add_column("TFLOP/s (% peak)" if peak_known else "TFLOP/s", justify="right")
     table.add_column("Status")
     for row in rows:
         spread = row.get("spread", {})
         status = row["status"]
         label = f"[{STATUS_STYLE.get(status, 'default')}]{status}[/]"  # "[]" would be a markup error
         if row.get("reason"):
-            label += f" {row['reason']}"
+            # Reasons are runner error messages: brackets in them must print, not style.
+            label += f" {escape(row['reason'])}"
         table.add_row(
             catalog.MODELS[row["model"]].label if row["model"] in catalog.MODELS else row["model"],
             catalog.FRAMEWORK_LABELS.get(row["framework"], row["framework"]),
@@ -51,6 +56,7 @@ def summary_table(rows: list[dict[str, Any]], title: str = "") -> Table:
             fmt.with_spread(row["mean_epoch_excl_first_s"], spread.get("mean_epoch_excl_first_s")),
             fmt.with_spread(row["build_s"], spread.get("build_s")),
             fmt.with_spread(row["images_per_s"], spread.get("images_per_s"), fmt.rate),
+            fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")),
             label,
         )
     return table
@@ -60,11 +66,20 @@ def _run_line(model: SessionModel, run_id: str) -> str:
     run = model.runs[run_id]
     figures = run.figures()
     style = {"ok": "green", "failed": "red", "unavailable": "yellow"}.get(run.status, "magenta")
-    detail = run.reason or (
+    detail = escape(run.reason) or (
         f"mean epoch {fmt.seconds(figures['mean_epoch_s'])} s, "
         f"{fmt.rate(figures['images_per_s'])} img/s, build {fmt.seconds(figures['build_s'])} s"
     )
     return f"[{style}]{run.status:>11}[/] {run_id}  {detail}"
+
+
+def _probe_line(event: dict[str, Any]) -> str:
+    style = {"ok": "green", "oom": "yellow"}.get(event["result"], "red")
+    detail = f"peak {fmt.bytes_(event['peak_bytes'])}" if event.get("peak_bytes") else escape(event.get("reason", ""))
+    return (
+        f"[{style}]{'probe ' + event['result']:>11}[/] {event['framework']} {event['model']} "
+        f"batch {event['batch_size']}  {detail} ({event['seconds']:.1f} s)"
+    )
 
 
 def run_headless(plan: Plan, writer: SessionWriter, use_nvml: bool = True) -> int:
@@ -89,6 +104,13 @@ def run_headless(plan: Plan, writer: SessionWriter, use_nvml: bool = True) -> in
     def listener(event: dict[str, Any]) -> None:
         kind = event.get("type")
         run_id = event.get("run")
+        if kind == "probe":
+            progress.console.print(_probe_line(event))
+            return
+        if kind == "batch_choice":
+            chosen = ", ".join(f"{catalog.FRAMEWORK_LABELS.get(fw, fw)} {b}" for fw, b in event["chosen"].items())
+            progress.console.print(f"[bold]batch for {event['model']}[/] ({event['policy']}): {chosen or 'none fits'}")
+            return
         if kind == "gpu" or run_id is None:
             return
         run = engine.model.runs.get(run_id)

@@ -30,7 +30,11 @@ class Plan:
     samples: int = 10000
     epochs: int = 5
     runs: int = 3
-    batch_sizes: dict[str, int] = field(default_factory=dict)  # model -> batch; missing: study's
+    # model -> batch, or "framework:model" -> batch (after a per-framework search); missing: study's
+    batch_sizes: dict[str, int] = field(default_factory=dict)
+    batch_auto: bool = False  # search the largest batch that fits before the runs
+    batch_policy: str = "min"  # auto: "min" across frameworks (the study's rule) or "per-framework"
+    max_batch_size: int = 0  # auto: never probe above this (0: only --samples bounds it)
     device: str = "auto"
     data: str = "device"
     precision: str = "fp32"
@@ -45,15 +49,24 @@ class Plan:
     interval: float = 0.5  # GPU sampling period, seconds
     memory_limit_mb: int = 0  # cap on each runner's address space (0: none)
 
-    def batch_size(self, model: str) -> int:
+    def batch_size(self, model: str, framework: str | None = None) -> int:
+        if framework is not None and f"{framework}:{model}" in self.batch_sizes:
+            return self.batch_sizes[f"{framework}:{model}"]
         return self.batch_sizes.get(model, catalog.MODELS[model].study_batch_size)
+
+    def batch_upper(self) -> int:
+        """The largest batch the auto search may probe."""
+        return min(self.samples, self.max_batch_size) if self.max_batch_size else self.samples
 
     def python_for(self, framework: str) -> str:
         return self.python.get(framework, sys.executable)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["batch_sizes"] = {m: self.batch_size(m) for m in self.models}
+        data["batch_sizes"] = {
+            **{m: self.batch_size(m) for m in self.models},
+            **{k: v for k, v in self.batch_sizes.items() if ":" in k},
+        }
         return data
 
     @classmethod
@@ -67,7 +80,7 @@ class Plan:
             model=model,
             image_size=self.image_size,
             samples=self.samples,
-            batch_size=self.batch_size(model),
+            batch_size=self.batch_size(model, framework),
             epochs=self.epochs,
             device=self.device,
             data=self.data,
@@ -107,14 +120,19 @@ class Plan:
             raise PlanError(f"--memory-limit must be a whole number of MB, got {self.memory_limit_mb!r}")
         if not self.interval > 0:
             raise PlanError(f"--interval must be positive, got {self.interval!r}")
-        for model, size in self.batch_sizes.items():
-            if model not in catalog.MODELS:
-                raise PlanError(f"--batch-size names unknown model {model!r}")
+        for key, size in self.batch_sizes.items():
+            fw, _, model = key.rpartition(":")
+            if model not in catalog.MODELS or (fw and fw not in catalog.FRAMEWORKS):
+                raise PlanError(f"--batch-size names unknown model {key!r}")
             if not isinstance(size, int) or size <= 0:
                 raise PlanError(f"--batch-size for {model} must be a positive whole number")
+        if self.batch_policy not in ("min", "per-framework"):
+            raise PlanError(f"--batch-policy must be min or per-framework, got {self.batch_policy!r}")
+        if not isinstance(self.max_batch_size, int) or self.max_batch_size < 0:
+            raise PlanError(f"--max-batch-size must be a positive whole number, got {self.max_batch_size!r}")
         for model in self.models:
             info = catalog.MODELS[model]
-            if self.batch_size(model) > self.samples:
+            if not self.batch_auto and self.batch_size(model) > self.samples:
                 raise PlanError(
                     f"batch size {self.batch_size(model)} for {model} is larger than "
                     f"--samples {self.samples}"

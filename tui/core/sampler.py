@@ -197,9 +197,11 @@ class Sampler:
                 proc.cpu_percent(None)  # the first call only primes the counter
                 return {"cpu_percent": None, "rss": proc.memory_info().rss}
             with proc.oneshot():
+                if proc.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped: nothing to measure
+                    return {"cpu_percent": None, "rss": None}
                 cpu = proc.cpu_percent(None)
                 rss = proc.memory_info().rss
-            return {"cpu_percent": cpu, "rss": rss}
+            return {"cpu_percent": cpu, "rss": rss or None}
         except Exception:  # noqa: BLE001 - process ended between samples, or no psutil
             return {"cpu_percent": None, "rss": None}
 

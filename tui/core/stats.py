@@ -395,3 +395,35 @@ def ratio_ci(
         return Ratio(value, None, None, level)
     low, high = _percentiles(reps, level)
     return Ratio(value, low, high, level)
+
+
+#: A batch is steady when it is within this fraction (plus 3 robust SDs) of the steady median.
+WARMUP_TOLERANCE = 0.10
+
+
+def warmup_cut(values: Sequence[float], tolerance: float = WARMUP_TOLERANCE) -> int:
+    """How many leading values are warm-up, detected from the data.
+
+    The steady state is taken from the last half (median m, MAD); a value is steady when
+    it is at most m * (1 + tolerance) + 3 robust standard deviations. The cut-off is the
+    first index from which a window of consecutive values (3 to 20, a tenth of the run)
+    is all steady, so a single slow batch later on does not move it. A run that never
+    settles is cut at half. Runs of one value have no warm-up to cut; the first of two
+    or three values is always cut (it includes tracing or autotuning everywhere).
+    """
+    n = len(values)
+    if n <= 1:
+        return 0
+    if n <= 3:
+        return 1
+    tail = sorted(values[n // 2 :])
+    m = quantile(tail, 0.5)
+    mad = quantile(sorted(abs(v - m) for v in tail), 0.5)
+    limit = m * (1 + tolerance) + 3 * 1.4826 * mad
+    window = max(3, min(20, n // 10))
+    streak = 0
+    for i, value in enumerate(values):
+        streak = streak + 1 if value <= limit else 0
+        if streak == window:
+            return i + 1 - window
+    return n // 2

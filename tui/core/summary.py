@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runners import catalog
-from tui.core import analysis
+from tui.core import analysis, efficiency
 from tui.core.plan import Plan, RunSpec, run_order
 from tui.core.stats import describe, mean
 
@@ -51,6 +51,7 @@ class RunState:
     done: bool = False
     started_t: float | None = None
     ended_t: float | None = None
+    flops: dict[str, Any] = field(default_factory=dict)  # the runner's ``flops`` event
 
     @property
     def finished(self) -> bool:
@@ -102,6 +103,9 @@ class SessionModel:
         self.malformed = 0
         self.events = 0
         self.unknown_runs = 0
+        # The largest-batch search (--batch-size auto): every probe, and the choice per model.
+        self.probes: list[dict[str, Any]] = []
+        self.batch_choices: dict[str, dict[str, Any]] = {}
         self._handlers = {
             name[len("_on_"):]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
         }
@@ -112,6 +116,12 @@ class SessionModel:
         kind = event.get("type")
         if kind == "gpu":
             self.gpu_samples.append(event)
+            return
+        if kind == "probe":
+            self.probes.append(event)
+            return
+        if kind == "batch_choice":
+            self.batch_choices[str(event.get("model"))] = event
             return
         run_id = event.get("run")
         run = self.runs.get(run_id) if isinstance(run_id, str) else None
@@ -162,6 +172,9 @@ class SessionModel:
             run.peak_bytes = int(event["peak_bytes"])
         run.memory_source = str(event.get("source", ""))
 
+    def _on_flops(self, run: RunState, event: dict[str, Any]) -> None:
+        run.flops = efficiency.flops_of_event(event)
+
     def _on_done(self, run: RunState, event: dict[str, Any]) -> None:
         run.done = True
         self._on_memory(run, event)
@@ -202,7 +215,7 @@ class SessionModel:
         row: dict[str, Any] = {
             "framework": framework,
             "model": model,
-            "batch_size": self.plan.batch_size(model),
+            "batch_size": self.plan.batch_size(model, framework),
             "runs": len(ok),
             "runs_planned": len(runs),
             "failed_runs": len(failed),
@@ -237,10 +250,23 @@ class SessionModel:
                 row["spread"][name]["ci_low"], row["spread"][name]["ci_high"] = interval or (None, None)
         # Batch times after warm-up: their spread and MAD outliers back the warnings.
         row["batch"] = describe(analysis.cell_batches(ok, steady=True))
+        # Warm-up detected from the data (stats.warmup_cut), and the steady state after it.
+        cuts = [analysis.warmup_of(r) for r in ok]
+        row["warmup_batches"] = [c for c, _ in cuts]
+        row["warmup_s"] = [s for _, s in cuts]
+        steady_rates = [
+            row["batch_size"] / mean(steady) for r in ok if (steady := analysis.steady_batches(r))
+        ]
+        row["steady_images_per_s"] = mean(steady_rates) if steady_rates else None
         row["warnings"] = analysis.cell_warnings(ok, row["spread"], row["batch"])
         peaks = [r.peak_bytes for r in ok if r.peak_bytes is not None]
         row["peak_memory_bytes"] = max(peaks) if peaks else None
         row["memory_source"] = ok[0].memory_source if ok else ""
+        # Compute efficiency (additive): FLOPs per step, achieved TFLOP/s, % of the GPU's peak.
+        eff = efficiency.cell_efficiency(ok, row["ci"].get("images_per_s"))
+        row["spread"]["achieved_tflops"] = eff.pop("achieved_tflops_spread")
+        row["ci"]["achieved_tflops"] = eff.pop("achieved_tflops_ci")
+        row.update(eff)
         row["epochs"] = self.plan.epochs
         row["run_ids"] = [r.spec.run_id for r in runs]
         return row

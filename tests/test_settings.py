@@ -1,0 +1,81 @@
+"""Settings that change the answer reach the runner, are applied, and are recorded in the session."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, benchtui, only_session, read_events
+
+PROBE = r"""
+import json, os, sys
+from runners.config import RunConfig
+fw, precision, autotune = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+cfg = RunConfig(framework=fw, model="resnet50", precision=precision, cudnn_autotune=autotune, compile=True)
+if fw == "torch":
+    import torch
+    from runners import torch_runner
+    print(json.dumps(torch_runner._settings(cfg, torch.device("cpu"))))
+else:
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    from runners import keras_runner
+    keras_runner._pre_import_settings(cfg)
+    print(json.dumps(keras_runner._settings(cfg, "tensorflow")))
+"""
+
+
+def _settings(framework: str, precision: str, autotune: bool) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, framework, precision, "1" if autotune else "0"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16"])
+def test_torch_applies_each_precision(precision: str) -> None:
+    s = _settings("torch", precision, autotune=precision != "fp32")
+    assert s["precision"] == precision
+    assert s["tf32_matmul"] is s["tf32_cudnn"] is (precision == "tf32")  # off unless asked: plain fp32 is fp32
+    assert s["cudnn_benchmark"] is (precision != "fp32")
+    assert s["compile"] == "torch.compile"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16"])
+def test_tensorflow_applies_each_precision(precision: str) -> None:
+    s = _settings("tensorflow", precision, autotune=precision == "fp32")
+    assert s["precision"] == precision
+    # TensorFlow turns TF32 on by default: "fp32" must switch it off.
+    assert s["tf32"] is (precision == "tf32")
+    assert s["keras_dtype_policy"] == {"amp-fp16": "mixed_float16", "amp-bf16": "mixed_bfloat16"}.get(precision, "float32")
+    assert s["cudnn_autotune"] is (precision == "fp32")
+    assert s["compile"].startswith("xla")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+def test_non_default_settings_reach_the_runner_and_the_session(framework: str, sessions_root: Path) -> None:
+    result = benchtui("run", "--headless", "--frameworks", framework, "--models", "resnet50",
+                      "--image-size", "32", "--samples", "8", "--batch-size", "4", "--epochs", "1", "--runs", "1",
+                      "--device", "cpu", "--precision", "amp-bf16", "--data", "host", "--no-cudnn-autotune",
+                      "--channels-last", "--order", "grouped", "--sessions-dir", str(sessions_root), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    session = only_session(sessions_root)
+    plan = json.loads((session / "session.json").read_text())["plan"]
+    assert (plan["precision"], plan["data"], plan["cudnn_autotune"], plan["channels_last"], plan["order"]) == (
+        "amp-bf16", "host", False, True, "grouped")
+    hello = next(e for e in read_events(session) if e["type"] == "hello")
+    config, settings = hello["config"], hello["settings"]
+    assert (config["precision"], config["data"], config["cudnn_autotune"], config["channels_last"]) == (
+        "amp-bf16", "host", False, True)
+    assert settings["precision"] == "amp-bf16" and settings["data"] == "host"
+    if framework == "torch":
+        assert settings["cudnn_benchmark"] is False and settings["channels_last"] is True
+        assert settings["tf32_matmul"] is False
+    else:
+        assert settings["keras_dtype_policy"] == "mixed_bfloat16" and settings["tf32"] is False
+    summary = json.loads((session / "summary.json").read_text())
+    assert summary["frameworks"][framework]["settings"] == settings  # and into every export from there
