@@ -76,3 +76,22 @@ def test_choose_policies() -> None:
     assert choose(found, "min") == {"torch": 16, "tensorflow": 16}
     assert choose(found, "per-framework") == {"torch": 24, "tensorflow": 16}
     assert choose({"torch": None}, "min") == {}
+
+
+def test_the_search_is_folded_into_the_model_for_the_live_screen() -> None:
+    from tui.core.plan import Plan
+    from tui.core.summary import SessionModel
+
+    model = SessionModel(Plan(frameworks=["torch", "tensorflow"], models=["resnet50"], batch_auto=True))
+    start = {"type": "probe_start", "run": None, "framework": "torch", "model": "resnet50", "batch_size": 16}
+    model.apply(start)
+    assert model.probing == start
+    assert model.search_lines() == ["largest batch, ResNet50 · PyTorch: 16 …"]
+    for batch, result in ((16, "oom"), (8, "ok")):
+        model.apply({"type": "probe", "run": None, "framework": "torch", "model": "resnet50",
+                     "batch_size": batch, "result": result})
+    model.apply({"type": "batch_choice", "run": None, "model": "resnet50", "policy": "min",
+                 "found": {"torch": 8}, "chosen": {"torch": 8}})
+    assert model.probing is None and len(model.probes) == 2
+    assert model.search_lines() == ["largest batch, ResNet50 · PyTorch: 16 oom, 8 ok → batch 8"]
+    assert model.unknown_runs == 0 and model.malformed == 0

@@ -217,6 +217,7 @@ class Engine:
         config = self.plan.run_config(framework, model, probe_id)
         config.batch_size, config.samples, config.epochs, config.mode = batch, batch * config.probe_steps, 1, "probe"
         started = time.monotonic()
+        self._parent_event("probe_start", None, probe=probe_id, framework=framework, model=model, batch_size=batch)
         error: dict[str, Any] = {}
         done: dict[str, Any] = {}
         with open(self.writer.log_path(probe_id), "ab") as log:

@@ -106,6 +106,7 @@ class SessionModel:
         # The largest-batch search (--batch-size auto): every probe, and the choice per model.
         self.probes: list[dict[str, Any]] = []
         self.batch_choices: dict[str, dict[str, Any]] = {}
+        self.probing: dict[str, Any] | None = None  # the probe in progress
         self._handlers = {
             name[len("_on_"):]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
         }
@@ -117,8 +118,12 @@ class SessionModel:
         if kind == "gpu":
             self.gpu_samples.append(event)
             return
+        if kind == "probe_start":
+            self.probing = event
+            return
         if kind == "probe":
             self.probes.append(event)
+            self.probing = None
             return
         if kind == "batch_choice":
             self.batch_choices[str(event.get("model"))] = event
@@ -292,6 +297,25 @@ class SessionModel:
             "ratios": analysis.framework_ratios(self),
             "labels": {"frameworks": catalog.FRAMEWORK_LABELS, "models": {k: v.label for k, v in catalog.MODELS.items()}},
         }
+
+    def search_lines(self) -> list[str]:
+        """The largest-batch search in words, one line per (model, framework) probed."""
+        cells: dict[tuple[str, str], list[str]] = {}
+        for probe in self.probes:
+            cells.setdefault((probe["model"], probe["framework"]), []).append(
+                f"{probe['batch_size']} {probe['result']}"
+            )
+        if self.probing is not None:
+            cells.setdefault((self.probing["model"], self.probing["framework"]), []).append(
+                f"{self.probing['batch_size']} …"
+            )
+        lines = []
+        for (model, fw), tried in cells.items():
+            chosen = self.batch_choices.get(model, {}).get("chosen", {}).get(fw)
+            label = f"{catalog.MODELS[model].label} · {catalog.FRAMEWORK_LABELS.get(fw, fw)}"
+            end = f" → batch {chosen}" if chosen else ""
+            lines.append(f"largest batch, {label}: {', '.join(tried)}{end}")
+        return lines
 
     @property
     def done_runs(self) -> int:

@@ -191,7 +191,7 @@ class LiveScreen(Screen):
             self.refresh_bindings()
 
     def _update_notes(self) -> None:
-        lines = []
+        lines = self.model.search_lines()
         for fw, m in self.model.cells():
             cached = self._cache.get(row_key(fw, m))
             if cached is None:
@@ -231,6 +231,10 @@ class LiveScreen(Screen):
             text.append(_label(current.spec.framework, current.spec.model))
             if model.plan.runs > 1:
                 text.append(f" · run {current.spec.index} of {model.plan.runs}")
+        elif model.probing is not None:
+            probe = model.probing
+            text.append("Finding the largest batch: ", style="bold")
+            text.append(f"{_label(probe['framework'], probe['model'])} · batch {probe['batch_size']}")
         elif status == "pending":
             text.append("Starting", style="bold")
         else:

@@ -137,6 +137,8 @@ class PlanScreen(Screen):
             yield Static("device: tensors made on the device · host: a NumPy array in host memory",
                          classes="hint")
             yield Label("Batch size per model", classes="section")
+            yield Checkbox("auto: the largest that fits, probed in fresh processes before the runs",
+                           plan.batch_auto, compact=True, id="batch-auto")
             with HorizontalGroup(id="batch-sizes"):
                 for m in catalog.MODEL_ORDER:
                     with Horizontal(classes="batch-field", id=f"bsf-{m}"):
@@ -169,10 +171,15 @@ class PlanScreen(Screen):
         if event.button.id == "start":
             self.action_start()
 
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        if event.checkbox.id == "batch-auto":
+            self._show_batch_fields()
+
     def _show_batch_fields(self) -> None:
         chosen = set(self.query_one("#models", SelectionList).selected)
+        auto = self.query_one("#batch-auto", Checkbox).value  # the search decides: no sizes to type
         for m in catalog.MODEL_ORDER:
-            self.query_one(f"#bsf-{m}").display = m in chosen
+            self.query_one(f"#bsf-{m}").display = m in chosen and not auto
 
     def fill(self, plan: Plan) -> None:
         """Put a plan's values in the form (a preset was chosen)."""
@@ -189,6 +196,7 @@ class PlanScreen(Screen):
                 self.query_one(f"#{field}", Input).value = str(getattr(plan, field))
             for m in catalog.MODEL_ORDER:
                 self.query_one(f"#bs-{m}", Input).value = str(plan.batch_size(m))
+            self.query_one("#batch-auto", Checkbox).value = plan.batch_auto
             device = self.query_one("#device", Select)
             device.value = plan.device if plan.device in {v for _, v in device._options} else "auto"  # noqa: SLF001
             self.query_one("#data", Select).value = plan.data
@@ -218,7 +226,8 @@ class PlanScreen(Screen):
         plan.samples = self._number("samples", "Samples")
         plan.epochs = self._number("epochs", "Epochs")
         plan.runs = self._number("runs", "Runs")
-        plan.batch_sizes = {
+        plan.batch_auto = self.query_one("#batch-auto", Checkbox).value
+        plan.batch_sizes = {} if plan.batch_auto else {
             m: self._number(f"bs-{m}", f"Batch size of {catalog.MODELS[m].label}") for m in plan.models
         }
         plan.device = str(self.query_one("#device", Select).value)

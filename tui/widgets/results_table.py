@@ -67,7 +67,7 @@ def run_batch_size(run: RunState, model: SessionModel, model_id: str) -> int:
     """The batch size the runner says it used (its hello), else the plan's."""
     config = run.hello.get("config")
     size = config.get("batch_size") if isinstance(config, dict) else None
-    return size if isinstance(size, int) and size > 0 else model.plan.batch_size(model_id)
+    return size if isinstance(size, int) and size > 0 else model.plan.batch_size(model_id, run.spec.framework)
 
 
 def run_state_label(run: RunState, compact: bool = False) -> str:
