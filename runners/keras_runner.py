@@ -301,4 +301,10 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                     logs = model.train_on_batch(x, y, return_dict=True)
                     batch_end(step, logs)
                 epoch_end(epoch)
-    writer.done(**_peak_memory(backend, device_name))
+        final_memory = _peak_memory(backend, device_name)  # before counting: no part of the run
+        if config.mode == "train":
+            # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
+            from runners.flops import count_keras, emit_flops
+
+            emit_flops(writer, lambda: count_keras(model, backend, bs, size, config.num_classes), bs)
+    writer.done(**final_memory)

@@ -230,4 +230,18 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         resolve(block=True)
         writer.epoch(epoch, seconds, config.samples_per_epoch)
         writer.memory(epoch=epoch, **_peak_memory(device))
-    writer.done(**_peak_memory(device))
+    final_memory = _peak_memory(device)  # before counting: its extra step is no part of the run
+    if config.mode == "train":
+        # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
+        from runners.flops import count_torch, emit_flops
+
+        def count_flops() -> dict[str, Any]:
+            gen = torch.Generator(device=device).manual_seed(config.seed + 1)
+            x = torch.randn((bs, 3, size, size), device=device, generator=gen)
+            y = torch.randint(0, config.num_classes, (bs,), device=device, generator=gen)
+            return count_torch(
+                model, x.contiguous(memory_format=memory_format), y, loss_fn, amp_dtype, device.type
+            )
+
+        emit_flops(writer, count_flops, bs)
+    writer.done(**final_memory)

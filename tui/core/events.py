@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 WIRE_VERSION = 1
-EVENT_TYPES = frozenset({"hello", "phase", "batch", "epoch", "memory", "error", "done"})
+EVENT_TYPES = frozenset({"hello", "phase", "batch", "epoch", "memory", "flops", "error", "done"})
 
 
 class Malformed(ValueError):

@@ -196,6 +196,51 @@ def _rows_by_cell(summary: dict[str, Any]) -> dict[tuple[str, str], dict[str, An
     return {(r["model"], r["framework"]): r for r in summary["rows"]}
 
 
+EFFICIENCY_HEADER = ["Model", "Framework", "FLOPs / step", "FLOPs / image", "TFLOP/s", "% of peak", "Peak (dense)"]
+EFFICIENCY_NOTE = (
+    "FLOPs of one training step (forward + loss + backward; convolution and matmul multiply-adds "
+    "counted as 2 FLOPs; element-wise ops and the optimizer update not counted), counted by each "
+    "framework at the run's batch and image size. TFLOP/s: FLOPs per step × the steps of the epochs "
+    "after the first, over their time (the same data as images/s). % of peak: of the GPU's dense peak "
+    "for the run's precision (NVIDIA datasheets); none on CPU or an unknown GPU."
+)
+
+
+def efficiency_rows(summary: dict[str, Any]) -> list[list[str]]:
+    """Compute efficiency per (model, framework), as text; empty when no FLOPs were counted."""
+    rows = summary["rows"]
+    if not any(r.get("flops_per_step") is not None or r.get("flops_reason") for r in rows):
+        return []
+    out = []
+    for row in rows:
+        if row.get("flops_per_step") is None:
+            why = row.get("flops_reason") or {"ok": "not counted"}.get(row.get("status", ""), "–")
+            tflops = cell_text(row, "achieved_tflops", fmt.tflops)
+            out.append([model_label(row["model"]), framework_label(row["framework"]), why, "–", tflops, "–", "–"])
+            continue
+        out.append(
+            [
+                model_label(row["model"]),
+                framework_label(row["framework"]),
+                fmt.flops(row.get("flops_per_step")),
+                fmt.flops(row.get("flops_per_image")),
+                cell_text(row, "achieved_tflops", fmt.tflops),
+                fmt.percent(row.get("peak_fraction")),
+                "–" if row.get("peak_tflops") is None else f"{fmt.tflops(row['peak_tflops'])} TFLOP/s",
+            ]
+        )
+    return out
+
+
+def efficiency_methods(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(framework label, how its FLOPs were counted), once per framework."""
+    seen: dict[str, str] = {}
+    for row in summary["rows"]:
+        if row.get("flops_method"):
+            seen.setdefault(framework_label(row["framework"]), row["flops_method"])
+    return list(seen.items())
+
+
 # -- Markdown ---------------------------------------------------------------------------
 def md_escape(text: Any) -> str:
     """Safe inside a Markdown table cell: no pipes, no line breaks, no raw HTML."""
@@ -239,6 +284,15 @@ def render_md(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> s
         "(seeded; over runs, then epochs within runs)."
     )
     out.append("")
+    efficiency = efficiency_rows(summary)
+    if efficiency:
+        out += ["## Compute efficiency", ""]
+        out += _md_table(EFFICIENCY_HEADER, efficiency, ["l", "l", "r", "r", "r", "r", "r"])
+        out += ["", md_escape(EFFICIENCY_NOTE), ""]
+        out += [f"- {md_escape(fw)}: {md_escape(method)}" for fw, method in efficiency_methods(summary)]
+        peaks = sorted({r["peak_source"] for r in summary["rows"] if r.get("peak_source")})
+        out += [f"- Peak: {md_escape(p)}" for p in peaks]
+        out.append("")
     if summary.get("ratios"):
         out += ["## Frameworks compared", ""]
         rows = [[model_label(r["model"]), r["text"], r["basis_label"]] for r in summary["ratios"]]
@@ -280,6 +334,22 @@ SCALAR_COLUMNS = (
 )
 
 
+#: Compute efficiency (FLOPs counted by the runners, achieved TFLOP/s, fraction of the GPU's peak).
+EFFICIENCY_COLUMNS = (
+    "flops_per_step",
+    "flops_per_image",
+    "achieved_tflops",
+    "achieved_tflops_ci_low",
+    "achieved_tflops_ci_high",
+    "peak_tflops",
+    "peak_fraction",
+    "flops_counted",
+    "flops_method",
+    "flops_reason",
+    "peak_source",
+)
+
+
 def summary_columns() -> list[str]:
     cols = list(SCALAR_COLUMNS)
     for name in HEADLINE:
@@ -295,6 +365,7 @@ def summary_columns() -> list[str]:
         "ratio_significant",
         "ratio_basis",
     ]
+    cols += list(EFFICIENCY_COLUMNS)
     cols += ["warnings", "run_ids"]
     return cols
 
@@ -325,6 +396,10 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 ratio_significant=ratio["significant"],
                 ratio_basis=ratio["basis"],
             )
+        for key in EFFICIENCY_COLUMNS:
+            rec[key] = row.get(key)
+        ci = (row.get("ci") or {}).get("achieved_tflops") or [None, None]
+        rec["achieved_tflops_ci_low"], rec["achieved_tflops_ci_high"] = ci
         rec["warnings"] = "; ".join(row.get("warnings") or [])
         rec["run_ids"] = ";".join(row.get("run_ids") or [])
         yield rec

@@ -52,3 +52,35 @@ def maybe(value: Any, suffix: str = "", digits: int = 0) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}{suffix}"
     return f"{value}{suffix}"
+
+
+def tflops(value: float | None) -> str:
+    """Achieved TFLOP/s with three significant digits: '0.0532', '1.23', '123'."""
+    if value is None:
+        return "–"
+    if value >= 100:
+        return f"{value:.0f}"
+    return f"{value:#.3g}".rstrip(".")  # '#' keeps trailing zeros: 0.00700, not 0.007
+
+
+def flops(value: float | None) -> str:
+    """A FLOP count with an SI prefix: '3.99 GFLOP'."""
+    if value is None:
+        return "–"
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}FLOP"
+    return f"{value:.0f} FLOP"
+
+
+def percent(fraction: float | None) -> str:
+    """'42%', or '4.2%' under 10%."""
+    if fraction is None:
+        return "–"
+    return f"{fraction:.0%}" if fraction >= 0.1 else f"{fraction:.1%}"
+
+
+def tflops_with_peak(value: float | None, fraction: float | None) -> str:
+    """'123 (45%)' when the GPU's peak is known, else '123'."""
+    text = tflops(value)
+    return f"{text} ({percent(fraction)})" if value is not None and fraction is not None else text

@@ -9,7 +9,18 @@ from typing import Any
 
 from tui.core import fmt
 from tui.core.analysis import epochs_of, framework_label, model_label, steady_batches
-from tui.core.export import TABLES, all_warnings, cell_text, environment, header_facts, problems
+from tui.core.export import (
+    EFFICIENCY_HEADER,
+    EFFICIENCY_NOTE,
+    TABLES,
+    all_warnings,
+    cell_text,
+    efficiency_methods,
+    efficiency_rows,
+    environment,
+    header_facts,
+    problems,
+)
 from tui.core.plots import Band, Bar, Series, bar_chart, color_for, line_chart
 from tui.core.session import LoadedSession
 from tui.core.stats import median
@@ -99,6 +110,25 @@ def _study_tables(loaded: LoadedSession, summary: dict[str, Any]) -> str:
         '<p class="note">Mean over runs; in brackets the 95% bootstrap confidence interval '
         "(seeded; over runs, then epochs within runs).</p>"
     )
+    return "".join(parts)
+
+
+def _efficiency_table(summary: dict[str, Any]) -> str:
+    """FLOPs per step, achieved TFLOP/s and % of the GPU's peak per cell ('' when nothing was counted)."""
+    rows = efficiency_rows(summary)
+    if not rows:
+        return ""
+    parts = ["<h3>Compute efficiency</h3><table><tr>"]
+    parts += [f"<th>{_e(h)}</th>" for h in EFFICIENCY_HEADER]
+    parts.append("</tr>")
+    for cells in rows:
+        parts.append(f"<tr><td>{_e(cells[0])}</td><td>{_e(cells[1])}</td>")
+        parts += [f'<td class="num">{_e(c)}</td>' for c in cells[2:]]
+        parts.append("</tr>")
+    parts.append("</table>")
+    notes = [EFFICIENCY_NOTE] + [f"{fw}: {method}." for fw, method in efficiency_methods(summary)]
+    notes += sorted({f"Peak: {r['peak_source']}." for r in summary["rows"] if r.get("peak_source")})
+    parts.append('<p class="note">' + "<br>".join(_e(n) for n in notes) + "</p>")
     return "".join(parts)
 
 
@@ -409,6 +439,7 @@ def render_html(loaded: LoadedSession, summary: dict[str, Any] | None = None) ->
         warn_html,
         "<h2>Results</h2>",
         _study_tables(loaded, summary),
+        _efficiency_table(summary),
         "<h2>Frameworks compared</h2>",
         _ratio_table(summary),
         "<h2>Epoch time per model</h2>",
