@@ -97,7 +97,7 @@ def _resolve_device(spec: str) -> tuple[str, dict[str, Any]]:
     if spec == "auto":
         spec = "cuda" if gpus else "cpu"
     if spec == "cpu":
-        return "cpu:0", {"type": "cpu", "name": platform.machine()}
+        return "cpu", {"type": "cpu", "name": platform.machine()}  # "cpu:0" breaks gradients on the torch backend
     index = int(spec.split(":")[1]) if ":" in spec else 0
     if index >= len(gpus):
         raise Unavailable(f"{spec}: {_backend()} sees {len(gpus)} GPU(s)")
