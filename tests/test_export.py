@@ -347,3 +347,26 @@ def test_steady_session_has_no_warnings(session: Path, summary: dict[str, Any]) 
     assert torch["batch"]["wide"] is False
     assert torch["batch"]["n"] == 3 * 3 * 12 - sum(torch["warmup_batches"])
     assert all(1 <= cut <= 12 for cut in torch["warmup_batches"])  # the slow first batches, detected
+
+
+def test_md_puts_the_study_four_tables_side_by_side_and_shows_warm_up(
+    session: Path, summary: dict[str, Any], tmp_path: Path
+) -> None:
+    md = _export(session, "md", tmp_path)
+    section = md.split("## The study's four figures, side by side (seconds)")[1].split("\n## ")[0]
+    header = next(line for line in section.splitlines() if line.startswith("| Model"))
+    assert header == (
+        "| Model | Batch | Mean epoch · PyTorch | Mean epoch · tf.keras | First epoch · PyTorch | First epoch · tf.keras"
+        " | Excl. first · PyTorch | Excl. first · tf.keras | Build · PyTorch | Build · tf.keras |"
+    )
+    torch, tf = _row(summary, "resnet50", "torch"), _row(summary, "resnet50", "tensorflow")
+    expected = [fmt.seconds(r[k]) for k in ("mean_epoch_s", "first_epoch_s", "mean_epoch_excl_first_s", "build_s")
+                for r in (torch, tf)]
+    resnet = next(line for line in section.splitlines() if line.startswith("| ResNet50 |"))
+    assert resnet == f"| ResNet50 | {torch['batch_size']} | " + " | ".join(expected) + " |"
+    assert md.index("side by side") < md.index("## Mean epoch time (s)")  # the headline comes first
+    warm = md.split("## Warm-up and steady state")[1].split("\n## ")[0]
+    cuts = ", ".join(str(c) for c in torch["warmup_batches"])
+    assert f"| ResNet50 | PyTorch | {cuts} |" in warm and "detected from each run's batch times" in warm
+    html = _export(session, "html", tmp_path)
+    assert "side by side (seconds)" in html and "Warm-up and steady state" in html

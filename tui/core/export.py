@@ -250,6 +250,65 @@ def md_escape(text: Any) -> str:
     return out
 
 
+#: The study's four headline figures, in its order, for the side-by-side table.
+STUDY_FOUR = TABLES[:4]
+STUDY_SHORT = {
+    "mean_epoch_s": "Mean epoch",
+    "first_epoch_s": "First epoch",
+    "mean_epoch_excl_first_s": "Excl. first",
+    "build_s": "Build",
+}
+
+
+def study_side_by_side(plan: Any, summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The study's four tables next to each other: one row per model, figure x framework columns (s)."""
+    cells = _rows_by_cell(summary)
+    header = ["Model", "Batch"] + [
+        f"{STUDY_SHORT[name]} · {framework_label(fw)}" for name, _, _ in STUDY_FOUR for fw in plan.frameworks
+    ]
+    rows = []
+    for m in plan.models:
+        sizes = sorted({str(cells.get((m, fw), {}).get("batch_size", "")) for fw in plan.frameworks} - {""})
+        row = [model_label(m), "/".join(sizes)]
+        for name, _, formatter in STUDY_FOUR:
+            for fw in plan.frameworks:
+                cell = cells.get((m, fw), {})
+                value = cell.get(name)
+                row.append(formatter(value) if value is not None else cell_text(cell, name, formatter))
+        rows.append(row)
+    return header, rows
+
+
+def warmup_rows(summary: dict[str, Any]) -> list[list[str]]:
+    """Per cell: the warm-up detected in each run's batch times, and the steady state after it."""
+    out = []
+    for row in summary["rows"]:
+        cuts = row.get("warmup_batches") or []
+        if not cuts:
+            continue
+        seconds = row.get("warmup_s") or []
+        out.append([
+            model_label(row["model"]),
+            framework_label(row["framework"]),
+            ", ".join(str(c) for c in cuts),
+            ", ".join(fmt.seconds(s) for s in seconds),
+            fmt.seconds(row.get("time_to_first_batch_s")),
+            fmt.seconds((row.get("batch") or {}).get("median"), 4),
+            fmt.rate(row.get("steady_images_per_s")),
+        ])
+    return out
+
+
+WARMUP_HEADER = [
+    "Model", "Framework", "Warm-up batches (per run)", "Warm-up time (s)", "First batch (s)",
+    "Steady median batch (s)", "Steady images/s",
+]
+WARMUP_NOTE = (
+    "Warm-up is detected from each run's batch times: the first batches until a window of them stays "
+    "within 10% (plus 3 robust SDs) of the median of the run's second half."
+)
+
+
 def _md_table(header: list[str], rows: list[list[str]], align: list[str]) -> list[str]:
     lines = ["| " + " | ".join(md_escape(h) for h in header) + " |"]
     lines.append("| " + " | ".join("---:" if a == "r" else "---" for a in align) + " |")
@@ -265,6 +324,10 @@ def render_md(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> s
     title = loaded.meta.get("name") or loaded.path.name
     out = [f"# benchtui · {md_escape(title)}", ""]
     out.append(" · ".join(f"{k}: {md_escape(v)}" for k, v in header_facts(loaded)))
+    out.append("")
+    header, rows = study_side_by_side(plan, summary)
+    out += ["## The study's four figures, side by side (seconds)", ""]
+    out += _md_table(header, rows, ["l", "r"] + ["r"] * (len(header) - 2))
     out.append("")
     for name, label, formatter in TABLES:
         out += [f"## {label}", ""]
@@ -284,6 +347,11 @@ def render_md(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> s
         "(seeded; over runs, then epochs within runs)."
     )
     out.append("")
+    warm = warmup_rows(summary)
+    if warm:
+        out += ["## Warm-up and steady state", ""]
+        out += _md_table(WARMUP_HEADER, warm, ["l", "l", "r", "r", "r", "r", "r"])
+        out += ["", md_escape(WARMUP_NOTE), ""]
     efficiency = efficiency_rows(summary)
     if efficiency:
         out += ["## Compute efficiency", ""]

@@ -13,6 +13,8 @@ from tui.core.export import (
     EFFICIENCY_HEADER,
     EFFICIENCY_NOTE,
     TABLES,
+    WARMUP_HEADER,
+    WARMUP_NOTE,
     all_warnings,
     cell_text,
     efficiency_methods,
@@ -20,6 +22,8 @@ from tui.core.export import (
     environment,
     header_facts,
     problems,
+    study_side_by_side,
+    warmup_rows,
 )
 from tui.core.plots import Band, Bar, Series, bar_chart, color_for, line_chart
 from tui.core.session import LoadedSession
@@ -91,10 +95,25 @@ def _status_cell(row: dict[str, Any]) -> str:
     return text
 
 
+def _plain_table(title: str, header: list[str], rows: list[list[str]], note: str = "", numeric_from: int = 1) -> str:
+    parts = [f"<h3>{_e(title)}</h3><table><tr>"] + [f"<th>{_e(h)}</th>" for h in header] + ["</tr>"]
+    for row in rows:
+        parts.append("<tr>")
+        parts += [
+            f'<td class="num">{_e(c)}</td>' if i >= numeric_from else f"<td>{_e(c)}</td>" for i, c in enumerate(row)
+        ]
+        parts.append("</tr>")
+    parts.append("</table>")
+    if note:
+        parts.append(f'<p class="note">{_e(note)}</p>')
+    return "".join(parts)
+
+
 def _study_tables(loaded: LoadedSession, summary: dict[str, Any]) -> str:
     plan = loaded.plan
     cells = {(r["model"], r["framework"]): r for r in summary["rows"]}
-    parts = []
+    header, rows = study_side_by_side(plan, summary)
+    parts = [_plain_table("The study's four figures, side by side (seconds)", header, rows)]
     for name, label, formatter in TABLES:
         parts.append(f"<h3>{_e(label)}</h3><table><tr><th>Model</th>")
         parts += [f"<th>{_e(framework_label(fw))}</th>" for fw in plan.frameworks]
@@ -439,6 +458,7 @@ def render_html(loaded: LoadedSession, summary: dict[str, Any] | None = None) ->
         warn_html,
         "<h2>Results</h2>",
         _study_tables(loaded, summary),
+        _plain_table("Warm-up and steady state", WARMUP_HEADER, warmup_rows(summary), WARMUP_NOTE, numeric_from=2),
         _efficiency_table(summary),
         "<h2>Frameworks compared</h2>",
         _ratio_table(summary),
