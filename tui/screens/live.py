@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tui.core.summary import SessionModel
 
 TICK_S = 0.25  # redraw period: 4 Hz is smooth for people and cheap at any event rate
-COMPACT_BELOW = 100  # terminal columns under which the table drops two columns
+COMPACT_BELOW = 100  # terminal columns under which the table drops three columns
 FINISHED = frozenset({"complete", "failed", "interrupted"})
 STATUS_STYLE = {"complete": "bold green", "failed": "bold red", "interrupted": "bold magenta"}
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from runners import catalog
-from tui.core import fmt
+from tui.core import efficiency, fmt
 from tui.core.summary import RunState, SessionModel
 
 LIVE = frozenset({"starting", "building", "running"})
@@ -30,6 +30,7 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("excl", "Epoch\nexcl.1st", True),
     ("build", "Build\n", False),
     ("peak", "Peak\nmemory", True),
+    ("tflops", "TFLOP/s\n(% peak)", False),
 )
 STATE_STYLE = {
     "done": "green",
@@ -137,6 +138,7 @@ def cell_values(
             excl=(fmt.seconds(figures["mean_epoch_excl_first_s"]), ""),
             build=(fmt.seconds(figures["build_s"]), ""),
             peak=(fmt.bytes_(live.peak_bytes) if live.peak_bytes is not None else "–", ""),
+            tflops=(efficiency.live_figures(model, live)["text"], "cyan"),
         )
         return values
     ips = row.get("images_per_s")
@@ -145,8 +147,10 @@ def cell_values(
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
         bs = run_batch_size(live, model, model_id)
         values["ips"] = (fmt.rate(bs / recent) if recent else "–", "cyan")
+        values["tflops"] = (efficiency.live_figures(model, live)["text"], "cyan")
     else:
         values["ips"] = (fmt.rate(ips), "")
+        values["tflops"] = (fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
     peak = row.get("peak_memory_bytes")
     values.update(
         batch=(fmt.seconds(row.get("median_batch_s")), ""),
@@ -162,8 +166,8 @@ def cell_values(
 class ResultsTable(DataTable):
     """The study's figures per (model, framework), updated cell by cell.
 
-    ``compact`` drops the first-epoch and build columns so the table fits 80 columns;
-    both figures stay in the exported summary.
+    ``compact`` drops the first-epoch, build and TFLOP/s columns so the table fits 80 columns;
+    all three stay in the exported summary.
     """
 
     DEFAULT_CSS = """
