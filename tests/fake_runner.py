@@ -2,7 +2,6 @@
 
 import json
 import os
-import sys
 import time
 
 fd = int(os.environ["BENCHTUI_EVENT_FD"])

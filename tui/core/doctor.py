@@ -64,7 +64,7 @@ def run_doctor() -> int:
     table = Table(title="benchtui doctor", title_justify="left", header_style="bold")
     for col in ("Framework", "Status", "Versions", "Devices"):
         table.add_column(col)
-    for fw, info in zip(catalog.FRAMEWORKS, results):
+    for fw, info in zip(catalog.FRAMEWORKS, results, strict=True):
         if info["ok"]:
             table.add_row(fw, "[green]ok[/]", _versions(info), _devices(info))
         else:

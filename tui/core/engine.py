@@ -17,6 +17,7 @@ from typing import Any
 
 from runners import catalog
 from tui.core.batchsearch import choose, search_largest_batch
+from tui.core.control import Pausable
 from tui.core.events import Malformed, parse_line
 from tui.core.launcher import LocalLauncher, RunnerProcess, config_args, start_runner
 from tui.core.plan import Plan, RunSpec, run_order
@@ -39,7 +40,7 @@ def describe_exit(returncode: int | None) -> str:
     return f"runner exited with code {returncode} before finishing"
 
 
-class Engine:
+class Engine(Pausable):
     """Runs every run of a plan in order, writing a session and updating a model."""
 
     def __init__(
@@ -60,30 +61,13 @@ class Engine:
         self.current: RunnerProcess | None = None
         self.current_spec: RunSpec | None = None
         self.status = "pending"
-        self._resume = asyncio.Event()
-        self._resume.set()
+        super().__init__()
         self._stop_current = False
         self._skip: set[str] = set()
-        self._cancelled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._no_fit: dict[tuple[str, str], str] = {}  # cells the batch search found no size for
 
-    # -- control ----------------------------------------------------------------------
-    @property
-    def paused(self) -> bool:
-        return not self._resume.is_set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    def pause(self) -> None:
-        """Hold the queue: the current run finishes, the next one waits."""
-        self._resume.clear()
-
-    def resume(self) -> None:
-        self._resume.set()
-
+    # -- control (pause, resume, paused, cancelled: Pausable) -----------------------------
     def stop_current(self) -> None:
         """Stop the run in progress (recorded as "stopped"); the queue goes on."""
         if self.current is not None:
@@ -98,8 +82,7 @@ class Engine:
 
     def cancel(self) -> None:
         """Stop everything: the current runner's process group, and every run not started."""
-        self._cancelled = True
-        self._resume.set()
+        super().cancel()
         if self.current is not None:
             asyncio.ensure_future(self.current.terminate())
 
@@ -188,7 +171,7 @@ class Engine:
                 if self._cancelled or not catalog.available(fw, model)[0]:
                     continue
 
-                async def probe(batch: int, fw: str = fw) -> str:
+                async def probe(batch: int, fw: str = fw, model: str = model) -> str:
                     return await self._probe(fw, model, batch)
 
                 start = min(catalog.MODELS[model].study_batch_size, upper)

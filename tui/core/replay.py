@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tui.core.control import Pausable
 from tui.core.plan import Plan
 from tui.core.session import SessionError, iter_events, read_meta
 from tui.core.summary import SessionModel
@@ -47,7 +48,7 @@ def schedule(events: Iterable[dict[str, Any]], max_gap: float = MAX_GAP_S) -> It
         yield offset, event
 
 
-class Replayer:
+class Replayer(Pausable):
     """Plays a session folder's ``events.jsonl`` into ``self.model`` at ``speed`` × recorded pace."""
 
     def __init__(
@@ -76,30 +77,7 @@ class Replayer:
         self.status = "pending"  # pending, running, then the recorded session's status
         self.recorded_s = 0.0  # recorded seconds played so far (after gap capping)
         self._clock = clock
-        self._resume = asyncio.Event()
-        self._resume.set()
-        self._cancelled = False
-
-    # -- control, shaped like the engine's ------------------------------------------------
-    @property
-    def paused(self) -> bool:
-        return not self._resume.is_set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    def pause(self) -> None:
-        """Hold playback where it is."""
-        self._resume.clear()
-
-    def resume(self) -> None:
-        self._resume.set()
-
-    def cancel(self) -> None:
-        """Stop playback; what was played stays in the model."""
-        self._cancelled = True
-        self._resume.set()
+        super().__init__()  # pause, resume, cancel: what is played stays in the model
 
     def log_path(self, run_id: str) -> Path:
         return self.path / "logs" / f"{run_id}.log"
