@@ -16,7 +16,28 @@ _T0 = time.monotonic()  # before any framework import: the import phase starts h
 
 from runners import catalog  # noqa: E402
 from runners.config import RunConfig, Unavailable, apply_memory_limit, is_oom  # noqa: E402
-from runners.protocol import EventWriter  # noqa: E402
+from runners.protocol import EventWriter, ParentGone  # noqa: E402
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this runner when the process that started it dies.
+
+    A runner leads its own process group (so the parent can stop it and its children
+    together); without this, a parent killed outright would leave it training alone.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        sys.exit(3)
 
 
 def _configure_backend(framework: str) -> None:
@@ -33,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     writer = EventWriter.from_env()
+    if not writer.closed:
+        _die_with_parent()
     try:
         if args.doctor:
             if args.doctor not in catalog.FRAMEWORKS:
@@ -59,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Unavailable as exc:
         writer.error("unavailable", str(exc))
+        return 3
+    except ParentGone:
+        print("benchtui runner: the parent closed the event pipe; stopping", file=sys.stderr, flush=True)
         return 3
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
         if isinstance(exc, KeyboardInterrupt):

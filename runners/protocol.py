@@ -28,6 +28,10 @@ def _clean(value: Any) -> Any:
     return value
 
 
+class ParentGone(SystemExit):
+    """The parent closed its end of the pipe: nobody is listening, so the run ends."""
+
+
 class EventWriter:
     """Writes one JSON object per line to the event pipe.
 
@@ -55,9 +59,11 @@ class EventWriter:
             while data:
                 written = os.write(self._fd, data)  # type: ignore[arg-type]
                 data = data[written:]
-        except (BrokenPipeError, OSError):
-            # The parent went away: keep training quietly rather than crash.
+        except OSError as exc:
+            # The parent went away (killed, or its terminal closed): a run nobody records is
+            # wasted device time, and an orphan. Stop at the next event, within one batch.
             self.closed = True
+            raise ParentGone(3) from exc
 
     # Convenience wrappers, one per event type of the wire format.
     def hello(self, **fields: Any) -> None:
@@ -82,9 +88,10 @@ class EventWriter:
         self.emit("done", **fields)
 
     def close(self) -> None:
-        if not self.closed and self._fd is not None:
+        if self._fd is not None:
             try:
                 os.close(self._fd)
             except OSError:
                 pass
+            self._fd = None
         self.closed = True

@@ -206,3 +206,43 @@ def test_batch_size_auto_recovers_from_oom_probes_and_uses_the_largest_fit(sessi
     (row,) = json.loads((session / "summary.json").read_text())["rows"]
     assert row["batch_size"] == best and row["status"] == "ok"
     assert any(p.name.startswith("probe-torch-resnet50-16") for p in (session / "logs").iterdir())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+def test_a_runner_never_outlives_its_parent(sessions_root: Path) -> None:
+    # kill -9 of the parent mid-run: no signal handler runs, yet the runner must not train on alone.
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui", "run", "--headless", "--frameworks", "torch", "--models", "resnet50",
+         "--image-size", "32", "--samples", "16", "--batch-size", "8", "--epochs", "50", "--runs", "1",
+         "--device", "cpu", "--sessions-dir", str(sessions_root)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cwd=HERE.parent,
+    )
+    deadline = time.monotonic() + 120
+    runner_pid = None
+    while time.monotonic() < deadline and runner_pid is None:
+        time.sleep(0.5)
+        folders = list(sessions_root.iterdir())
+        if folders and (folders[0] / "events.jsonl").exists():
+            events = read_events(folders[0])
+            if any(e["type"] == "batch" for e in events):
+                runner_pid = next(e["pid"] for e in events if e["type"] == "run_start")
+    assert runner_pid is not None, "the run never reached its first batch"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while _pid_alive(runner_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _pid_alive(runner_pid), "the runner kept training after its parent died"
+    loaded = load_session(only_session(sessions_root))  # and what was recorded still loads
+    assert next(iter(loaded.model.runs.values())).batch_seconds

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from runners.protocol import WIRE_VERSION, EventWriter
+from runners.protocol import WIRE_VERSION, EventWriter, ParentGone
 from tui.core.events import Malformed, parse_line
 
 
@@ -64,13 +64,14 @@ def test_malformed_lines_raise_malformed(line: bytes) -> None:
         parse_line(line)
 
 
-def test_writer_survives_a_closed_pipe() -> None:
+def test_a_closed_pipe_means_the_parent_is_gone_and_the_run_stops() -> None:
     read_fd, write_fd = os.pipe()
     os.close(read_fd)
     writer = EventWriter(write_fd)
-    writer.batch(1, 1, 0.1, 1)  # EPIPE: must not raise
+    with pytest.raises(ParentGone):
+        writer.batch(1, 1, 0.1, 1)  # EPIPE: nobody records this run any more
     assert writer.closed
-    writer.batch(1, 2, 0.1, 1)
+    writer.batch(1, 2, 0.1, 1)  # and once closed, it stays quiet
 
 
 def test_writer_without_fd_is_silent() -> None:

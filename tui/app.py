@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Iterable
 from pathlib import Path
@@ -98,8 +99,9 @@ class BenchApp(App[int]):
     def on_mount(self) -> None:
         if self.handle_signals:
             loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.action_interrupt)
+            loop.add_signal_handler(signal.SIGHUP, self._hang_up)
         if self.replay_path is not None:
             self.start_replay(self.replay_path, self.speed)
         elif self.autostart and self.plan is not None:
@@ -238,6 +240,27 @@ class BenchApp(App[int]):
         self.notify("Stopping the runner and closing the session…", timeout=QUIT_WAIT_S)
         self.engine.cancel()
         self.run_worker(self._finish_and_exit(), name="quit", group="quit")
+
+    def _hang_up(self) -> None:
+        """The terminal went away (SIGHUP): close the session properly, then leave at once.
+
+        There is no terminal to restore, and Textual's writer can block forever trying to
+        (seen when tmux kills its session), so once the engine has written the session and
+        stopped the runner, the process ends without the usual shutdown.
+        """
+        if self.engine is not None:
+            self.engine.cancel()
+        self.run_worker(self._finish_and_vanish(), name="hang-up", group="quit")
+
+    async def _finish_and_vanish(self) -> None:
+        worker = self.engine_worker
+        if worker is not None:
+            try:
+                await asyncio.wait_for(worker.wait(), QUIT_WAIT_S)
+            except Exception:  # noqa: BLE001 - exiting anyway; the runner dies with us (PDEATHSIG)
+                pass
+        interrupted = self.engine is not None and self.engine.status == "interrupted"
+        os._exit(130 if interrupted else 0)
 
     async def _finish_and_exit(self) -> None:
         worker = self.engine_worker

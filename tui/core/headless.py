@@ -136,7 +136,8 @@ def run_headless(plan: Plan, writer: SessionWriter, use_nvml: bool = True) -> in
 
     async def main() -> str:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # Ctrl+C, kill, or the terminal closing: stop the runner's group, keep what was recorded.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, engine.cancel)
         return await engine.run()
 
