@@ -15,7 +15,13 @@ import traceback
 _T0 = time.monotonic()  # before any framework import: the import phase starts here
 
 from runners import catalog  # noqa: E402
-from runners.config import RunConfig, Unavailable, apply_memory_limit, is_oom  # noqa: E402
+from runners.config import (  # noqa: E402
+    RunConfig,
+    Unavailable,
+    apply_memory_limit,
+    apply_thread_env,
+    is_oom,
+)
 from runners.protocol import EventWriter, ParentGone  # noqa: E402
 
 
@@ -75,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         if not ok:
             raise Unavailable(reason)
         apply_memory_limit(config.memory_limit_mb)
+        apply_thread_env(config.threads)
         _configure_backend(config.framework)
         writer.phase("import", "start", at=_T0)
         module = _runner_module(config.framework)

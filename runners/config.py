@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 from dataclasses import asdict, dataclass, fields
@@ -39,6 +40,7 @@ class RunConfig:
     mode: str = "train"  # "train": the benchmark; "probe": one step to test a batch size
     probe_steps: int = 2
     memory_limit_mb: int = 0  # 0: no cap. A cap on the process's address space (probe tests).
+    threads: int = 0  # CPU threads for the framework's ops; 0: the framework's own default
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
@@ -67,6 +69,16 @@ class RunConfig:
     @property
     def epochs_to_run(self) -> int:
         return 1 if self.mode == "probe" else self.epochs
+
+
+def apply_thread_env(threads: int) -> None:
+    """Before any framework is imported: the thread pools they size at import (OpenMP, MKL, TF, XLA)."""
+    if threads > 0:
+        n = str(threads)
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
+            os.environ[name] = n
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={n}".strip()
 
 
 def peak_rss_bytes() -> int:

@@ -165,16 +165,23 @@ def _settings(config: RunConfig, backend: str) -> dict[str, Any]:
         settings["tf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
         settings["cudnn_autotune"] = os.environ.get("TF_CUDNN_USE_AUTOTUNE") == "1"
         settings["compile"] = "xla (jit_compile=True)" if config.compile else "tf.function graph"
-        settings["intra_op_threads"] = tf.config.threading.get_intra_op_parallelism_threads()
+        if config.threads > 0:
+            tf.config.threading.set_intra_op_parallelism_threads(config.threads)
+        # 0 means TensorFlow sizes the pool itself: one thread per logical core.
+        settings["intra_op_threads"] = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
     elif backend == "jax":
         import jax
 
         jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "float32")
         settings["tf32"] = tf32
         settings["compile"] = "xla (JAX always compiles)"
+        settings["intra_op_threads"] = config.threads or os.cpu_count()
     elif backend == "torch":
         import torch
 
+        if config.threads > 0:
+            torch.set_num_threads(config.threads)
+        settings["intra_op_threads"] = torch.get_num_threads()
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
         torch.backends.cudnn.benchmark = config.cudnn_autotune

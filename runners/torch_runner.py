@@ -69,6 +69,8 @@ def describe(framework: str, device_spec: str) -> dict[str, Any]:
 
 def _settings(config: RunConfig, device: torch.device) -> dict[str, Any]:
     """Apply the settings that change the answer, and return what is in force."""
+    if config.threads > 0:
+        torch.set_num_threads(config.threads)
     tf32 = config.precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32

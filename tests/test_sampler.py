@@ -121,6 +121,7 @@ def test_all_metrics_and_the_runner_process_memory() -> None:
     assert gpu["throttle"] == ["sw_power_cap", "sw_thermal"]
     assert gpu["proc_mem"] == 1 << 30  # only our process, not pid 1
     assert sample["host"]["rss"] > 0
+    assert sample["host"]["system_busy_cores"] >= 0  # how busy the whole machine is, runner included
     (info,) = sampler.gpus()
     assert info["name"] == "Fake H200" and info["driver"] == "560.1" and info["power_limit_w"] == 700.0
 

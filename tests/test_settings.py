@@ -61,7 +61,8 @@ def test_non_default_settings_reach_the_runner_and_the_session(framework: str, s
     result = benchtui("run", "--headless", "--frameworks", framework, "--models", "resnet50",
                       "--image-size", "32", "--samples", "8", "--batch-size", "4", "--epochs", "1", "--runs", "1",
                       "--device", "cpu", "--precision", "amp-bf16", "--data", "host", "--no-cudnn-autotune",
-                      "--channels-last", "--order", "grouped", "--sessions-dir", str(sessions_root), timeout=600)
+                      "--channels-last", "--order", "grouped", "--threads", "1", "--sessions-dir", str(sessions_root),
+                      timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     session = only_session(sessions_root)
     plan = json.loads((session / "session.json").read_text())["plan"]
@@ -72,6 +73,7 @@ def test_non_default_settings_reach_the_runner_and_the_session(framework: str, s
     assert (config["precision"], config["data"], config["cudnn_autotune"], config["channels_last"]) == (
         "amp-bf16", "host", False, True)
     assert settings["precision"] == "amp-bf16" and settings["data"] == "host"
+    assert config["threads"] == 1 and settings["intra_op_threads"] == 1  # the same pool size everywhere
     if framework == "torch":
         assert settings["cudnn_benchmark"] is False and settings["channels_last"] is True
         assert settings["tf32_matmul"] is False

@@ -124,3 +124,23 @@ def test_quantiles_match_numpy_linear() -> None:
     stats = describe([3.0, 1.0, 2.0])
     assert stats is not None and (stats["median"], stats["min"], stats["max"], stats["n"]) == (2.0, 1.0, 3.0, 3)
     assert describe([]) is None
+
+
+def test_load_from_other_processes_is_measured_per_run_and_flagged() -> None:
+    plan = _plan(frameworks=["torch"], runs=2)
+    first, second = (s.run_id for s in run_order(plan))
+    model = SessionModel(plan)
+    for run, other in ((first, 1.2), (second, 0.0)):
+        for event in _run_events(run, (0, 1), [1.0, 1.0, 1.0]):
+            model.apply(event)
+            if event["type"] == "phase" and event["name"] == "first_batch" and event["edge"] == "start":
+                # the runner uses one core; the machine is busy by 1 + other cores
+                for _ in range(4):
+                    model.apply({"type": "gpu", "run": run, "t": 0,
+                                 "host": {"cpu_percent": 100.0, "rss": 1, "system_busy_cores": 1.0 + other}})
+    runs = list(model.runs.values())
+    assert runs[0].other_cpu_sum / runs[0].other_cpu_samples == pytest.approx(1.2)
+    assert runs[1].other_cpu_sum == 0.0 and runs[1].other_cpu_samples == 4
+    row = model.row("torch", "resnet50")
+    assert row["other_cpu_cores"] == pytest.approx(1.2)
+    assert any("other processes kept 1.2 core(s) busy" in w for w in row["warnings"])

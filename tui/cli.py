@@ -55,6 +55,10 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sessions-dir", metavar="DIR", help="where sessions are written (default ./sessions)")
     g.add_argument("--interval", type=float, metavar="SECONDS", help="GPU sampling period (default 0.5)")
     g.add_argument(
+        "--threads", type=int, metavar="N",
+        help="CPU threads for every framework's ops (default 0: each framework's own choice)",
+    )
+    g.add_argument(
         "--memory-limit", dest="memory_limit_mb", type=int, metavar="MB",
         help="cap each runner's address space (RLIMIT_AS): a smaller memory, on CPU",
     )
@@ -120,7 +124,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     for name in (
         "image_size", "samples", "epochs", "runs", "device", "data", "precision", "compile",
         "cudnn_autotune", "channels_last", "order", "num_classes", "name", "interval", "memory_limit_mb",
-        "batch_policy", "max_batch_size",
+        "batch_policy", "max_batch_size", "threads",
     ):
         value = getattr(args, name)
         if value is not None:

@@ -48,6 +48,7 @@ class Plan:
     python: dict[str, str] = field(default_factory=dict)  # framework -> interpreter
     interval: float = 0.5  # GPU sampling period, seconds
     memory_limit_mb: int = 0  # cap on each runner's address space (0: none)
+    threads: int = 0  # CPU threads for every framework's ops (0: each framework's default)
 
     def batch_size(self, model: str, framework: str | None = None) -> int:
         if framework is not None and f"{framework}:{model}" in self.batch_sizes:
@@ -91,6 +92,7 @@ class Plan:
             num_classes=self.num_classes,
             run_id=run_id,
             memory_limit_mb=self.memory_limit_mb,
+            threads=self.threads,
         )
 
     def validate(self) -> Plan:
@@ -116,6 +118,8 @@ class Plan:
         ):
             if not isinstance(value, int) or value <= 0:
                 raise PlanError(f"{label} must be a positive whole number, got {value!r}")
+        if not isinstance(self.threads, int) or self.threads < 0:
+            raise PlanError(f"--threads must be a whole number (0: framework default), got {self.threads!r}")
         if not isinstance(self.memory_limit_mb, int) or self.memory_limit_mb < 0:
             raise PlanError(f"--memory-limit must be a whole number of MB, got {self.memory_limit_mb!r}")
         if not self.interval > 0:

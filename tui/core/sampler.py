@@ -184,7 +184,22 @@ class Sampler:
             return {pid}
 
     def _sample_process(self, pid: int | None) -> dict[str, Any]:
-        """CPU (% of one core) and resident memory of the runner and its children."""
+        """The runner's CPU (% of one core) and resident memory, and how busy the whole machine is."""
+        out = self._sample_runner(pid)
+        out["system_busy_cores"] = self._system_busy_cores()
+        return out
+
+    def _system_busy_cores(self) -> float | None:
+        """Cores' worth of CPU in use by every process since the last sample (runner included)."""
+        try:
+            import psutil
+
+            percent = psutil.cpu_percent(None)  # machine-wide, since the previous call
+            return percent / 100.0 * (psutil.cpu_count() or 1)
+        except Exception:  # noqa: BLE001
+            return None
+
+    def _sample_runner(self, pid: int | None) -> dict[str, Any]:
         if pid is None:
             return {"cpu_percent": None, "rss": None}
         try:

@@ -17,6 +17,8 @@ from tui.core.plan import Plan, RunSpec, run_order
 from tui.core.stats import describe, mean
 
 SUMMARY_SCHEMA = 1
+#: Mean CPU (in cores) used by other processes during a run above which its times are flagged.
+OTHER_LOAD_WARN_CORES = 0.5
 FINAL = frozenset({"ok", "failed", "unavailable", "stopped", "skipped", "interrupted"})
 HEADLINE = (
     "mean_epoch_s",
@@ -49,6 +51,9 @@ class RunState:
     memory_source: str = ""
     malformed: int = 0
     done: bool = False
+    # CPU that other processes used while this run trained (cores), from the sampler.
+    other_cpu_sum: float = 0.0
+    other_cpu_samples: int = 0
     started_t: float | None = None
     ended_t: float | None = None
     flops: dict[str, Any] = field(default_factory=dict)  # the runner's ``flops`` event
@@ -117,6 +122,7 @@ class SessionModel:
         kind = event.get("type")
         if kind == "gpu":
             self.gpu_samples.append(event)
+            self._note_load(event)
             return
         if kind == "probe_start":
             self.probing = event
@@ -141,6 +147,17 @@ class SessionModel:
                 handler(run, event)
             except (TypeError, ValueError, KeyError):
                 self.malformed += 1  # a well-formed line with nonsense fields
+
+    def _note_load(self, sample: dict[str, Any]) -> None:
+        """Count the CPU that processes other than the runner used while it trained."""
+        run = self.runs.get(sample.get("run")) if isinstance(sample.get("run"), str) else None
+        host = sample.get("host")
+        if run is None or run.status != "running" or not isinstance(host, dict):
+            return
+        busy, mine = host.get("system_busy_cores"), host.get("cpu_percent")
+        if isinstance(busy, (int, float)) and isinstance(mine, (int, float)):
+            run.other_cpu_sum += max(0.0, busy - mine / 100.0)
+            run.other_cpu_samples += 1
 
     def _on_run_start(self, run: RunState, event: dict[str, Any]) -> None:
         run.status = "starting"
@@ -264,6 +281,13 @@ class SessionModel:
         ]
         row["steady_images_per_s"] = mean(steady_rates) if steady_rates else None
         row["warnings"] = analysis.cell_warnings(ok, row["spread"], row["batch"])
+        loads = [r.other_cpu_sum / r.other_cpu_samples for r in ok if r.other_cpu_samples]
+        row["other_cpu_cores"] = max(loads) if loads else None
+        if loads and max(loads) >= OTHER_LOAD_WARN_CORES:
+            row["warnings"].append(
+                f"other processes kept {max(loads):.1f} core(s) busy during a run: on a shared CPU "
+                "its times measure the contention as much as the framework"
+            )
         peaks = [r.peak_bytes for r in ok if r.peak_bytes is not None]
         row["peak_memory_bytes"] = max(peaks) if peaks else None
         row["memory_source"] = ok[0].memory_source if ok else ""

@@ -199,6 +199,7 @@ class LiveScreen(Screen):
             row = cached.row
             if row.get("status") in ("failed", "unavailable", "incomplete") and row.get("reason"):
                 lines.append(f"{_label(fw, m)}: {row['status']}: {row['reason']}")
+            lines += [f"{_label(fw, m)}: caution: {w}" for w in row.get("warnings") or [] if w.startswith("other processes")]
         notes = self.query_one("#notes", Static)
         shown = lines[:4] + ([f"… and {len(lines) - 4} more (see the exported summary)"] if len(lines) > 4 else [])
         notes.update(Text("\n".join(shown), style="yellow", overflow="ellipsis", no_wrap=True))

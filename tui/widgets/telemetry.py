@@ -122,13 +122,19 @@ class TelemetryPanel(Widget):
         running = last.get("run") is not None
         cpu_now = last_host.get("cpu_percent")
         rss_now = last_host.get("rss") or None  # 0 is an exited (zombie) runner, not a size
-        cpu_text = f"{cpu_now:.0f} %" if isinstance(cpu_now, (int, float)) else ("–" if not running else fmt.NA)
+        # psutil gives % of one core; people think in cores busy out of the machine's.
+        cpu_text = f"{cpu_now / 100:.1f}" if isinstance(cpu_now, (int, float)) else ("–" if not running else fmt.NA)
         rss_text = fmt.bytes_(rss_now) if rss_now is not None else ("–" if not running else fmt.NA)
         cpu_ceiling = 100.0 * self.cpu_count
         if self.gpu_index is None:
+            others = self._series(_other_load)
+            other_now = _other_load(last) if last else None
+            other_text = f"{other_now:.1f} cores" if other_now is not None else fmt.NA
             return [
                 ("runner CPU", f"{cpu_text} of {self.cpu_count} cores" if cpu_now is not None else cpu_text, host, cpu_ceiling, "#7bd88f"),
                 ("runner RSS", rss_text, rss, None, "#4ea1ff"),
+                # Other processes on the same cores skew CPU timings: show them, not only the runner.
+                ("others CPU", other_text, others, float(self.cpu_count or 1), "#f6a43c"),
             ]
         g = self._gpu(last) or {}
 
@@ -182,3 +188,14 @@ class TelemetryPanel(Widget):
 
     def render(self) -> Group:
         return Group(*self._render_lines())
+
+
+def _other_load(sample: dict[str, Any]) -> float | None:
+    """Cores' worth of CPU that processes other than the runner used (None if unknown)."""
+    host = sample.get("host")
+    if not isinstance(host, dict):
+        return None
+    busy, mine = host.get("system_busy_cores"), host.get("cpu_percent")
+    if not isinstance(busy, (int, float)):
+        return None
+    return max(0.0, busy - (mine or 0.0) / 100.0)
