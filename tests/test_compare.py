@@ -112,3 +112,21 @@ def test_one_epoch_sessions_compare_batches(tmp_path: Path) -> None:
     (row,) = compare_sessions(a, b).rows
     assert row.basis == "batch" and row.ratio is not None
     assert row.ratio.low is not None and row.ratio.low < row.ratio.value < row.ratio.high  # type: ignore[operator]
+    # One run a side: the CI only covers noise inside each run, so it cannot say "significant".
+    assert row.ratio.single_run and row.ratio.significant is None
+    assert "one run on a side: run-to-run spread unknown" in row.ratio.phrase()
+
+
+def test_fail_above_never_fails_on_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # B 30% slower in one run only: a real gate must not fail on something it cannot tell from chance.
+    slow = {("torch", "resnet50"): 0.052, ("tensorflow", "resnet50"): 0.048}
+    a = make_session(tmp_path, name="a", runs=1, epochs=3, steps=10, seed=5, speed=BASE_SPEED)
+    b = make_session(tmp_path, name="b", runs=1, epochs=3, steps=10, seed=6, speed=slow)
+    assert main(["compare", str(a), str(b), "--fail-above", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "not failing: ResNet50 · PyTorch is +" in err and "run-to-run spread unknown" in err
+    # With three runs a side the same slowdown is significant, and the gate fails.
+    a3 = make_session(tmp_path, name="a3", runs=3, epochs=3, steps=10, seed=5, speed=BASE_SPEED)
+    b3 = make_session(tmp_path, name="b3", runs=3, epochs=3, steps=10, seed=6, speed=slow)
+    assert main(["compare", str(a3), str(b3), "--fail-above", "5"]) == 1
+    assert "FAIL: ResNet50 · PyTorch: +" in capsys.readouterr().err

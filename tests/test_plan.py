@@ -82,3 +82,13 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_started(args: list[str], 
     assert len(lines) == 1 and lines[0].startswith("benchtui: error: ") and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr
     assert list(tmp_path.iterdir()) == []  # nothing started, no session written
+
+
+def test_a_preset_edited_on_the_plan_screen_is_no_longer_claimed() -> None:
+    from tui.screens.plan import matches_preset, preset_hint
+
+    quick = from_preset("quick")
+    assert matches_preset(quick, "quick")
+    quick.epochs = 2
+    assert not matches_preset(quick, "quick")
+    assert "takes days" in preset_hint("study", gpu=False) and "takes days" not in preset_hint("study", gpu=True)

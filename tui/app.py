@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from tui.core.launcher import LocalLauncher
     from tui.core.replay import Replayer
 
-EXIT_CODES = {"complete": 0, "failed": 1, "interrupted": 130}
+EXIT_CODES = {"complete": 0, "failed": 1, "incomplete": 1, "interrupted": 130}
 QUIT_WAIT_S = 15.0  # the engine needs ~3 s (SIGTERM grace) + the SIGKILL; this is a safety net
 
 
@@ -327,6 +328,9 @@ def _run(app: BenchApp) -> int:
     app.run()
     if app.return_code not in (0, None):  # Textual itself failed (it printed the traceback)
         return app.return_code
+    if app.session_path is not None and app.replayer is None:
+        # The screen is gone: say where everything went.
+        print(f"benchtui: session {app.session_status or 'ended'}: {app.session_path}", file=sys.stderr)
     return app.exit_code
 
 

@@ -230,7 +230,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     from tui.core.headless import _stdout_console, print_summary
     from tui.core.session import load_session, resolve_session
-    from tui.core.tables import cell_warnings, ratio_table
+    from tui.core.tables import ratio_table
 
     loaded = load_session(resolve_session(args.session, args.sessions_dir))
     for warning in loaded.warnings:
@@ -242,8 +242,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     if ratios is not None:
         console.print(ratios)
         console.print("95% CIs by seeded bootstrap; 'not significant' when the CI contains 1.", style="dim")
-    for line in cell_warnings(summary["rows"]):
-        console.print(f"[yellow]caution:[/] {escape(line)}", highlight=False)
     return EXIT_OK
 
 
@@ -263,7 +261,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         table.add_column(col)
     for info in infos:
         status = info["status"]
-        style = {"complete": "green", "failed": "red", "running": "magenta", "interrupted": "yellow"}.get(status, "dim")
+        style = {"complete": "green", "failed": "red", "running": "magenta", "interrupted": "yellow", "incomplete": "yellow"}.get(status, "dim")
         # Text, not markup: names and errors come from session files.
         cells = [info["started"], info["name"], info.get("label", ""), info["device"], info["frameworks"], info["models"]]
         status_text = Text(status, style=style)

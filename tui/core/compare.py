@@ -50,14 +50,16 @@ class CompareRow:
         return self.ratio is not None
 
     def slower_than(self, pct: float) -> bool:
-        """B slower than A by more than ``pct`` percent (point estimate), or B failed where A did not.
+        """B significantly slower than A, by more than ``pct`` percent, or B failed where A did not.
 
-        A cell that B's plan does not have is not a regression; a crash is.
+        A slowdown inside the noise (its CI contains 1, or one run on a side cannot tell)
+        is not a regression: a CI gate must not fail on chance. A cell that B's plan does
+        not have is not a regression either; a crash is.
         """
         if self.status_b == "failed" and self.status_a != "failed":
             return True
         if self.ratio is not None:
-            return self.ratio.percent > pct
+            return self.ratio.percent > pct and self.ratio.significant is True
         return self.status_a == "ok" and self.status_b not in ("ok", "absent")
 
     def to_dict(self) -> dict[str, Any]:
@@ -247,6 +249,13 @@ def cmd_compare(args: Any) -> int:
     if pct is None:
         return 0
     failing = cmp.failing(pct)
+    for row in cmp.rows:
+        if row.ratio is not None and row.ratio.percent > pct and row.ratio.significant is not True:
+            print(
+                f"not failing: {model_label(row.model)} · {framework_label(row.framework)} is "
+                f"{row.ratio.percent:+.1f}% but {row.ratio.phrase()}",
+                file=sys.stderr,
+            )
     if not failing:
         print(f"ok: no row of B is slower than A by more than {pct:g}%", file=sys.stderr)
         return 0

@@ -60,7 +60,8 @@ def run_doctor() -> int:
     async def gather() -> list[dict[str, Any]]:
         return list(await asyncio.gather(*(probe(fw) for fw in catalog.FRAMEWORKS)))
 
-    results = asyncio.run(gather())
+    with console.status("Asking each framework what it sees (each one is imported in its own process)…"):
+        results = asyncio.run(gather())
     table = Table(title="benchtui doctor", title_justify="left", header_style="bold")
     for col in ("Framework", "Status", "Versions", "Devices"):
         table.add_column(col)

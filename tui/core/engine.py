@@ -160,6 +160,8 @@ class Engine(Pausable):
             return "interrupted"
         if "failed" in states:
             return "failed"
+        if "stopped" in states or "skipped" in states:
+            return "incomplete"  # the user stopped or skipped runs: the plan was not carried out whole
         return "complete"
 
     async def _search_batches(self) -> None:

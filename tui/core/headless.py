@@ -7,6 +7,7 @@ import signal
 import sys
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -23,43 +24,90 @@ from tui.core.summary import SessionModel
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "unavailable": "yellow", "incomplete": "magenta"}
 
 
-def summary_table(rows: list[dict[str, Any]], title: str = "") -> Table:
-    """The study's table: one row per (model, framework), each figure with its spread over runs."""
-    table = Table(title=title or None, title_justify="left", header_style="bold")
-    table.add_column("Model")
-    table.add_column("Framework")
-    table.add_column("Batch", justify="right")
-    table.add_column("Runs", justify="right")
-    table.add_column("Mean epoch (s)", justify="right")
-    table.add_column("First epoch (s)", justify="right")
-    table.add_column("Excl. first (s)", justify="right")
-    table.add_column("Build (s)", justify="right")
-    table.add_column("Images/s", justify="right")
-    # Achieved TFLOP/s from the runner's counted FLOPs per step; "(45%)" of the GPU's dense peak when known.
+#: Below this many columns the table drops spreads, runs and TFLOP/s rather than cut numbers.
+WIDE_TABLE = 150
+
+
+def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None = None) -> Table:
+    """The study's table: one row per (model, framework), each figure with its spread over runs.
+
+    Narrower than WIDE_TABLE columns, the spreads, run counts and TFLOP/s go (they stay in
+    the exports), the frame thins, and numbers keep their full width while names wrap: a
+    number is never cut. Reasons for failed or unavailable rows are printed under the
+    table (``summary_notes``), not squeezed into it.
+    """
+    wide = width is None or width >= WIDE_TABLE
     peak_known = any(row.get("peak_fraction") is not None for row in rows)
-    table.add_column("TFLOP/s (% peak)" if peak_known else "TFLOP/s", justify="right")
-    table.add_column("Status")
+    # (header, justify); the figures' headers are two lines when narrow.
+    columns: list[tuple[str, str]] = [("Model", "left"), ("Framework", "left"), ("Batch", "right")]
+    if wide:
+        columns.append(("Runs", "right"))
+    columns += [
+        ("Mean epoch (s)" if wide else "Epoch\nmean", "right"),
+        ("First epoch (s)" if wide else "Epoch\nfirst", "right"),
+        ("Excl. first (s)" if wide else "Excl.\n1st", "right"),
+        ("Build (s)" if wide else "Build", "right"),
+        ("Images/s" if wide else "Img/s", "right"),
+    ]
+    if wide:
+        # Achieved TFLOP/s from the runner's counted FLOPs per step; "(45%)" of the GPU's peak when known.
+        columns.append(("TFLOP/s (% peak)" if peak_known else "TFLOP/s", "right"))
+    columns.append(("Status", "left"))
+    value = fmt.with_spread if wide else (lambda v, _stats, f=fmt.seconds: f(v))
+    body: list[list[str]] = []
     for row in rows:
         spread = row.get("spread", {})
         status = row["status"]
-        label = f"[{STATUS_STYLE.get(status, 'default')}]{status}[/]"  # "[]" would be a markup error
-        if row.get("reason"):
-            # Reasons are runner error messages: brackets in them must print, not style.
-            label += f" {escape(row['reason'])}"
-        table.add_row(
+        cells = [
             catalog.MODELS[row["model"]].label if row["model"] in catalog.MODELS else row["model"],
             catalog.FRAMEWORK_LABELS.get(row["framework"], row["framework"]),
             str(row["batch_size"]),
-            f"{row['runs']}/{row.get('runs_planned', row['runs'])}",
-            fmt.with_spread(row["mean_epoch_s"], spread.get("mean_epoch_s")),
-            fmt.with_spread(row["first_epoch_s"], spread.get("first_epoch_s")),
-            fmt.with_spread(row["mean_epoch_excl_first_s"], spread.get("mean_epoch_excl_first_s")),
-            fmt.with_spread(row["build_s"], spread.get("build_s")),
-            fmt.with_spread(row["images_per_s"], spread.get("images_per_s"), fmt.rate),
-            fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")),
-            label,
-        )
+        ]
+        if wide:
+            cells.append(f"{row['runs']}/{row.get('runs_planned', row['runs'])}")
+        cells += [
+            value(row["mean_epoch_s"], spread.get("mean_epoch_s")),
+            value(row["first_epoch_s"], spread.get("first_epoch_s")),
+            value(row["mean_epoch_excl_first_s"], spread.get("mean_epoch_excl_first_s")),
+            value(row["build_s"], spread.get("build_s")),
+            value(row["images_per_s"], spread.get("images_per_s"), fmt.rate),
+        ]
+        if wide:
+            cells.append(fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")))
+        note = " *" if row.get("reason") or row.get("warnings") else ""
+        cells.append(f"[{STATUS_STYLE.get(status, 'default')}]{status}[/]{note}")  # "[]" would be a markup error
+        body.append(cells)
+    if not wide and title:
+        title += " · times in seconds"
+    table = Table(
+        title=title or None, title_justify="left", header_style="bold",
+        **({} if wide else {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False}),
+    )
+    for i, (header, justify) in enumerate(columns):
+        if justify == "right":  # a figure: never narrower than its longest value
+            longest = max([len(part) for part in header.split("\n")] + [len(r[i]) for r in body])
+            table.add_column(header, justify="right", no_wrap=True, min_width=longest)
+        else:  # a name: whole up to 11 characters, folded beyond when the terminal is narrow
+            longest = max([len(header)] + [len(r[i]) for r in body])
+            table.add_column(header, overflow="fold", min_width=min(longest, 11))
+    for cells in body:
+        table.add_row(*cells)
     return table
+
+
+def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """The rows marked * in the table: why they failed or are unavailable, and their cautions."""
+    out = []
+    for row in rows:
+        label = (
+            f"{catalog.MODELS[row['model']].label if row['model'] in catalog.MODELS else row['model']} · "
+            f"{catalog.FRAMEWORK_LABELS.get(row['framework'], row['framework'])}"
+        )
+        if row.get("reason"):
+            # Reasons are runner error messages: brackets in them must print, not style.
+            out.append(f"* {escape(label)}: {escape(row['status'])}: {escape(row['reason'])}")
+        out += [f"* {escape(label)}: caution: {escape(w)}" for w in row.get("warnings") or []]
+    return out
 
 
 def _run_line(model: SessionModel, run_id: str) -> str:
@@ -85,6 +133,8 @@ def _probe_line(event: dict[str, Any]) -> str:
 def run_headless(plan: Plan, writer: SessionWriter, use_nvml: bool = True) -> int:
     """Run a plan with progress on stderr and the table on stdout; return the exit code."""
     err = Console(stderr=True)
+    if not err.is_terminal:  # a log file: no wrapping at 80 columns
+        err = Console(stderr=True, width=200)
     out = _stdout_console()
     sampler = Sampler(plan.interval, lambda s: None, use_nvml=use_nvml)
     err.print(f"[bold]benchtui[/] session [cyan]{writer.path}[/] · {sampler.status}")
@@ -144,13 +194,13 @@ def run_headless(plan: Plan, writer: SessionWriter, use_nvml: bool = True) -> in
     with progress:
         status = asyncio.run(main())
 
-    out.print(summary_table(engine.model.rows(), title=f"benchtui · {writer.path.name}"))
+    print_summary(engine.model.rows(), f"benchtui · {writer.path.name}", console=out)
     err.print(f"session {status}: [cyan]{writer.path}[/]")
     if engine.model.malformed:
         err.print(f"[yellow]{engine.model.malformed} malformed event line(s) were skipped (see logs/)[/]")
     if status == "interrupted":
         return 130
-    return 1 if status == "failed" else 0
+    return 1 if status in ("failed", "incomplete") else 0
 
 
 def _stdout_console(file: Any = None) -> Console:
@@ -161,5 +211,9 @@ def _stdout_console(file: Any = None) -> Console:
     return console
 
 
-def print_summary(rows: list[dict[str, Any]], title: str, file: Any = None) -> None:
-    _stdout_console(file).print(summary_table(rows, title))
+def print_summary(rows: list[dict[str, Any]], title: str, file: Any = None, console: Console | None = None) -> None:
+    """The table, fitted to the terminal, then the notes for the rows marked *."""
+    console = console or _stdout_console(file)
+    console.print(summary_table(rows, title, width=console.width))
+    for note in summary_notes(rows):
+        console.print(note, highlight=False)

@@ -295,11 +295,14 @@ class Ratio:
     low: float | None
     high: float | None
     level: float = LEVEL
+    # One run on a side: the interval only covers noise within that run, not between runs,
+    # and runs of one process can differ by far more (seen: 3x on a shared CPU).
+    single_run: bool = False
 
     @property
     def significant(self) -> bool | None:
-        """Whether the interval excludes 1; None when there is no interval."""
-        if self.low is None or self.high is None:
+        """Whether the interval excludes 1; None when there is no interval or it cannot tell."""
+        if self.low is None or self.high is None or self.single_run:
             return None
         return not (self.low <= 1.0 <= self.high)
 
@@ -341,6 +344,8 @@ class Ratio:
             text += f" ({self.level * 100:.0f}% CI {interval[0]:.2f}–{interval[1]:.2f})"
         if self.significant is False:
             text += ", not significant"
+        elif self.single_run and interval is not None:
+            text += ", one run on a side: run-to-run spread unknown"
         elif self.significant is None:
             text += " (no CI: one value per side)"
         return text
@@ -349,7 +354,7 @@ class Ratio:
         """The same comparison seen from the other side (base over other)."""
         low = 1 / self.high if self.high else None
         high = 1 / self.low if self.low else None
-        return Ratio(1 / self.value, low, high, self.level)
+        return Ratio(1 / self.value, low, high, self.level, self.single_run)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -358,6 +363,7 @@ class Ratio:
             "ci_high": self.high,
             "level": self.level,
             "significant": self.significant,
+            "single_run": self.single_run,
             "faster": self.faster,
             "factor": self.factor,
             "percent": self.percent,
@@ -385,16 +391,17 @@ def ratio_ci(
     if ma <= 0:
         return None
     value = mb / ma
+    single = len(a) < 2 or len(b) < 2
     if sum(len(g.values) for g in a) + sum(len(g.values) for g in b) < 3:
-        return Ratio(value, None, None, level)
+        return Ratio(value, None, None, level, single)
     rng = random.Random(seed)
     ra = hierarchical_replicates([g.values for g in a], resamples, rng=rng)
     rb = hierarchical_replicates([g.values for g in b], resamples, rng=rng)
     reps = sorted(y / x for x, y in zip(ra, rb, strict=True) if x > 0)
     if not reps:
-        return Ratio(value, None, None, level)
+        return Ratio(value, None, None, level, single)
     low, high = _percentiles(reps, level)
-    return Ratio(value, low, high, level)
+    return Ratio(value, low, high, level, single)
 
 
 #: A batch is steady when it is within this fraction (plus 3 robust SDs) of the steady median.

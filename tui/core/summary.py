@@ -262,9 +262,6 @@ class SessionModel:
             stats = describe([f[name] for f in per_run if f[name] is not None])
             row[name] = stats["mean"] if stats else None
             row["spread"][name] = stats
-        batches = analysis.cell_batches(ok)  # per-run sorted, cached: describe merges them
-        stats = describe(batches)
-        row["median_batch_s"] = stats["median"] if stats else None
         # 95% bootstrap intervals (over runs, then epochs within runs; seeded, cached).
         row["ci"] = {name: analysis.figure_ci(ok, name) for name in HEADLINE}
         for name, interval in row["ci"].items():
@@ -272,6 +269,8 @@ class SessionModel:
                 row["spread"][name]["ci_low"], row["spread"][name]["ci_high"] = interval or (None, None)
         # Batch times after warm-up: their spread and MAD outliers back the warnings.
         row["batch"] = describe(analysis.cell_batches(ok, steady=True))
+        # One "median batch" everywhere (table, exports, live screen): after the detected warm-up.
+        row["median_batch_s"] = row["batch"]["median"] if row["batch"] else None
         # Warm-up detected from the data (stats.warmup_cut), and the steady state after it.
         cuts = [analysis.warmup_of(r) for r in ok]
         row["warmup_batches"] = [c for c, _ in cuts]

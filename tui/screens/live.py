@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 TICK_S = 0.25  # redraw period: 4 Hz is smooth for people and cheap at any event rate
 COMPACT_BELOW = 100  # terminal columns under which the table drops three columns
-FINISHED = frozenset({"complete", "failed", "interrupted"})
-STATUS_STYLE = {"complete": "bold green", "failed": "bold red", "interrupted": "bold magenta"}
+FINISHED = frozenset({"complete", "failed", "interrupted", "incomplete"})
+STATUS_STYLE = {"complete": "bold green", "failed": "bold red", "interrupted": "bold magenta", "incomplete": "bold yellow"}
 
 
 def clock(seconds: float | None) -> str:

@@ -34,6 +34,25 @@ FIELD_NAMES = {
 }
 
 
+def matches_preset(plan: Plan, name: str) -> bool:
+    """Whether ``plan`` still has every value that preset ``name`` sets."""
+    preset = from_preset(name)
+    return all(
+        (plan.batch_size(m) == preset.batch_size(m) for m in plan.models)
+        if key == "batch_sizes"
+        else getattr(plan, key) == getattr(preset, key)
+        for key in PRESETS[name]
+    )
+
+
+def preset_hint(name: str, gpu: bool) -> str:
+    hint = PRESET_HELP.get(name, "")
+    if name == "study" and not gpu:
+        # 42 runs at 299 px and 10,000 samples: hours per run on a CPU.
+        hint += "\nNo GPU here: on the CPU the study's protocol takes days. Try quick, or fewer models and samples."
+    return hint
+
+
 @dataclass(frozen=True)
 class GpuProbe:
     """What the machine has, found with NVML before the plan screen shows (never a framework import)."""
@@ -105,7 +124,7 @@ class PlanScreen(Screen):
                     value=plan.preset if plan.preset in PRESETS else Select.NULL,
                     prompt="custom", allow_blank=True, compact=True, id="preset",
                 )
-            yield Static(PRESET_HELP.get(plan.preset, ""), id="preset-help", classes="hint")
+            yield Static(preset_hint(plan.preset, self.probe.found), id="preset-help", classes="hint")
             yield Label("Frameworks", classes="section")
             with HorizontalGroup(id="frameworks"):
                 for fw in catalog.FRAMEWORKS:
@@ -200,7 +219,7 @@ class PlanScreen(Screen):
             device = self.query_one("#device", Select)
             device.value = plan.device if plan.device in {v for _, v in device._options} else "auto"  # noqa: SLF001
             self.query_one("#data", Select).value = plan.data
-            self.query_one("#preset-help", Static).update(PRESET_HELP.get(plan.preset, ""))
+            self.query_one("#preset-help", Static).update(preset_hint(plan.preset, self.probe.found))
             self._show_batch_fields()
         finally:
             self._filling = False
@@ -233,6 +252,8 @@ class PlanScreen(Screen):
         plan.device = str(self.query_one("#device", Select).value)
         plan.data = str(self.query_one("#data", Select).value)
         plan.validate()
+        if plan.preset and not matches_preset(plan, plan.preset):
+            plan.preset = ""  # edited after choosing a preset: the session must not claim it
         return plan
 
     def show_error(self, message: str) -> None:

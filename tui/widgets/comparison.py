@@ -11,6 +11,7 @@ from textual.widget import Widget
 
 from runners import catalog
 from tui.core import fmt
+from tui.core.stats import warmup_cut
 from tui.core.summary import RunState, SessionModel
 from tui.widgets.spark import strip
 
@@ -33,18 +34,11 @@ class Series:
 
 
 def steady_tail(run: RunState, n: int = RATIO_WINDOW) -> list[float]:
-    """The last ``n`` batch times after warm-up: without epoch 1 once a later epoch has
-    batches, else without the first batch (graph building and autotuning land there).
-    Only the tail is copied, so the cost per tick does not grow with the run."""
-    seconds, epochs = run.batch_seconds, run.batch_epochs
-    total = len(seconds)
-    lo = max(0, total - n)
-    tail, tail_epochs = seconds[lo:], epochs[lo:]
-    if total and epochs[-1] > 1:
-        return [s for s, e in zip(tail, tail_epochs, strict=False) if e > 1]
-    if lo == 0 and total > 1:
-        return tail[1:].tolist()
-    return tail.tolist()
+    """The last ``n`` batch times after the warm-up detected in the run (the same cut-off as
+    the summary's); the detection reads the whole run, the copy is only the tail."""
+    seconds = run.batch_seconds
+    start = max(warmup_cut(seconds), len(seconds) - n)
+    return seconds[start:].tolist()
 
 
 def latest_run(model: SessionModel, framework: str, model_id: str) -> RunState | None:
@@ -81,7 +75,7 @@ def ratio_line(series: list[Series]) -> Text:
         text.append(f"{fast}", style="bold")
         text.append(f" {ratio:.2f}× faster per batch than ")
         text.append(slow, style="bold")
-        text.append(" (medians, warm-up excluded)", style="dim")
+        text.append(" (latest runs, median batch after warm-up)", style="dim")
         return text
     base = known[0]
     parts = [

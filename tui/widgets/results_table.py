@@ -12,6 +12,7 @@ from textual.widgets import DataTable
 
 from runners import catalog
 from tui.core import efficiency, fmt
+from tui.core.stats import warmup_cut
 from tui.core.summary import RunState, SessionModel
 
 LIVE = frozenset({"starting", "building", "running"})
@@ -128,7 +129,9 @@ def cell_values(
         # No finished run yet: show the live run's figures so far.
         figures = live.figures()
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
-        batch = _median_tail(live.batch_seconds, MEDIAN_WINDOW)
+        seconds = live.batch_seconds  # after the detected warm-up, as the summary's median is
+        steady = seconds[max(warmup_cut(seconds), len(seconds) - MEDIAN_WINDOW) :]
+        batch = statistics.median(steady) if steady else None
         bs = run_batch_size(live, model, model_id)
         values.update(
             ips=(fmt.rate(bs / recent) if recent else "–", "cyan"),
