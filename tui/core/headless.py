@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from runners import catalog
 from tui.core import fmt
@@ -88,7 +89,7 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
             longest = max([len(part) for part in header.split("\n")] + [len(r[i]) for r in body])
             table.add_column(header, justify="right", no_wrap=True, min_width=longest)
         else:  # a name: whole up to 11 characters, folded beyond when the terminal is narrow
-            longest = max([len(header)] + [len(r[i]) for r in body])
+            longest = max([len(header)] + [Text.from_markup(r[i]).cell_len for r in body])
             table.add_column(header, overflow="fold", min_width=min(longest, 11))
     for cells in body:
         table.add_row(*cells)
