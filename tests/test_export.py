@@ -370,3 +370,18 @@ def test_md_puts_the_study_four_tables_side_by_side_and_shows_warm_up(
     assert f"| ResNet50 | PyTorch | {cuts} |" in warm and "detected from each run's batch times" in warm
     html = _export(session, "html", tmp_path)
     assert "side by side (seconds)" in html and "Warm-up and steady state" in html
+
+
+def test_gpu_clocks_and_throttle_at_start_and_end_are_in_the_exports(tmp_path: Path) -> None:
+    import json
+
+    path = make_session(tmp_path, name="clocks", models=("resnet50",), runs=1, epochs=2, steps=4)
+    meta = json.loads((path / "session.json").read_text())
+    meta["gpus"] = [{"index": 0, "name": "Fake H200", "sm_clock_mhz": 1980, "temp_c": 40, "throttle": []}]
+    meta["gpus_end"] = [{"index": 0, "name": "Fake H200", "sm_clock_mhz": 1650, "temp_c": 83,
+                         "throttle": ["sw_thermal"]}]
+    (path / "session.json").write_text(json.dumps(meta))
+    md = _export(path, "md", tmp_path)
+    assert "| GPU 0 at start | SM clock 1980 MHz, 40 °C, throttle: none |" in md
+    assert "| GPU 0 at end | SM clock 1650 MHz, 83 °C, throttle: sw_thermal |" in md
+    assert "throttle: sw_thermal" in _export(path, "html", tmp_path)

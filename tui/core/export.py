@@ -116,6 +116,21 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
                 ),
             )
         )
+    # Clocks, temperature and throttle reasons at the start and the end: did the GPU slow down?
+    for when, key in (("start", "gpus"), ("end", "gpus_end")):
+        for gpu in meta.get(key) or []:
+            throttle = gpu.get("throttle")
+            state = ", ".join(
+                str(x)
+                for x in (
+                    gpu.get("sm_clock_mhz") is not None and f"SM clock {gpu['sm_clock_mhz']} MHz",
+                    gpu.get("temp_c") is not None and f"{gpu['temp_c']} °C",
+                    throttle is not None and ("throttle: " + (", ".join(throttle) or "none")),
+                )
+                if x
+            )
+            if state:
+                items.append((f"GPU {gpu.get('index', '')} at {when}", state))
     if not gpus:
         items.append(("GPU", "none recorded"))
     items.append(("Telemetry", str(meta.get("telemetry") or "not recorded")))
