@@ -300,7 +300,9 @@ async def test_export_writes_markdown_into_the_session(tmp_path: Path) -> None:
     )
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: not app.runs_going, timeout=30)
-        await pilot.press("e")
+        await pilot.press("e")  # asks for the format; Markdown is the first choice
+        await pilot.pause()
+        await pilot.press("enter")
         target = app.session_path / "summary.md"  # type: ignore[operator]
         await wait_for(pilot, target.exists, timeout=30)
         assert "ResNet50" in target.read_text()

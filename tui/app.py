@@ -20,6 +20,7 @@ from tui.core.plan import Plan
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.live import LiveScreen
 from tui.screens.plan import GpuProbe, PlanScreen
+from tui.screens.sessions import SessionsScreen
 
 if TYPE_CHECKING:
     from tui.core.engine import Engine
@@ -174,13 +175,16 @@ class BenchApp(App[int]):
             self.notify(f"Session {status}: {engine.writer.path}", severity=severity, timeout=15, markup=False)
         return status
 
-    def start_replay(self, path: Path, speed: float) -> None:
+    def start_replay(self, path: Path, speed: float, quit_on_error: bool = True) -> None:
         from tui.core.replay import Replayer
         from tui.core.session import SessionError
 
         try:
             replayer = Replayer(path, speed=speed)
         except (OSError, SessionError) as exc:
+            if not quit_on_error:  # chosen in the sessions screen: say so and stay
+                self.notify(f"Cannot replay: {exc}", severity="error", markup=False)
+                return
             self.exit_code = 2
             self.exit(2, return_code=2, message=f"benchtui: error: {exc}")
             return
@@ -289,13 +293,18 @@ class BenchApp(App[int]):
                 ("pause", "Pause the queue", "The current run finishes, then the next one waits"),
                 ("resume", "Resume the queue", "Start the next run"),
                 ("toggle_log", "Show or hide the log", "The current runner's stdout and stderr"),
-                ("export", "Export the summary (Markdown)", "Write summary.md into the session folder"),
+                ("export", "Export the summary", "Write md, csv, json or html into the session folder"),
                 ("new_plan", "New plan", "Back to the plan screen"),
             ):
                 if screen.check_action(action, ()):
                     yield SystemCommand(title, help_text, getattr(screen, f"action_{action}"))
         elif isinstance(screen, PlanScreen):
             yield SystemCommand("Start the plan", "Validate the form and start its runs", screen.action_start)
+        if not isinstance(screen, SessionsScreen):
+            yield SystemCommand("Saved sessions", "Browse, replay and export the sessions saved here", self.show_sessions)
+
+    def show_sessions(self) -> None:
+        self.push_screen(SessionsScreen(self.sessions_dir))
 
 
 def make_app(

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -59,7 +58,7 @@ class LiveScreen(Screen):
         Binding("p", "resume", "Resume", id="resume-queue", tooltip="Let the queue go on"),
         Binding("l", "toggle_log", "Log", id="toggle-log", tooltip="Show or hide the current runner's stdout/stderr"),
         Binding("e", "export", "Export", id="export-md",
-                tooltip="Write the session's summary as Markdown into its folder"),
+                tooltip="Write the session's summary (md, csv, json or html) into its folder"),
         Binding("n", "new_plan", "New plan", id="new-plan", tooltip="Back to the plan screen"),
     ]
 
@@ -323,17 +322,11 @@ class LiveScreen(Screen):
         self.app.show_plan(self.model.plan)  # type: ignore[attr-defined]
 
     def action_export(self) -> None:
-        self.notify("Exporting the summary…")
-        self._export()
+        """Ask which format, then write it into the session folder (even mid-run: what is recorded so far)."""
+        from tui.screens.sessions import ExportChoice, export_in_background
 
-    @work(thread=True, exclusive=True, group="export")
-    def _export(self) -> None:
-        """Export in a thread: summarising a long session can take a moment."""
-        try:
-            from tui.core.export import export_session
+        def chosen(fmt: str | None) -> None:
+            if fmt:
+                export_in_background(self, self.session_path, fmt)
 
-            written = export_session(self.session_path, "md", output=self.session_path / "summary.md")
-        except Exception as exc:  # noqa: BLE001 - any failure is reported, never a crash
-            self.app.call_from_thread(self.notify, f"Export failed: {exc}", severity="error", markup=False)
-            return
-        self.app.call_from_thread(self.notify, f"Summary written to {written}", markup=False)
+        self.app.push_screen(ExportChoice(), chosen)

@@ -92,7 +92,12 @@ class PlanScreen(Screen):
     BINDINGS = [
         Binding("enter", "start", "Start", id="start-plan", priority=True,
                 tooltip="Validate the plan and start its runs"),
+        Binding("ctrl+o", "sessions", "Sessions", id="open-sessions",
+                tooltip="Browse, replay and export the sessions saved here"),
     ]
+
+    def action_sessions(self) -> None:
+        self.app.show_sessions()  # type: ignore[attr-defined]
 
     class Start(Message):
         """The user asked to run this (validated) plan."""
