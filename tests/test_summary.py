@@ -144,3 +144,21 @@ def test_load_from_other_processes_is_measured_per_run_and_flagged() -> None:
     row = model.row("torch", "resnet50")
     assert row["other_cpu_cores"] == pytest.approx(1.2)
     assert any("other processes kept 1.2 core(s) busy" in w for w in row["warnings"])
+
+
+def test_the_load_figure_is_recomputable_without_the_samples() -> None:
+    # The engine writes each run's measured load into its run_end; a loader that folds GPU
+    # samples last (or keeps only the newest) must get the same row.
+    plan = _plan(frameworks=["torch"], runs=1)
+    run = run_order(plan)[0].run_id
+    events = _run_events(run, (0, 1), [1.0, 1.0, 1.0])
+    events[-1] = {**events[-1], "other_cpu_cores": 0.9}
+    live, reloaded = SessionModel(plan), SessionModel(plan)
+    for event in events:
+        live.apply(event)
+    for event in events:
+        if event["type"] != "gpu":
+            reloaded.apply(event)
+    assert live.row("torch", "resnet50")["warnings"] == reloaded.row("torch", "resnet50")["warnings"]
+    assert reloaded.row("torch", "resnet50")["other_cpu_cores"] == pytest.approx(0.9)
+    assert any("0.9 core(s)" in w for w in reloaded.row("torch", "resnet50")["warnings"])

@@ -285,7 +285,10 @@ class Engine(Pausable):
             status, reason = "ok", ""
         else:
             status, reason = "failed", describe_exit(returncode)
-        self._parent_event("run_end", spec.run_id, status=status, reason=reason, returncode=returncode, malformed=malformed)
+        self._parent_event(
+            "run_end", spec.run_id, status=status, reason=reason, returncode=returncode, malformed=malformed,
+            other_cpu_cores=state.other_cpu,  # what the sampler saw; loading must not need the samples
+        )
 
     async def _pump(self, spec: RunSpec, proc: RunnerProcess, log: Any) -> int:
         """Read the runner's events until EOF; return how many lines were malformed."""

@@ -54,6 +54,14 @@ class RunState:
     # CPU that other processes used while this run trained (cores), from the sampler.
     other_cpu_sum: float = 0.0
     other_cpu_samples: int = 0
+    other_cpu_recorded: float | None = None  # the engine's figure, from the run's run_end event
+
+    @property
+    def other_cpu(self) -> float | None:
+        """Mean cores other processes used while this run trained: as recorded, else as sampled."""
+        if self.other_cpu_recorded is not None:
+            return self.other_cpu_recorded
+        return self.other_cpu_sum / self.other_cpu_samples if self.other_cpu_samples else None
     started_t: float | None = None
     ended_t: float | None = None
     flops: dict[str, Any] = field(default_factory=dict)  # the runner's ``flops`` event
@@ -213,6 +221,8 @@ class SessionModel:
         if event.get("reason"):
             run.reason = str(event["reason"])
         run.malformed = int(event.get("malformed") or 0)
+        if isinstance(event.get("other_cpu_cores"), (int, float)):
+            run.other_cpu_recorded = float(event["other_cpu_cores"])
         self.malformed += run.malformed
         run.ended_t = event.get("t")
         if self.current == run.spec.run_id:
@@ -280,7 +290,9 @@ class SessionModel:
         ]
         row["steady_images_per_s"] = mean(steady_rates) if steady_rates else None
         row["warnings"] = analysis.cell_warnings(ok, row["spread"], row["batch"])
-        loads = [r.other_cpu_sum / r.other_cpu_samples for r in ok if r.other_cpu_samples]
+        # From run_end when recorded: loading folds GPU samples last (and only the newest), so
+        # the figure must not depend on them for summary.json to be recomputable.
+        loads = [r.other_cpu for r in ok if r.other_cpu is not None]
         row["other_cpu_cores"] = max(loads) if loads else None
         if loads and max(loads) >= OTHER_LOAD_WARN_CORES:
             row["warnings"].append(
