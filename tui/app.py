@@ -307,30 +307,13 @@ class BenchApp(App[int]):
         self.push_screen(SessionsScreen(self.sessions_dir))
 
 
-def make_app(
-    plan: Plan | None = None,
-    *,
-    autostart: bool = False,
-    sessions_dir: str | None = None,
-    use_nvml: bool = True,
-    replay: Path | None = None,
-    speed: float = 1.0,
-    launcher: LocalLauncher | None = None,
-    probe: GpuProbe | None = None,
-    handle_signals: bool = False,
-) -> BenchApp:
-    """The app, configured; ``run_app``, ``replay_app``, tests and benchmarks all build it here."""
-    return BenchApp(
-        plan,
-        autostart=autostart,
-        sessions_dir=sessions_dir,
-        use_nvml=use_nvml,
-        replay=replay,
-        speed=speed,
-        launcher=launcher,
-        probe=probe,
-        handle_signals=handle_signals,
-    )
+def make_app(plan: Plan | None = None, **options: Any) -> BenchApp:
+    """The app, configured; ``run_app``, ``replay_app``, tests and benchmarks all build it here.
+
+    The options are BenchApp's own keywords (autostart, sessions_dir, use_nvml, replay,
+    speed, launcher, probe, handle_signals), not repeated here.
+    """
+    return BenchApp(plan, **options)
 
 
 def _run(app: BenchApp) -> int:

@@ -314,6 +314,13 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
     xs = [x(s["t"]) for s in samples]
     x_label = f"{unit} since the first sample"
     indices = sorted({g.get("index", 0) for s in samples for g in s.get("gpus") or [] if isinstance(g, dict)})
+    def telemetry_chart(title: str, series: list[Series], x_axis: str, y_axis: str, **options: Any) -> str:
+        """One chart of the telemetry section: time axis, run bands and point budget shared."""
+        chart = line_chart(
+            title, series, x_axis, y_axis, bands=bands, band_legend=band_legend, max_points=MAX_POINTS, **options
+        )
+        return f"<figure>{chart}</figure>"
+
     parts = []
     if indices:
         util: list[Series] = []
@@ -355,33 +362,23 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
                     )
                 )
         parts.append(
-            "<figure>"
-            + line_chart(
+            telemetry_chart(
                 "GPU utilization over time",
                 util,
                 x_label,
                 "utilization (%)",
                 y_max=100,
-                bands=bands,
-                band_legend=band_legend,
-                max_points=MAX_POINTS,
             )
-            + "</figure>"
         )
         parts.append(
-            "<figure>"
-            + line_chart(
+            telemetry_chart(
                 "GPU memory over time",
                 mem,
                 x_label,
                 "GiB",
                 y_max=total_gib or None,
-                bands=bands,
-                band_legend=band_legend,
-                max_points=MAX_POINTS,
                 desc="solid: memory used on the GPU; dashed: the runner process's own memory",
             )
-            + "</figure>"
         )
     else:
         cpu = [
@@ -393,8 +390,7 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
             "the runner's CPU and memory instead.</p>"
         )
         parts.append(
-            "<figure>"
-            + line_chart(
+            telemetry_chart(
                 "Runner CPU over time",
                 [
                     Series(
@@ -406,15 +402,10 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
                 ],
                 x_label,
                 "% of one core",
-                bands=bands,
-                band_legend=band_legend,
-                max_points=MAX_POINTS,
             )
-            + "</figure>"
         )
         parts.append(
-            "<figure>"
-            + line_chart(
+            telemetry_chart(
                 "Runner memory over time",
                 [
                     Series(
@@ -426,11 +417,7 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
                 ],
                 x_label,
                 "GiB",
-                bands=bands,
-                band_legend=band_legend,
-                max_points=MAX_POINTS,
             )
-            + "</figure>"
         )
     return "".join(parts)
 
