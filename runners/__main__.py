@@ -16,6 +16,7 @@ _T0 = time.monotonic()  # before any framework import: the import phase starts h
 
 from runners import catalog  # noqa: E402
 from runners.config import (  # noqa: E402
+    DeviceMissing,
     RunConfig,
     Unavailable,
     apply_memory_limit,
@@ -90,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     except Unavailable as exc:
         writer.error("unavailable", str(exc))
         return 3
+    except DeviceMissing as exc:
+        # The plan's GPU is not usable by this framework: a failed run with the fix, never the CPU.
+        print(f"benchtui runner: {exc}", file=sys.stderr, flush=True)
+        writer.error("device", str(exc))
+        return 4
     except ParentGone:
         print("benchtui runner: the parent closed the event pipe; stopping", file=sys.stderr, flush=True)
         return 3

@@ -16,6 +16,13 @@ class Unavailable(Exception):
     """The framework cannot run this model here (missing package, no such model)."""
 
 
+class DeviceMissing(Exception):
+    """The plan's device is a GPU and this framework cannot use it: the run fails, never falls back.
+
+    The message is one line for the user: what the framework sees, why, and the command that fixes it.
+    """
+
+
 @dataclass
 class RunConfig:
     """Everything that decides what one runner process does."""
@@ -41,6 +48,9 @@ class RunConfig:
     probe_steps: int = 2
     memory_limit_mb: int = 0  # 0: no cap. A cap on the process's address space (probe tests).
     threads: int = 0  # CPU threads for the framework's ops; 0: the framework's own default
+    # The GPU the parent assigned (NVML index, UUID, name, PCI bus id), for the record. The launcher
+    # makes it the only visible GPU, so the runner's ``device`` is then ``cuda:0``.
+    gpu: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
@@ -81,6 +91,32 @@ def apply_thread_env(threads: int) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={n}".strip()
 
 
+def xla_flags(cudnn_autotune: bool) -> str:
+    """``XLA_FLAGS`` with GPU autotuning off when cuDNN autotuning is off (XLA tunes its own kernels).
+
+    Read by XLA when it starts (JAX, and TensorFlow with ``jit_compile``): call before import.
+    """
+    flags = os.environ.get("XLA_FLAGS", "")
+    if not cudnn_autotune and "--xla_gpu_autotune_level" not in flags:
+        flags = f"{flags} --xla_gpu_autotune_level=0".strip()
+    return flags
+
+
+def allocator_settings() -> dict[str, str]:
+    """The allocator variables in force (PyTorch, JAX, TensorFlow), for the record."""
+    names = (
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "PYTORCH_ALLOC_CONF",
+        "XLA_PYTHON_CLIENT_PREALLOCATE",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION",
+        "XLA_PYTHON_CLIENT_ALLOCATOR",
+        "TF_FORCE_GPU_ALLOW_GROWTH",
+        "TF_GPU_ALLOCATOR",
+        "CUDA_VISIBLE_DEVICES",
+    )
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 def peak_rss_bytes() -> int:
     """Peak resident memory of this process (Linux reports kilobytes)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -102,6 +138,10 @@ _OOM_MARKERS = (
     "cannot allocate memory",
     "failed to allocate",
     "std::bad_alloc",
+    # cuDNN and cuBLAS report a full device as a failure to find or set up a kernel.
+    "unable to find a valid cudnn algorithm",
+    "cublas_status_alloc_failed",
+    "cudnn_status_alloc_failed",
 )
 
 

@@ -13,7 +13,7 @@ import platform
 import time
 from typing import Any
 
-from runners.config import RunConfig, Unavailable, peak_rss_bytes
+from runners.config import DeviceMissing, RunConfig, allocator_settings, peak_rss_bytes, xla_flags
 from runners.protocol import EventWriter
 
 
@@ -22,13 +22,18 @@ def _backend() -> str:
 
 
 def _pre_import_settings(config: RunConfig) -> None:
-    # Read by TensorFlow at import: cuDNN autotuning and log noise.
+    """Environment the frameworks read once, at import or when their runtime starts."""
+    # cuDNN autotuning (TensorFlow), and XLA's own kernel autotuning (JAX, TF with XLA).
     os.environ["TF_CUDNN_USE_AUTOTUNE"] = "1" if config.cudnn_autotune else "0"
+    os.environ["XLA_FLAGS"] = xla_flags(config.cudnn_autotune)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    if _backend() == "jax":
-        # JAX grabs 75% of GPU memory up front by default; allocate as needed so
-        # peak memory means the same thing as in the other frameworks.
-        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    # Memory policy, the same idea everywhere: allocate as needed, so peak memory means the
+    # same thing in every framework. TensorFlow otherwise maps nearly all of every visible
+    # GPU; JAX preallocates 75%. A user's own setting wins, and is recorded.
+    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if config.device == "cpu" and _backend() == "jax":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # no CUDA plugin start-up on a CPU plan
 
 
 def _versions() -> dict[str, Any]:
@@ -57,55 +62,154 @@ def _versions() -> dict[str, Any]:
     return versions
 
 
-def _devices() -> list[dict[str, Any]]:
+def _gpus() -> list[dict[str, Any]]:
+    """The GPUs this backend sees, in its own order (the launcher makes that order the PCI order)."""
     backend = _backend()
     out: list[dict[str, Any]] = []
     if backend == "tensorflow":
         import tensorflow as tf
 
-        for dev in tf.config.list_physical_devices():
-            kind = dev.device_type.lower()
-            if kind not in ("cpu", "gpu"):
-                continue
-            info: dict[str, Any] = {"type": "cuda" if kind == "gpu" else "cpu", "name": dev.name}
-            if kind == "gpu":
-                details = tf.config.experimental.get_device_details(dev)
-                info["name"] = details.get("device_name", dev.name)
-            out.append(info)
+        for i, dev in enumerate(tf.config.list_physical_devices("GPU")):
+            details = tf.config.experimental.get_device_details(dev)
+            out.append({"type": "cuda", "index": i, "name": details.get("device_name", dev.name)})
     elif backend == "jax":
-        import jax
-
-        for dev in jax.devices():
-            out.append({"type": "cuda" if dev.platform == "gpu" else dev.platform, "name": dev.device_kind})
+        out = [{"type": "cuda", "index": i, "name": d.device_kind} for i, d in enumerate(_jax_gpus())]
     elif backend == "torch":
         import torch
 
-        out.append({"type": "cpu", "name": platform.machine()})
-        for i in range(torch.cuda.device_count()):
-            out.append({"type": "cuda", "index": i, "name": torch.cuda.get_device_name(i)})
+        if torch.cuda.is_available():
+            for i in range(torch.cuda.device_count()):
+                out.append({"type": "cuda", "index": i, "name": torch.cuda.get_device_name(i)})
     return out
+
+
+def _jax_gpus() -> list[Any]:
+    import jax
+
+    try:
+        return list(jax.devices("gpu"))
+    except RuntimeError:  # "Unknown backend: 'gpu' requested": no CUDA plugin, or it failed to start
+        return []
+
+
+def _devices() -> list[dict[str, Any]]:
+    return [{"type": "cpu", "name": platform.machine()}, *_gpus()]
+
+
+def _installed(distribution: str) -> bool:
+    """Whether a distribution (a pip package) is installed in this environment."""
+    from importlib import metadata
+
+    try:
+        metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def why_no_gpu() -> str:
+    """One line: why this backend cannot use the GPU that NVML sees, and the command that fixes it."""
+    backend = _backend()
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    if hidden:
+        return f"{_LABELS[backend]} sees no GPU: CUDA_VISIBLE_DEVICES hides every GPU"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.test.is_built_with_cuda():
+            return (
+                f"tf.keras sees no GPU: TensorFlow {tf.__version__} was built without CUDA; on Linux "
+                "install 'benchtui[gpu]' (tensorflow[and-cuda]) or run benchtui envs create --gpu tensorflow"
+            )
+        major = str(tf.sysconfig.get_build_info().get("cuda_version") or "12").split(".")[0]
+        if not _installed(f"nvidia-cudnn-cu{major}"):  # what tensorflow[and-cuda] brings for its CUDA
+            return (
+                "tf.keras sees no GPU: TensorFlow was installed without its CUDA libraries; install "
+                "'benchtui[gpu]' (tensorflow[and-cuda]) or run benchtui envs create --gpu tensorflow"
+            )
+        return (
+            "tf.keras sees no GPU: TensorFlow found its CUDA libraries but no usable GPU (driver too old "
+            "for its CUDA? see the run's log)"
+        )
+    if backend == "jax":
+        import jax
+
+        if not (_installed("jax-cuda12-plugin") or _installed("jax-cuda13-plugin")):
+            return (
+                f"Keras/JAX sees no GPU: jax {jax.__version__} is the CPU-only build; install "
+                "'benchtui[gpu]' (jax[cuda12]) or run benchtui envs create --gpu keras-jax"
+            )
+        return "Keras/JAX sees no GPU: JAX's CUDA plugin is installed but did not start (see the run's log)"
+    from runners.torch_runner import why_no_cuda
+
+    return why_no_cuda("Keras/torch")
+
+
+_LABELS = {"tensorflow": "tf.keras", "jax": "Keras/JAX", "torch": "Keras/torch"}
 
 
 def describe(framework: str, device_spec: str) -> dict[str, Any]:
     """Versions and devices, for ``benchtui doctor``."""
-    return {"versions": _versions(), "devices": _devices()}
+    devices = _devices()
+    sees = any(d["type"] == "cuda" for d in devices)
+    gpu = {"sees_gpu": True} if sees else {"sees_gpu": False, "why": why_no_gpu()}
+    return {"versions": _versions(), "devices": devices, "gpu": gpu}
 
 
 def _resolve_device(spec: str) -> tuple[str, dict[str, Any]]:
-    """Map ``auto|cpu|cuda|cuda:N`` to a Keras device name, or refuse."""
-    gpus = [d for d in _devices() if d["type"] == "cuda"]
+    """Map ``auto|cpu|cuda|cuda:N`` to a Keras device name, or refuse: never a silent CPU fallback."""
+    gpus = _gpus()
     if spec == "auto":
         spec = "cuda" if gpus else "cpu"
     if spec == "cpu":
         return "cpu", {"type": "cpu", "name": platform.machine()}  # "cpu:0" breaks gradients on the torch backend
+    if not gpus:
+        raise DeviceMissing(why_no_gpu())
     index = int(spec.split(":")[1]) if ":" in spec else 0
     if index >= len(gpus):
-        raise Unavailable(f"{spec}: {_backend()} sees {len(gpus)} GPU(s)")
-    return f"gpu:{index}", {**gpus[index], "index": index}
+        raise DeviceMissing(f"{spec}: {_LABELS[_backend()]} sees {len(gpus)} GPU(s)")
+    return f"gpu:{index}", gpus[index]
 
 
-def _sync(backend: str, logs: Any = None) -> None:
-    """Block until the device has finished all work queued so far."""
+def _memory_policy(backend: str, device_name: str) -> dict[str, Any]:
+    """Apply the allocate-as-needed policy where it needs a call, and say what peak memory counts."""
+    policy: dict[str, Any] = {"env": allocator_settings()}
+    if not device_name.startswith("gpu"):
+        policy["counter"] = "process peak RSS (host memory)"
+        return policy
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        try:
+            for gpu in tf.config.list_physical_devices("GPU"):
+                tf.config.experimental.set_memory_growth(gpu, True)  # before the runtime starts
+            policy["allocator"] = "memory growth (allocate as needed)"
+        except RuntimeError:  # the runtime had started: TF_FORCE_GPU_ALLOW_GROWTH (set before import) holds
+            policy["allocator"] = f"memory growth (TF_FORCE_GPU_ALLOW_GROWTH={os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH')})"
+        policy["counter"] = "tf.config.experimental.get_memory_info peak: bytes in use at the peak"
+    elif backend == "jax":
+        prealloc = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() not in ("false", "0")
+        fraction = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+        policy["allocator"] = (
+            f"preallocate {fraction or '75%'} of the GPU" if prealloc else "no preallocation (allocate as needed)"
+        )
+        policy["counter"] = "jax Device.memory_stats peak_bytes_in_use: bytes in use at the peak"
+    elif backend == "torch":
+        policy["allocator"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default caching allocator"
+        policy["counter"] = "torch.cuda.max_memory_allocated: bytes in tensors at the peak"
+    return policy
+
+
+def _gpu_index(device_name: str) -> int:
+    return int(device_name.split(":")[1])
+
+
+def _sync(backend: str, device_name: str, state: Any) -> None:
+    """Block until the device has finished all work queued so far.
+
+    ``state``: arrays the last step produced (its logs) or the model's variables. JAX has no
+    "wait for everything"; blocking on what the step wrote is how it waits for the step.
+    """
     if backend == "tensorflow":
         import tensorflow as tf
 
@@ -113,29 +217,30 @@ def _sync(backend: str, logs: Any = None) -> None:
     elif backend == "jax":
         import jax
 
-        # Outputs of one compiled step all become ready together with the update.
-        jax.block_until_ready(logs)
+        jax.block_until_ready(state)
         jax.effects_barrier()
-    elif backend == "torch":
+    elif backend == "torch" and device_name.startswith("gpu"):
         import torch
 
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        torch.cuda.synchronize(_gpu_index(device_name))  # the run's GPU, not the current one
+
+
+def _variables(model: Any) -> list[Any]:
+    """The backend arrays behind a Keras model's variables (what a step updates)."""
+    return [v.value for v in model.variables]
 
 
 def _peak_memory(backend: str, device_name: str) -> dict[str, Any]:
     try:
         if device_name.startswith("gpu"):
+            index = _gpu_index(device_name)
             if backend == "tensorflow":
                 import tensorflow as tf
 
-                info = tf.config.experimental.get_memory_info(device_name.upper())
+                info = tf.config.experimental.get_memory_info(f"GPU:{index}")
                 return {"peak_bytes": info["peak"], "source": "tf get_memory_info peak"}
             if backend == "jax":
-                import jax
-
-                index = int(device_name.split(":")[1])
-                stats = jax.devices("gpu")[index].memory_stats() or {}
+                stats = _jax_gpus()[index].memory_stats() or {}
                 return {
                     "peak_bytes": stats.get("peak_bytes_in_use"),
                     "source": "jax memory_stats peak_bytes_in_use",
@@ -143,7 +248,10 @@ def _peak_memory(backend: str, device_name: str) -> dict[str, Any]:
             if backend == "torch":
                 import torch
 
-                return {"peak_bytes": torch.cuda.max_memory_allocated(), "source": "torch.cuda.max_memory_allocated"}
+                return {
+                    "peak_bytes": torch.cuda.max_memory_allocated(index),
+                    "source": "torch.cuda.max_memory_allocated",
+                }
     except Exception as exc:  # noqa: BLE001 - a missing counter is reported, not fatal
         return {"peak_bytes": None, "source": f"unavailable ({exc})"}
     return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
@@ -198,6 +306,31 @@ def _jit_compile(config: RunConfig, backend: str) -> bool:
     return bool(config.compile)
 
 
+def device_scope(device_name: str) -> Any:
+    """The Keras device scope a run trains under.
+
+    On a GPU, none: the launcher makes the run's GPU the only visible one, and every
+    backend uses its first visible GPU by default, as a user's script does. Host data
+    (``model.fit`` on NumPy arrays) then stays on the host: under a GPU scope TensorFlow
+    would copy the whole array to the GPU (the study's 10.7 GB). ``gpu:N`` with N > 0
+    (a runner started by hand with several GPUs visible) is scoped explicitly.
+    """
+    import contextlib
+
+    import keras
+
+    if device_name == "cpu":
+        return keras.device("cpu")
+    index = _gpu_index(device_name)
+    if index == 0:
+        return contextlib.nullcontext()
+    if _backend() == "jax":
+        import jax
+
+        return jax.default_device(_jax_gpus()[index])
+    return keras.device(device_name)
+
+
 def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     _pre_import_settings(config)
     import keras
@@ -206,12 +339,14 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     backend = _backend()
     writer.phase("import", "end")
     device_name, device_info = _resolve_device(config.device)
-    settings = _settings(config, backend)
+    memory_policy = _memory_policy(backend, device_name)  # before anything starts the GPU runtime
+    settings = {**_settings(config, backend), "memory_policy": memory_policy}
+    settings["xla_gpu_autotune"] = "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
     keras.utils.set_random_seed(config.seed)
     writer.hello(
         framework=config.framework,
         versions=_versions(),
-        device=device_info,
+        device={**device_info, **({"assigned": config.gpu} if config.gpu else {})},
         config=config.to_dict(),
         settings=settings,
         steps_per_epoch=config.steps_per_epoch,
@@ -220,7 +355,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     bs, size, steps = config.batch_size, config.image_size, config.steps_per_epoch
     n = config.samples_per_epoch
 
-    with keras.device(device_name):
+    with device_scope(device_name):
         writer.phase("data", "start")
         rng = np.random.default_rng(config.seed)
         if config.data == "host":
@@ -235,7 +370,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                 )
                 for i in range(min(steps, 4))
             ]
-            _sync(backend, [p[0] for p in pool])
+            _sync(backend, device_name, pool)
         writer.phase("data", "end")
 
         from runners.models import build_keras
@@ -248,10 +383,14 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
             jit_compile=_jit_compile(config, backend),
             steps_per_execution=1,
         )
-        _sync(backend)
+        _sync(backend, device_name, _variables(model))
         writer.phase("build", "end")
 
-        state = {"first": True, "epoch": 0, "t_batch": 0.0, "t_epoch": 0.0}
+        state: dict[str, Any] = {"first": True, "epoch": 0, "t_batch": 0.0, "t_epoch": 0.0, "logs": None}
+
+        def last_step() -> Any:
+            """What the last step produced; before any step, the model's variables."""
+            return state["logs"] if state["logs"] is not None else _variables(model)
 
         def batch_begin(step: int) -> None:
             if state["first"]:
@@ -259,19 +398,20 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
             state["t_batch"] = time.perf_counter()
 
         def batch_end(step: int, logs: Any) -> None:
-            _sync(backend, logs)
+            state["logs"] = logs
+            _sync(backend, device_name, logs)
             writer.batch(state["epoch"], step + 1, time.perf_counter() - state["t_batch"], bs)
             if state["first"]:
                 writer.phase("first_batch", "end")
                 state["first"] = False
 
         def epoch_begin(epoch: int) -> None:
-            _sync(backend)
+            _sync(backend, device_name, last_step())
             state["epoch"] = epoch + 1
             state["t_epoch"] = time.perf_counter()
 
         def epoch_end(epoch: int) -> None:
-            _sync(backend)
+            _sync(backend, device_name, last_step())
             writer.epoch(epoch + 1, time.perf_counter() - state["t_epoch"], n)
             writer.memory(epoch=epoch + 1, **_peak_memory(backend, device_name))
 

@@ -7,6 +7,7 @@ device synchronization. On CPU the same loop runs with host clocks.
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections import deque
@@ -16,21 +17,44 @@ import numpy as np
 import torch
 from torch import nn
 
-from runners.config import RunConfig, Unavailable, peak_rss_bytes
+from runners.config import DeviceMissing, RunConfig, allocator_settings, peak_rss_bytes
 from runners.models import build_torch
 from runners.protocol import EventWriter
 
 
 def _device(spec: str) -> torch.device:
+    """``auto|cpu|cuda|cuda:N`` -> a torch device, always with an index on CUDA.
+
+    ``torch.cuda.set_device`` and the memory counters reject ``torch.device("cuda")``
+    (no index); the launcher makes the assigned GPU the only visible one, so a plan's
+    GPU arrives here as ``cuda:0``.
+    """
     if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(spec)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise Unavailable("CUDA was asked for but torch sees no CUDA device")
-        if (device.index or 0) >= torch.cuda.device_count():
-            raise Unavailable(f"{spec}: torch sees {torch.cuda.device_count()} CUDA device(s)")
-    return device
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
+        raise DeviceMissing(why_no_cuda())
+    index = 0 if device.index is None else device.index
+    if index >= torch.cuda.device_count():
+        raise DeviceMissing(f"{spec}: PyTorch sees {torch.cuda.device_count()} CUDA device(s)")
+    return torch.device("cuda", index)
+
+
+def why_no_cuda(label: str = "PyTorch") -> str:
+    """One line: why this torch cannot use the GPU that NVML sees, and the fix."""
+    if torch.version.cuda is None:
+        return (
+            f"{label} sees no GPU: torch {torch.__version__} is a CPU-only build; install a CUDA build "
+            "(pip install --force-reinstall 'torch>=2.4' 'torchvision>=0.19' on Linux, or benchtui envs create torch)"
+        )
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return f"{label} sees no GPU: CUDA_VISIBLE_DEVICES hides every GPU"
+    return (
+        f"{label} sees no GPU: torch {torch.__version__} is built for CUDA {torch.version.cuda} but CUDA did not "
+        "initialise (a driver older than that CUDA needs? see the run's log and nvidia-smi)"
+    )
 
 
 def _versions() -> dict[str, Any]:
@@ -51,7 +75,7 @@ def _device_info(device: torch.device) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(device)
         return {
             "type": "cuda",
-            "index": device.index or 0,
+            "index": device.index,
             "name": props.name,
             "memory_bytes": props.total_memory,
             "capability": f"{props.major}.{props.minor}",
@@ -64,7 +88,12 @@ def describe(framework: str, device_spec: str) -> dict[str, Any]:
     devices = [{"type": "cpu", "name": platform.machine(), "threads": torch.get_num_threads()}]
     if torch.cuda.is_available():
         devices += [_device_info(torch.device("cuda", i)) for i in range(torch.cuda.device_count())]
-    return {"versions": _versions(), "devices": devices}
+    gpu = {"sees_gpu": True} if torch.cuda.is_available() else {"sees_gpu": False, "why": why_no_cuda(_label(framework))}
+    return {"versions": _versions(), "devices": devices, "gpu": gpu}
+
+
+def _label(framework: str) -> str:
+    return "Keras/torch" if framework == "keras-torch" else "PyTorch"
 
 
 def _settings(config: RunConfig, device: torch.device) -> dict[str, Any]:
@@ -84,6 +113,19 @@ def _settings(config: RunConfig, device: torch.device) -> dict[str, Any]:
         "channels_last": config.channels_last,
         "data": config.data,
         "intra_op_threads": torch.get_num_threads(),
+        "memory_policy": memory_policy(device),
+    }
+
+
+def memory_policy(device: torch.device) -> dict[str, Any]:
+    """What the peak-memory figure counts, and the allocator settings in force."""
+    if device.type != "cuda":
+        return {"counter": "process peak RSS (host memory)", "env": allocator_settings()}
+    return {
+        "counter": "torch.cuda.max_memory_allocated: bytes in tensors at the peak (the caching "
+        "allocator reserves more: reserved_bytes)",
+        "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or "default",
+        "env": allocator_settings(),
     }
 
 
@@ -92,7 +134,7 @@ def _peak_memory(device: torch.device) -> dict[str, Any]:
         return {
             "peak_bytes": torch.cuda.max_memory_allocated(device),
             "reserved_bytes": torch.cuda.max_memory_reserved(device),
-            "source": "torch.cuda.max_memory_allocated",
+            "source": "torch.cuda.max_memory_allocated (tensors; the allocator reserved reserved_bytes)",
         }
     return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
 
@@ -108,7 +150,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     writer.hello(
         framework=config.framework,
         versions=_versions(),
-        device=_device_info(device),
+        device={**_device_info(device), **({"assigned": config.gpu} if config.gpu else {})},
         config=config.to_dict(),
         settings=settings,
         steps_per_epoch=config.steps_per_epoch,
@@ -130,14 +172,11 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         )
         pool = None
     else:
-        # Synthetic tensors made on the device: a few distinct batches, cycled.
-        gen = torch.Generator(device=device).manual_seed(config.seed)
+        # Synthetic tensors made on the device: a few distinct batches, cycled (seeded above).
         pool = [
             (
-                torch.randn((bs, 3, size, size), device=device, generator=gen).contiguous(
-                    memory_format=memory_format
-                ),
-                torch.randint(0, config.num_classes, (bs,), device=device, generator=gen),
+                torch.randn((bs, 3, size, size), device=device).contiguous(memory_format=memory_format),
+                torch.randint(0, config.num_classes, (bs,), device=device),
             )
             for _ in range(min(steps, 4))
         ]
@@ -238,9 +277,9 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         from runners.flops import count_torch, emit_flops
 
         def count_flops() -> dict[str, Any]:
-            gen = torch.Generator(device=device).manual_seed(config.seed + 1)
-            x = torch.randn((bs, 3, size, size), device=device, generator=gen)
-            y = torch.randint(0, config.num_classes, (bs,), device=device, generator=gen)
+            torch.manual_seed(config.seed + 1)
+            x = torch.randn((bs, 3, size, size), device=device)
+            y = torch.randint(0, config.num_classes, (bs,), device=device)
             return count_torch(
                 model, x.contiguous(memory_format=memory_format), y, loss_fn, amp_dtype, device.type
             )
