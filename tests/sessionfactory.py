@@ -160,6 +160,7 @@ def make_session(
     write_summary: bool = True,
     status: str | None = None,
     meta_extra: dict[str, Any] | None = None,
+    cpu_frameworks: tuple[str, ...] = (),
 ) -> Path:
     """Write a finished session folder under ``root`` and return its path.
 
@@ -240,7 +241,7 @@ def make_session(
                     "memory_bytes": 80 * GIB,
                     "capability": "9.0",
                 }
-                if gpu
+                if gpu and fw not in cpu_frameworks  # cpu_frameworks: fell back to the CPU (the bug to catch)
                 else {"type": "cpu", "name": "x86_64", "threads": 8}
             )
             tl.runner(

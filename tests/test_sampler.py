@@ -34,6 +34,10 @@ class LibraryNotFound(NVMLError):
     pass
 
 
+class FunctionNotFound(NVMLError):
+    """What pynvml raises for a call the installed driver does not have."""
+
+
 class FakeNVML:
     """Just enough of pynvml's surface, with failures where asked."""
 
@@ -41,11 +45,23 @@ class FakeNVML:
     NVML_CLOCK_SM = 1
     NVMLError_GpuIsLost = GpuIsLost
 
-    def __init__(self, count: int = 1, fail: dict[str, Exception] | None = None, init_error: Exception | None = None):
+    def __init__(
+        self,
+        count: int = 1,
+        fail: dict[str, Exception] | None = None,
+        init_error: Exception | None = None,
+        names: list[str] | None = None,
+        procs: list | None = None,
+        mig: bool = False,
+    ):
         self.count = count
         self.fail = fail or {}
         self.init_error = init_error
         self.lost = False
+        self.names = names or ["Fake H200"] * count
+        self.procs = procs
+        self.mig = mig
+        self.calls: dict[str, int] = {}
 
     def _maybe(self, name: str, value):  # noqa: ANN001, ANN202
         if self.lost:
@@ -74,7 +90,40 @@ class FakeNVML:
         return 12060
 
     def nvmlDeviceGetName(self, h: int) -> bytes:
-        return self._maybe("name", b"Fake H200")
+        return self._maybe("name", self.names[h].encode())
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return self._maybe("uuid", f"GPU-fake-{h}")
+
+    def nvmlDeviceGetPciInfo(self, h: int):  # noqa: ANN201
+        return self._maybe("pci", SimpleNamespace(busId=f"00000000:{h + 1:02x}:00.0".encode()))
+
+    def nvmlDeviceGetMigMode(self, h: int) -> list[int]:
+        return self._maybe("mig", [1, 1] if self.mig else [0, 0])
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:
+        return self._maybe("pcie", 5)
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: int) -> int:
+        return self._maybe("pcie", 5)
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: int) -> int:
+        return self._maybe("pcie", 16)
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: int) -> int:
+        return self._maybe("pcie", 16)
+
+    def nvmlDeviceGetTemperatureV(self, h: int, kind: int) -> int:
+        return self._maybe("tempv", 61)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        return self._maybe("events", 0x4 | 0x20)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        return self._maybe("energy", int(time.monotonic() * 300_000))  # a steady 300 W, in mJ
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h: int) -> list:
+        return self._maybe("procs", [])
 
     def nvmlDeviceGetMemoryInfo(self, h: int):  # noqa: ANN201
         return self._maybe("memory", SimpleNamespace(used=2 << 30, total=80 << 30))
@@ -88,8 +137,8 @@ class FakeNVML:
     def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
         return self._maybe("power_limit", 700_000)
 
-    def nvmlDeviceGetTemperature(self, h: int, kind: int) -> int:
-        return self._maybe("temp", 61)
+    def nvmlDeviceGetTemperature(self, h: int, kind: int) -> int:  # deprecated: TemperatureV first
+        return self._maybe("temp", 60)
 
     def nvmlDeviceGetClockInfo(self, h: int, kind: int) -> int:
         return self._maybe("clock", 1980)
@@ -97,10 +146,12 @@ class FakeNVML:
     def nvmlDeviceGetMaxClockInfo(self, h: int, kind: int) -> int:
         return self._maybe("max_clock", 1980)
 
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:
-        return self._maybe("throttle", 0x4 | 0x20)
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # deprecated: ClocksEventReasons first
+        return self._maybe("throttle", 0x8)
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: int):  # noqa: ANN201
+        if self.procs is not None:
+            return self._maybe("procs", self.procs)
         return self._maybe("procs", [SimpleNamespace(pid=os.getpid(), usedGpuMemory=1 << 30),
                                      SimpleNamespace(pid=1, usedGpuMemory=5 << 30)])
 
@@ -128,13 +179,14 @@ def test_all_metrics_and_the_runner_process_memory() -> None:
 
 @pytest.mark.parametrize("error", [NotSupported("Not Supported"), NoPermission("Insufficient Permissions")])
 def test_unsupported_or_forbidden_metrics_are_none(error: Exception) -> None:
-    fail = {name: error for name in ("power", "temp", "throttle", "procs", "clock")}
+    fail = {name: error for name in ("power", "temp", "tempv", "throttle", "events", "procs", "clock", "energy")}
     sampler = _sampler(FakeNVML(fail=fail))
     sampler.set_target("r", os.getpid())
     (gpu,) = sampler.sample()["gpus"]
     assert gpu["util"] == 97  # what works still works
     assert gpu["power_w"] is None and gpu["temp_c"] is None and gpu["throttle"] is None
-    assert gpu["proc_mem"] is None and gpu["sm_clock_mhz"] is None
+    assert gpu["proc_mem"] is None and gpu["sm_clock_mhz"] is None and gpu["energy_mj"] is None
+    assert gpu["other_procs"] is None
 
 
 def test_missing_library_means_no_nvml_and_psutil_only() -> None:
@@ -189,3 +241,57 @@ def test_real_nvml_when_a_gpu_is_present() -> None:
     assert sample["gpus"] and sample["gpus"][0]["mem_total"] > 0
     assert sampler.gpus()[0]["name"]
     sampler.stop()
+
+
+def test_newer_nvml_calls_first_deprecated_ones_when_the_driver_lacks_them() -> None:
+    sampler = _sampler(FakeNVML())
+    (gpu,) = sampler.sample()["gpus"]
+    assert gpu["temp_c"] == 61 and gpu["throttle"] == ["sw_power_cap", "sw_thermal"]  # TemperatureV, ClocksEvent
+    old = _sampler(FakeNVML(fail={"tempv": FunctionNotFound(), "events": FunctionNotFound()}))
+    (gpu,) = old.sample()["gpus"]
+    assert gpu["temp_c"] == 60 and gpu["throttle"] == ["hw_slowdown"]  # the deprecated calls answered
+
+
+def test_identity_mig_and_link_are_recorded() -> None:
+    (info,) = _sampler(FakeNVML(mig=True)).gpus()
+    assert info["uuid"] == "GPU-fake-0" and info["pci_bus_id"] == "00000000:01:00.0"
+    assert info["mig_mode"] == "enabled" and info["pcie_link"] == {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16}
+    assert info["temp_c"] == 61
+
+
+def test_runner_memory_is_na_not_zero_when_nvml_reports_another_pid_namespace() -> None:
+    import psutil
+
+    foreign = max(psutil.pids()) + 100_000  # a host pid that this namespace does not have
+    sampler = _sampler(FakeNVML(procs=[SimpleNamespace(pid=foreign, usedGpuMemory=3 << 30)]))
+    sampler.set_target("r", os.getpid())
+    (gpu,) = sampler.sample()["gpus"]
+    assert gpu["proc_mem"] is None and gpu["other_procs"] is None  # unknown, never "0 B" or "1 other"
+    unknown = _sampler(FakeNVML(procs=[SimpleNamespace(pid=os.getpid(), usedGpuMemory=None)]))
+    unknown.set_target("r", os.getpid())
+    assert unknown.sample()["gpus"][0]["proc_mem"] is None  # usedGpuMemory None: N/A
+
+
+def test_other_processes_on_the_gpu_are_counted_and_the_tree_scanned_once_per_sample() -> None:
+    sampler = _sampler(FakeNVML(count=4))
+    scans = []
+    real = sampler._family_pids
+    sampler._family_pids = lambda pid: scans.append(pid) or real(pid)  # type: ignore[method-assign]
+    sampler.set_target("r", os.getpid())
+    sampler.watch_gpu(2)
+    sample = sampler.sample()
+    assert len(scans) == 1  # not once per GPU
+    assert sample["watched"] == 2
+    assert all(g["other_procs"] == 1 and g["other_mem"] == 5 << 30 for g in sample["gpus"])  # pid 1
+
+
+def test_energy_counter_of_the_watched_gpu() -> None:
+    sampler = _sampler(FakeNVML(count=2))
+    assert sampler.energy_mj() is None  # no GPU chosen yet
+    sampler.watch_gpu(1)
+    first = sampler.energy_mj()
+    time.sleep(0.05)
+    assert first is not None and sampler.energy_mj() > first
+    unsupported = _sampler(FakeNVML(fail={"energy": NotSupported()}))
+    unsupported.watch_gpu(0)
+    assert unsupported.energy_mj() is None

@@ -226,13 +226,28 @@ def model_label(model: str) -> str:
     return info.label if info else model
 
 
-def framework_ratios(model: SessionModel) -> list[dict[str, Any]]:
+def device_kinds(runs: Sequence[RunState]) -> set[str]:
+    return {k for r in runs if (k := r.device_kind)}
+
+
+def mixed_devices(base: Sequence[RunState], other: Sequence[RunState]) -> str | None:
+    """Why two cells' times cannot be compared (they ran on different kinds of device), or None."""
+    a, b = device_kinds(base), device_kinds(other)
+    if a and b and a != b:
+        return f"{'/'.join(sorted(a))} vs {'/'.join(sorted(b))}"
+    return None
+
+
+def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """For each model, every framework against the plan's first framework that has results.
 
     Each entry names the faster framework and says "1.23× faster (95% CI 1.18–1.29)",
-    with "not significant" when the interval contains 1.
+    with "not significant" when the interval contains 1. Pairs whose runs trained on
+    different kinds of device (a GPU against a CPU) get no ratio: they are returned
+    apart, each with the sentence every view shows instead.
     """
     out: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
     for m in model.plan.models:
         cells = [
             (fw, [r for r in model.cell_runs(fw, m) if r.status == "ok"]) for fw in model.plan.frameworks
@@ -242,6 +257,18 @@ def framework_ratios(model: SessionModel) -> list[dict[str, Any]]:
             continue
         base_fw, base_runs = cells[0]
         for fw, runs in cells[1:]:
+            mixed = mixed_devices(base_runs, runs)
+            if mixed is not None:
+                refused.append({
+                    "model": m,
+                    "base": base_fw,
+                    "framework": fw,
+                    "devices": {base_fw: sorted(device_kinds(base_runs)), fw: sorted(device_kinds(runs))},
+                    "text": f"no ratio between {framework_label(base_fw)} and {framework_label(fw)}: they ran on "
+                    f"different devices ({framework_label(base_fw)} {'/'.join(sorted(device_kinds(base_runs)))}, "
+                    f"{framework_label(fw)} {'/'.join(sorted(device_kinds(runs)))})",
+                })
+                continue
             result = compare_cells(base_runs, runs)
             if result is None:
                 continue
@@ -257,4 +284,4 @@ def framework_ratios(model: SessionModel) -> list[dict[str, Any]]:
                     "text": f"{framework_label(winner)} {seen.phrase(framework_label(loser))}",
                 }
             )
-    return out
+    return out, refused

@@ -11,7 +11,14 @@ from rich.console import Console
 from rich.table import Table
 
 from tui.core import fmt
-from tui.core.analysis import BASIS_LABELS, framework_label, model_label, pair_groups, timing_groups
+from tui.core.analysis import (
+    BASIS_LABELS,
+    framework_label,
+    mixed_devices,
+    model_label,
+    pair_groups,
+    timing_groups,
+)
 from tui.core.session import LoadedSession, SessionError, load_session, resolve_session
 from tui.core.stats import Ratio, grouped_mean, ratio_ci
 
@@ -117,6 +124,9 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
             vb = {m: b.plan.batch_size(m) for m in sorted(shared)}
         if va != vb:
             out.append(f"{key}: {va} vs {vb}")
+    pa_, pb_ = a.meta.get("placement") or {}, b.meta.get("placement") or {}
+    if pa_.get("kind") != pb_.get("kind") and pa_ and pb_:
+        out.append(f"device: {pa_.get('kind')} vs {pb_.get('kind')}")
     ga = [g.get("name") for g in a.meta.get("gpus") or []]
     gb = [g.get("name") for g in b.meta.get("gpus") or []]
     if ga != gb:
@@ -160,7 +170,14 @@ def compare_sessions(
         runs_b = (
             [r for r in lb.model.cell_runs(fw, m) if r.status == "ok"] if row.status_b != "absent" else []
         )
-        if runs_a and runs_b:
+        mixed = mixed_devices(runs_a, runs_b) if runs_a and runs_b else None
+        if mixed is not None:
+            row.note = f"no ratio: A and B ran on different devices ({mixed})"
+            row.basis, ga = timing_groups(runs_a)
+            row.time_a = grouped_mean(ga)
+            row.basis, gb = timing_groups(runs_b)
+            row.time_b = grouped_mean(gb)
+        elif runs_a and runs_b:
             basis, ga, gb = pair_groups(runs_a, runs_b)
             row.basis = basis
             row.time_a, row.time_b = grouped_mean(ga), grouped_mean(gb)

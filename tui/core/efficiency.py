@@ -62,6 +62,8 @@ def run_peak(run: RunState) -> tuple[float, str] | None:
     device = run.hello.get("device") or {}
     if device.get("type") != "cuda":
         return None
+    if (device.get("assigned") or {}).get("mig_mode") == "enabled":
+        return None  # a MIG slice: some fraction of the card, whatever its name says
     settings = run.hello.get("settings") or {}
     precision = settings.get("precision") or (run.hello.get("config") or {}).get("precision")
     return gpu_peaks.peak_tflops(device.get("name"), precision)

@@ -16,8 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from runners import catalog
+from runners.config import RunConfig
 from tui.core.batchsearch import choose, search_largest_batch
 from tui.core.control import Pausable
+from tui.core.devices import Placement, place
 from tui.core.events import Malformed, parse_line
 from tui.core.launcher import LocalLauncher, RunnerProcess, config_args, start_runner
 from tui.core.plan import Plan, RunSpec, run_order
@@ -66,6 +68,8 @@ class Engine(Pausable):
         self._skip: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._no_fit: dict[tuple[str, str], str] = {}  # cells the batch search found no size for
+        # Chosen once when the session starts (from the sampler's NVML view), the same for every run.
+        self.placement = Placement("unchecked", plan.device)
 
     # -- control (pause, resume, paused, cancelled: Pausable) -----------------------------
     def stop_current(self) -> None:
@@ -112,10 +116,14 @@ class Engine(Pausable):
         """Run the whole plan; return the session status (complete / failed / interrupted)."""
         self._loop = asyncio.get_running_loop()
         self.status = "running"
+        gpus = self.sampler.gpus() if self.sampler is not None else []
+        self.placement = place(self.plan.device, gpus)
         if self.sampler is not None:
             self.sampler.on_sample = self._on_sample
-            self.writer.update_meta(gpus=self.sampler.gpus(), telemetry=self.sampler.status)
+            self.sampler.watch_gpu(self.placement.nvml_index)
+            self.writer.update_meta(gpus=gpus, telemetry=self.sampler.status)
             self.sampler.start()
+        self.writer.update_meta(placement=self.placement.to_dict())
         unavailable: dict[tuple[str, str], str] = {}
         try:
             if self.plan.batch_auto:
@@ -196,10 +204,16 @@ class Engine(Pausable):
         # Runs read their batch from the plan: record the chosen sizes with it.
         self.writer.update_meta(plan=self.plan.to_dict())
 
+    def _config(self, framework: str, model: str, run_id: str) -> RunConfig:
+        """The run's configuration, on the session's one device."""
+        config = self.plan.run_config(framework, model, run_id)
+        config.device, config.gpu = self.placement.runner_device, self.placement.gpu
+        return config
+
     async def _probe(self, framework: str, model: str, batch: int) -> str:
         """One probe in a fresh process: "ok", "oom" or "error"."""
         probe_id = f"probe-{framework}-{model}-{batch}"
-        config = self.plan.run_config(framework, model, probe_id)
+        config = self._config(framework, model, probe_id)
         config.batch_size, config.samples, config.epochs, config.mode = batch, batch * config.probe_steps, 1, "probe"
         started = time.monotonic()
         self._parent_event("probe_start", None, probe=probe_id, framework=framework, model=model, batch_size=batch)
@@ -207,7 +221,10 @@ class Engine(Pausable):
         done: dict[str, Any] = {}
         with open(self.writer.log_path(probe_id), "ab") as log:
             try:
-                proc = await start_runner(self.plan.python_for(framework), config_args(config.to_dict()), log, self.launcher)
+                proc = await start_runner(
+                    self.plan.python_for(framework), config_args(config.to_dict()), log, self.launcher,
+                    self.placement.env,
+                )
             except OSError as exc:
                 error = {"kind": "exception", "message": str(exc)}
                 proc = None
@@ -247,12 +264,12 @@ class Engine(Pausable):
         return result
 
     async def _run_one(self, spec: RunSpec) -> None:
-        config = self.plan.run_config(spec.framework, spec.model, spec.run_id).to_dict()
+        config = self._config(spec.framework, spec.model, spec.run_id).to_dict()
         python = self.plan.python_for(spec.framework)
         self._stop_current = False
         with open(self.writer.log_path(spec.run_id), "ab") as log:
             try:
-                proc = await start_runner(python, config_args(config), log, self.launcher)
+                proc = await start_runner(python, config_args(config), log, self.launcher, self.placement.env)
             except OSError as exc:
                 self._parent_event("run_start", spec.run_id, framework=spec.framework, model=spec.model, index=spec.index, python=python)
                 self._parent_event("run_end", spec.run_id, status="failed", reason=f"could not start {python}: {exc}")
@@ -288,6 +305,8 @@ class Engine(Pausable):
         self._parent_event(
             "run_end", spec.run_id, status=status, reason=reason, returncode=returncode, malformed=malformed,
             other_cpu_cores=state.other_cpu,  # what the sampler saw; loading must not need the samples
+            other_gpu_processes=state.other_gpu_procs,
+            other_gpu_memory=state.other_gpu_mem,
         )
 
     async def _pump(self, spec: RunSpec, proc: RunnerProcess, log: Any) -> int:
@@ -316,4 +335,13 @@ class Engine(Pausable):
             self.writer.append_raw(prefix + line.decode("utf-8").strip()[1:])
             if self.listener is not None:
                 self.listener(event)
+            kind = event["type"]
+            if kind == "epoch" or (kind == "phase" and event.get("name") == "first_batch" and event.get("edge") == "start"):
+                self._read_energy(spec.run_id, int(event.get("epoch") or 0) if kind == "epoch" else 0)
+
+    def _read_energy(self, run_id: str, epoch: int) -> None:
+        """The GPU's energy counter at the first batch (epoch 0) and at each epoch's end: joules per image."""
+        mj = self.sampler.energy_mj() if self.sampler is not None else None
+        if mj is not None:
+            self._parent_event("energy", run_id, epoch=epoch, mj=mj)
 

@@ -211,27 +211,40 @@ def _rows_by_cell(summary: dict[str, Any]) -> dict[tuple[str, str], dict[str, An
     return {(r["model"], r["framework"]): r for r in summary["rows"]}
 
 
-EFFICIENCY_HEADER = ["Model", "Framework", "FLOPs / step", "FLOPs / image", "TFLOP/s", "% of peak", "Peak (dense)"]
+EFFICIENCY_HEADER = [
+    "Model", "Framework", "FLOPs / step", "FLOPs / image", "TFLOP/s", "% of peak", "Peak (dense)", "J / image",
+]
 EFFICIENCY_NOTE = (
     "FLOPs of one training step (forward + loss + backward; convolution and matmul multiply-adds "
     "counted as 2 FLOPs; element-wise ops and the optimizer update not counted), counted by each "
     "framework at the run's batch and image size. TFLOP/s: FLOPs per step × the steps of the epochs "
     "after the first, over their time (the same data as images/s). % of peak: of the GPU's dense peak "
-    "for the run's precision (NVIDIA datasheets); none on CPU or an unknown GPU."
+    "for the run's precision (NVIDIA datasheets); none on CPU, a MIG slice, a laptop part or an unknown GPU. "
+    "J / image: the GPU's energy (NVML's counter) over the epochs after the first, per image; none on CPU."
 )
+
+
+def joules(value: Any) -> str:
+    return "–" if value is None else f"{value:.3g} J"
 
 
 def efficiency_rows(summary: dict[str, Any]) -> list[list[str]]:
     """Compute efficiency per (model, framework), as text; empty when no FLOPs were counted."""
     rows = summary["rows"]
-    if not any(r.get("flops_per_step") is not None or r.get("flops_reason") for r in rows):
+    if not any(
+        r.get("flops_per_step") is not None or r.get("flops_reason") or r.get("joules_per_image") is not None
+        for r in rows
+    ):
         return []
     out = []
     for row in rows:
         if row.get("flops_per_step") is None:
             why = row.get("flops_reason") or {"ok": "not counted"}.get(row.get("status", ""), "–")
             tflops = cell_text(row, "achieved_tflops", fmt.tflops)
-            out.append([model_label(row["model"]), framework_label(row["framework"]), why, "–", tflops, "–", "–"])
+            out.append([
+                model_label(row["model"]), framework_label(row["framework"]), why, "–", tflops, "–", "–",
+                joules(row.get("joules_per_image")),
+            ])
             continue
         out.append(
             [
@@ -242,6 +255,7 @@ def efficiency_rows(summary: dict[str, Any]) -> list[list[str]]:
                 cell_text(row, "achieved_tflops", fmt.tflops),
                 fmt.percent(row.get("peak_fraction")),
                 "–" if row.get("peak_tflops") is None else f"{fmt.tflops(row['peak_tflops'])} TFLOP/s",
+                joules(row.get("joules_per_image")),
             ]
         )
     return out
@@ -370,7 +384,7 @@ def render_md(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> s
     efficiency = efficiency_rows(summary)
     if efficiency:
         out += ["## Compute efficiency", ""]
-        out += _md_table(EFFICIENCY_HEADER, efficiency, ["l", "l", "r", "r", "r", "r", "r"])
+        out += _md_table(EFFICIENCY_HEADER, efficiency, ["l", "l", "r", "r", "r", "r", "r", "r"])
         out += ["", md_escape(EFFICIENCY_NOTE), ""]
         out += [f"- {md_escape(fw)}: {md_escape(method)}" for fw, method in efficiency_methods(summary)]
         peaks = sorted({r["peak_source"] for r in summary["rows"] if r.get("peak_source")})
@@ -414,6 +428,9 @@ SCALAR_COLUMNS = (
     "peak_memory_bytes",
     "memory_source",
     "epochs",
+    "device_kind",
+    "joules_per_image",
+    "other_gpu_processes",
 )
 
 

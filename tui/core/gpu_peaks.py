@@ -90,11 +90,19 @@ def normalize(name: str) -> str:
     return " ".join(words)
 
 
+#: Parts whose name contains a table entry's name but not its peak: a MIG slice has a fraction
+#: of the card's SMs ("A100-SXM4-40GB MIG 1g.5gb"), and a laptop part ("RTX 4090 Laptop GPU",
+#: "Max-Q") runs at a fraction of the desktop card's clocks and power. No figure beats a wrong one.
+NOT_THE_FULL_PART = re.compile(r"\b(mig|laptop|mobile|max q|maxq|notebook)\b|\b\d+g\.\d+gb\b")
+
+
 def lookup(name: str | None) -> GpuPeak | None:
     """The table entry for a device name from NVML, torch, TensorFlow or JAX, or None."""
     if not name:
         return None
     text = normalize(name)
+    if NOT_THE_FULL_PART.search(text):
+        return None
     for gpu in GPUS:
         if any(re.search(p, text) for p in gpu.patterns):
             return gpu

@@ -39,6 +39,7 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
     """
     wide = width is None or width >= WIDE_TABLE
     peak_known = any(row.get("peak_fraction") is not None for row in rows)
+    energy_known = any(row.get("joules_per_image") is not None for row in rows)  # GPU sessions
     # (header, justify); the figures' headers are two lines when narrow.
     columns: list[tuple[str, str]] = [("Model", "left"), ("Framework", "left"), ("Batch", "right")]
     if wide:
@@ -53,6 +54,8 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
     if wide:
         # Achieved TFLOP/s from the runner's counted FLOPs per step; "(45%)" of the GPU's peak when known.
         columns.append(("TFLOP/s (% peak)" if peak_known else "TFLOP/s", "right"))
+        if energy_known:
+            columns.append(("J/image", "right"))
     columns.append(("Status", "left"))
     value = fmt.with_spread if wide else (lambda v, _stats, f=fmt.seconds: f(v))
     body: list[list[str]] = []
@@ -75,6 +78,9 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
         ]
         if wide:
             cells.append(fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")))
+            if energy_known:
+                joules = row.get("joules_per_image")
+                cells.append("–" if joules is None else f"{joules:.3g}")
         note = " *" if row.get("reason") or row.get("warnings") else ""
         cells.append(f"[{STATUS_STYLE.get(status, 'default')}]{status}[/]{note}")  # "[]" would be a markup error
         body.append(cells)

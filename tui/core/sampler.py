@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# NVML throttle-reason bits (nvmlClocksThrottleReason*), named for people.
+# NVML clock-event bits (nvmlClocksEventReason*, formerly ThrottleReason), named for people.
 THROTTLE_REASONS = {
     0x1: "gpu_idle",
     0x2: "app_clocks",
@@ -83,35 +83,82 @@ class Sampler:
                     self.handles.append(None)
         self._pid: int | None = None
         self._run: str | None = None
+        self._watched: int | None = None  # the session's GPU (NVML index): energy, other processes
         self._procs: dict[int, Any] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     # -- static information -----------------------------------------------------------
     def gpus(self) -> list[dict[str, Any]]:
-        """Name, memory, driver of each GPU, for session.json."""
+        """Identity, memory, driver, clocks and link of each GPU, for session.json."""
         if self.nvml is None:
             return []
-        driver = self._call(self.nvml.nvmlSystemGetDriverVersion)
-        cuda = self._call(self.nvml.nvmlSystemGetCudaDriverVersion)
+        nv = self.nvml
+        driver = self._call(nv.nvmlSystemGetDriverVersion)
+        cuda = self._call(nv.nvmlSystemGetCudaDriverVersion)
         out = []
         for i, handle in enumerate(self.handles):
-            mem = self._call(self.nvml.nvmlDeviceGetMemoryInfo, handle)
+            mem = self._call(nv.nvmlDeviceGetMemoryInfo, handle)
+            pci = self._first(("nvmlDeviceGetPciInfo",), handle)
+            mig = self._first(("nvmlDeviceGetMigMode",), handle)
             out.append({
                 "index": i,
-                "name": _decode(self._call(self.nvml.nvmlDeviceGetName, handle)),
+                "name": _decode(self._call(nv.nvmlDeviceGetName, handle)),
+                "uuid": _decode(self._first(("nvmlDeviceGetUUID",), handle)),
+                "pci_bus_id": _decode(getattr(pci, "busId", None)),
+                # MIG enabled: the card is split into slices and a process gets one of them.
+                "mig_mode": None if mig is None else ("enabled" if mig[0] == 1 else "disabled"),
+                "pcie_link": {
+                    "gen": self._first(("nvmlDeviceGetCurrPcieLinkGeneration",), handle),
+                    "max_gen": self._first(("nvmlDeviceGetMaxPcieLinkGeneration",), handle),
+                    "width": self._first(("nvmlDeviceGetCurrPcieLinkWidth",), handle),
+                    "max_width": self._first(("nvmlDeviceGetMaxPcieLinkWidth",), handle),
+                },
                 "memory_total": getattr(mem, "total", None),
                 "driver": _decode(driver),
                 "cuda_driver": cuda,
-                "max_sm_clock_mhz": self._call(
-                    self.nvml.nvmlDeviceGetMaxClockInfo, handle, self.nvml.NVML_CLOCK_SM
-                ),
-                "power_limit_w": _milli(self._call(self.nvml.nvmlDeviceGetEnforcedPowerLimit, handle)),
-                "sm_clock_mhz": self._call(self.nvml.nvmlDeviceGetClockInfo, handle, self.nvml.NVML_CLOCK_SM),
-                "temp_c": self._call(self.nvml.nvmlDeviceGetTemperature, handle, self.nvml.NVML_TEMPERATURE_GPU),
-                "throttle": _reasons(self._call(self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)),
+                "max_sm_clock_mhz": self._call(nv.nvmlDeviceGetMaxClockInfo, handle, nv.NVML_CLOCK_SM),
+                "power_limit_w": _milli(self._call(nv.nvmlDeviceGetEnforcedPowerLimit, handle)),
+                "sm_clock_mhz": self._call(nv.nvmlDeviceGetClockInfo, handle, nv.NVML_CLOCK_SM),
+                "temp_c": self._temperature(handle),
+                "throttle": _reasons(self._clock_events(handle)),
             })
         return out
+
+    def _first(self, names: tuple[str, ...], *args: Any) -> Any:
+        """The first of ``names`` that this binding and driver answer (newest call first), or None."""
+        for name in names:
+            fn = getattr(self.nvml, name, None)
+            if fn is None:
+                continue
+            try:
+                return fn(*args)
+            except Exception:  # noqa: BLE001 - FunctionNotFound on an older driver: try the older call
+                continue
+        return None
+
+    def _temperature(self, handle: Any) -> Any:
+        return self._first(
+            ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"), handle, self.nvml.NVML_TEMPERATURE_GPU
+        )
+
+    def _clock_events(self, handle: Any) -> Any:
+        return self._first(
+            ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"), handle
+        )
+
+    def watch_gpu(self, index: int | None) -> None:
+        """The session's GPU: whose energy is read and whose other processes are flagged."""
+        self._watched = index
+
+    def energy_mj(self) -> int | None:
+        """The watched GPU's energy counter (millijoules since the driver loaded), or None."""
+        if self.nvml is None or self._watched is None or self._watched >= len(self.handles):
+            return None
+        handle = self.handles[self._watched]
+        if handle is None or self._watched in self.lost:
+            return None
+        return self._first(("nvmlDeviceGetTotalEnergyConsumption",), handle)
 
     # -- the sample -------------------------------------------------------------------
     def set_target(self, run_id: str | None, pid: int | None) -> None:
@@ -128,11 +175,13 @@ class Sampler:
         pid, run = self._pid, self._run
         event: dict[str, Any] = {"type": "gpu", "t": time.monotonic(), "run": run}
         if self.nvml is not None:
-            event["gpus"] = [self._sample_gpu(i, h, pid) for i, h in enumerate(self.handles)]
+            family = self._family_pids(pid) if pid is not None else set()  # once per sample, not per GPU
+            event["gpus"] = [self._sample_gpu(i, h, family) for i, h in enumerate(self.handles)]
+            event["watched"] = self._watched
         event["host"] = self._sample_process(pid)
         return event
 
-    def _sample_gpu(self, index: int, handle: Any, pid: int | None) -> dict[str, Any]:
+    def _sample_gpu(self, index: int, handle: Any, family: set[int]) -> dict[str, Any]:
         nv = self.nvml
         gpu: dict[str, Any] = {"index": index}
         if handle is None or index in self.lost:
@@ -149,10 +198,11 @@ class Sampler:
         gpu["mem_used"] = getattr(mem, "used", None)
         gpu["mem_total"] = getattr(mem, "total", None)
         gpu["power_w"] = _milli(self._call(nv.nvmlDeviceGetPowerUsage, handle))
-        gpu["temp_c"] = self._call(nv.nvmlDeviceGetTemperature, handle, nv.NVML_TEMPERATURE_GPU)
+        gpu["temp_c"] = self._temperature(handle)
         gpu["sm_clock_mhz"] = self._call(nv.nvmlDeviceGetClockInfo, handle, nv.NVML_CLOCK_SM)
-        gpu["throttle"] = _reasons(self._call(nv.nvmlDeviceGetCurrentClocksThrottleReasons, handle))
-        gpu["proc_mem"] = self._process_memory(handle, pid)
+        gpu["throttle"] = _reasons(self._clock_events(handle))
+        gpu["energy_mj"] = self._first(("nvmlDeviceGetTotalEnergyConsumption",), handle)
+        gpu["proc_mem"], gpu["other_procs"], gpu["other_mem"] = self._processes(handle, family)
         return gpu
 
     def _is_lost(self, handle: Any) -> bool:
@@ -163,16 +213,29 @@ class Sampler:
             return lost_cls is not None and isinstance(exc, lost_cls)
         return False
 
-    def _process_memory(self, handle: Any, pid: int | None) -> int | None:
-        if pid is None:
-            return None
-        procs = self._call(self.nvml.nvmlDeviceGetComputeRunningProcesses, handle)
-        if procs is None:
-            return None
-        family = self._family_pids(pid)
-        used = [getattr(p, "usedGpuMemory", None) for p in procs if getattr(p, "pid", None) in family]
-        used = [u for u in used if u is not None]
-        return sum(used) if used else 0
+    def _processes(self, handle: Any, family: set[int]) -> tuple[int | None, int | None, int | None]:
+        """(the runner's GPU memory, how many other processes use the GPU, their memory); None: unknown.
+
+        NVML may report pids of another pid namespace (in a container, the host's) and
+        ``usedGpuMemory`` may be None: then the runner's figure is N/A, never 0 B.
+        """
+        compute = self._call(self.nvml.nvmlDeviceGetComputeRunningProcesses, handle)
+        graphics = self._first(("nvmlDeviceGetGraphicsRunningProcesses",), handle)
+        if compute is None and graphics is None:
+            return None, None, None
+        procs = {getattr(p, "pid", None): getattr(p, "usedGpuMemory", None) for p in [*(compute or []), *(graphics or [])]}
+        procs.pop(None, None)
+        if not _pids_visible(procs):
+            return None, None, None
+        mine = [used for p, used in procs.items() if p in family]
+        others = [used for p, used in procs.items() if p not in family]
+        known_mine = [u for u in mine if u is not None]
+        known_others = [u for u in others if u is not None]
+        return (
+            sum(known_mine) if known_mine else None,
+            len(others),
+            sum(known_others) if known_others else (0 if not others else None),
+        )
 
     def _family_pids(self, pid: int) -> set[int]:
         try:
@@ -244,6 +307,16 @@ class Sampler:
             self._thread.join(timeout=2)
         if self.nvml is not None:
             self._call(self.nvml.nvmlShutdown)
+
+
+def _pids_visible(procs: dict[int, Any]) -> bool:
+    """Whether NVML's pids are pids of this pid namespace (not in a container that hides the host's)."""
+    try:
+        import psutil
+
+        return all(psutil.pid_exists(pid) for pid in procs)
+    except Exception:  # noqa: BLE001 - without psutil, take NVML's word
+        return True
 
 
 def _reasons(bits: int | None) -> list[str] | None:

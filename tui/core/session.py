@@ -358,6 +358,28 @@ def resolve_session(spec: str, root: str | os.PathLike[str] | None = None) -> Pa
     raise SessionError(f"no session {spec!r} (not a folder, and no session in {base} starts with it)")
 
 
+def _device_label(meta: dict[str, Any], plan: dict[str, Any], folder: Path) -> str:
+    """What the session's runs trained on: the GPU's name, "cpu", or "mixed" when runs disagreed."""
+    placement = meta.get("placement") if isinstance(meta.get("placement"), dict) else None
+    if placement is None:  # sessions from before the launcher chose the device
+        gpus = [g for g in meta.get("gpus") or [] if isinstance(g, dict)]
+        device = gpus[0].get("name", "GPU") if gpus and plan.get("device") != "cpu" else plan.get("device", "?")
+        if device == "auto":
+            device = "auto (no GPU seen)" if "gpus" in meta else "auto"
+        return str(device)
+    gpu = placement.get("gpu") if isinstance(placement.get("gpu"), dict) else {}
+    label = str(gpu.get("name") or placement.get("kind") or "?")
+    try:  # the devices the runs reported, when the session has finished
+        frameworks = json.loads((folder / "summary.json").read_text()).get("frameworks") or {}
+        kinds = {str((env.get("device") or {}).get("type")) for env in frameworks.values() if isinstance(env, dict)}
+    except (OSError, ValueError, AttributeError):
+        kinds = set()
+    kinds.discard("None")
+    if len(kinds) > 1:
+        return f"mixed: {'/'.join(sorted(kinds))}"
+    return label
+
+
 def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, str]]:
     """One line of facts per session folder under ``root``, newest first; unreadable ones are said so."""
     base = sessions_dir(root)
@@ -379,10 +401,7 @@ def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, 
                 "models": "", "status": "unreadable", "label": "", "error": str(exc).replace(str(folder), "").strip(),
             })
             continue
-        gpus = [g for g in meta.get("gpus") or [] if isinstance(g, dict)]
-        device = gpus[0].get("name", "GPU") if gpus and plan.get("device") != "cpu" else plan.get("device", "?")
-        if device == "auto":
-            device = "auto (no GPU seen)" if "gpus" in meta else "auto"
+        device = _device_label(meta, plan, folder)
         out.append({
             "name": folder.name,
             "path": str(folder),

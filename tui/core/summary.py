@@ -55,6 +55,10 @@ class RunState:
     other_cpu_sum: float = 0.0
     other_cpu_samples: int = 0
     other_cpu_recorded: float | None = None  # the engine's figure, from the run's run_end event
+    # Other processes on the run's GPU while it trained (most seen at once, their memory), from NVML.
+    other_gpu_procs: int | None = None
+    other_gpu_mem: int | None = None
+    energy_mj: dict[int, float] = field(default_factory=dict)  # GPU energy counter: 0 = first batch, N = end of epoch N
 
     @property
     def other_cpu(self) -> float | None:
@@ -69,6 +73,23 @@ class RunState:
     @property
     def finished(self) -> bool:
         return self.status in FINAL
+
+    @property
+    def device_kind(self) -> str | None:
+        """The kind of device the runner really trained on ("cuda", "cpu"), from its hello."""
+        device = self.hello.get("device")
+        return str(device.get("type")) if isinstance(device, dict) and device.get("type") else None
+
+    def joules_per_image(self) -> float | None:
+        """GPU energy per image over the epochs after the first (the first when there is only one)."""
+        e, samples = self.energy_mj, self.hello.get("samples_per_epoch")
+        last = max(self.epoch_times, default=0)
+        if not samples or last == 0:
+            return None
+        start = 1 if last > 1 else 0
+        if start not in e or last not in e or e[last] < e[start]:
+            return None
+        return (e[last] - e[start]) / 1000.0 / (samples * (last - start))
 
     def phase_seconds(self, name: str) -> float | None:
         edges = self.phases.get(name, {})
@@ -166,6 +187,14 @@ class SessionModel:
         if isinstance(busy, (int, float)) and isinstance(mine, (int, float)):
             run.other_cpu_sum += max(0.0, busy - mine / 100.0)
             run.other_cpu_samples += 1
+        watched, gpus = sample.get("watched"), sample.get("gpus")
+        if isinstance(watched, int) and isinstance(gpus, list) and 0 <= watched < len(gpus):
+            gpu = gpus[watched]
+            procs, mem = (gpu.get("other_procs"), gpu.get("other_mem")) if isinstance(gpu, dict) else (None, None)
+            if isinstance(procs, int):
+                run.other_gpu_procs = max(procs, run.other_gpu_procs or 0)
+            if isinstance(mem, int):
+                run.other_gpu_mem = max(mem, run.other_gpu_mem or 0)
 
     def _on_run_start(self, run: RunState, event: dict[str, Any]) -> None:
         run.status = "starting"
@@ -205,6 +234,9 @@ class SessionModel:
     def _on_flops(self, run: RunState, event: dict[str, Any]) -> None:
         run.flops = efficiency.flops_of_event(event)
 
+    def _on_energy(self, run: RunState, event: dict[str, Any]) -> None:
+        run.energy_mj[int(event["epoch"])] = float(event["mj"])
+
     def _on_done(self, run: RunState, event: dict[str, Any]) -> None:
         run.done = True
         self._on_memory(run, event)
@@ -223,6 +255,10 @@ class SessionModel:
         run.malformed = int(event.get("malformed") or 0)
         if isinstance(event.get("other_cpu_cores"), (int, float)):
             run.other_cpu_recorded = float(event["other_cpu_cores"])
+        if isinstance(event.get("other_gpu_processes"), int):
+            run.other_gpu_procs = event["other_gpu_processes"]
+        if isinstance(event.get("other_gpu_memory"), int):
+            run.other_gpu_mem = event["other_gpu_memory"]
         self.malformed += run.malformed
         run.ended_t = event.get("t")
         if self.current == run.spec.run_id:
@@ -299,6 +335,19 @@ class SessionModel:
                 f"other processes kept {max(loads):.1f} core(s) busy during a run: on a shared CPU "
                 "its times measure the contention as much as the framework"
             )
+        others = [r.other_gpu_procs for r in ok if r.other_gpu_procs]
+        row["other_gpu_processes"] = max(others) if others else (0 if any(r.other_gpu_procs == 0 for r in ok) else None)
+        if others:
+            mem = max((r.other_gpu_mem or 0 for r in ok), default=0)
+            row["warnings"].append(
+                f"{max(others)} other process(es) used the GPU during a run"
+                + (f" ({mem / 2**20:.0f} MiB)" if mem else "")
+                + ": its times measure the sharing as much as the framework"
+            )
+        kinds = sorted({k for r in ok if (k := r.device_kind)})
+        row["device_kind"] = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else None)
+        joules = [j for r in ok if (j := r.joules_per_image()) is not None]
+        row["joules_per_image"] = mean(joules) if joules else None
         peaks = [r.peak_bytes for r in ok if r.peak_bytes is not None]
         row["peak_memory_bytes"] = max(peaks) if peaks else None
         row["memory_source"] = ok[0].memory_source if ok else ""
@@ -323,13 +372,21 @@ class SessionModel:
                     "device": run.hello.get("device", {}),
                     "settings": run.hello.get("settings", {}),
                 })
+        rows = self.rows()
+        ratios, refused = analysis.framework_ratios(self)
+        for refusal in refused:  # every view shows a row's warnings: none can miss the refusal
+            for row in rows:
+                if row["model"] == refusal["model"] and row["framework"] in (refusal["base"], refusal["framework"]):
+                    row["warnings"].append(refusal["text"])
         return {
             "schema": SUMMARY_SCHEMA,
-            "rows": self.rows(),
+            "rows": rows,
             "frameworks": environment,
             "malformed_lines": self.malformed,
             # Framework against framework per model, with 95% CIs (additive to schema 1).
-            "ratios": analysis.framework_ratios(self),
+            "ratios": ratios,
+            # Pairs that ran on different kinds of device: never a ratio.
+            "refused_ratios": refused,
             "labels": {"frameworks": catalog.FRAMEWORK_LABELS, "models": {k: v.label for k, v in catalog.MODELS.items()}},
         }
 

@@ -63,6 +63,18 @@ def focus_model(model: SessionModel) -> str | None:
 def ratio_line(series: list[Series]) -> Text:
     """Framework against framework, by median steady batch time."""
     known = [s for s in series if s.median]
+    kinds = {s.run.device_kind for s in known if s.run is not None and s.run.device_kind}
+    if len(kinds) > 1:  # a GPU against a CPU says nothing about the frameworks
+        return Text(
+            "ratio: none, the frameworks ran on different devices ("
+            + ", ".join(
+                f"{catalog.FRAMEWORK_LABELS.get(s.framework, s.framework)} {s.run.device_kind}"
+                for s in known
+                if s.run is not None
+            )
+            + ")",
+            style="bold red",
+        )
     if len(known) < 2:
         waiting = [catalog.FRAMEWORK_LABELS.get(s.framework, s.framework) for s in series if not s.median]
         return Text("ratio: waiting for " + " and ".join(waiting) if waiting else "ratio: one framework only", style="dim")

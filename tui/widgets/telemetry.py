@@ -179,6 +179,11 @@ class TelemetryPanel(Widget):
             line.append(f"{value:<{VALUE_W}}"[:VALUE_W], style="dim" if value in (fmt.NA, "–") else "")
             line.append(strip(series[-self.span:], spark_w, ceiling, self.span), style=style)
             lines.append(line)
+        others = (last or {}).get("other_procs")
+        if isinstance(others, int) and others > 0 and self.samples[-1].get("run") is not None:
+            mem = (last or {}).get("other_mem")
+            held = f" ({fmt.bytes_(mem)})" if isinstance(mem, int) and mem > 0 else ""
+            lines.append(Text(f"{others} other process(es) on this GPU{held}: the run shares it", style="yellow"))
         throttle = (last or {}).get("throttle")
         if throttle:
             reasons = [r for r in throttle if r != "gpu_idle"]
