@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Per-framework environments (benchtui envs) of the machine running the tests would replace
+# this Python in every run: the tests use the one they were started with.
+os.environ["BENCHTUI_ENVS"] = str(ROOT / ".pytest_cache" / "no-framework-envs")
 
 # The smallest plan that still exercises everything: two epochs (first + rest), 2 batches each.
 TINY = [

@@ -83,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="what is installed, what each framework sees, NVML status")
 
+    envs = sub.add_parser("envs", help="one environment per framework: list them, or create them")
+    envs_sub = envs.add_subparsers(dest="envs_action", parser_class=_Parser)
+    envs_sub.add_parser("list", help="where each framework's environment is (the default)")
+    create = envs_sub.add_parser("create", help="make the environments (uv), used by every plan from then on")
+    create.add_argument("frameworks", nargs="*", metavar="FRAMEWORK", help="default: every framework")
+    create.add_argument("--gpu", action="store_true", help="the builds that see an NVIDIA GPU")
+    create.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+
     replay = sub.add_parser("replay", help="play a recorded session through the live screen")
     replay.add_argument("session", help="a session folder, or a unique prefix of its name")
     replay.add_argument("--speed", type=float, default=1.0, help="playback speed factor (default 1)")
@@ -225,6 +233,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return run_doctor()
 
 
+def cmd_envs(args: argparse.Namespace) -> int:
+    from runners import catalog
+    from tui.core import envs
+
+    if args.envs_action == "create":
+        unknown = [fw for fw in args.frameworks if fw not in catalog.FRAMEWORKS]
+        if unknown:
+            raise BadInput(f"unknown framework {unknown[0]!r}; choose from {', '.join(catalog.FRAMEWORKS)}")
+        return envs.create(args.frameworks or list(catalog.FRAMEWORKS), args.gpu, args.dry_run)
+    print(f"Environments in {envs.envs_dir()} (used instead of this Python when present):")
+    for env in envs.describe():
+        print(f"  {env['framework']:<12} {env['python'] or 'none (runs use ' + sys.executable + ')'}")
+    return EXIT_OK
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
@@ -283,6 +306,7 @@ COMMANDS = {
     "replay": cmd_replay,
     "export": cmd_export,
     "compare": cmd_compare,
+    "envs": cmd_envs,
 }
 
 

@@ -60,7 +60,10 @@ class Plan:
         return min(self.samples, self.max_batch_size) if self.max_batch_size else self.samples
 
     def python_for(self, framework: str) -> str:
-        return self.python.get(framework, sys.executable)
+        """``--python``, else the framework's own environment (``benchtui envs create``), else this Python."""
+        from tui.core.envs import interpreter
+
+        return self.python.get(framework) or interpreter(framework) or sys.executable
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
