@@ -26,7 +26,7 @@ from tui.core import gpu_peaks
 from tui.core.compare import compare_sessions
 from tui.core.devices import place
 from tui.core.engine import Engine
-from tui.core.launcher import config_args, start_runner
+from tui.core.launcher import collect_events, config_args, start_runner
 from tui.core.plan import Plan, PlanError
 from tui.core.sampler import Sampler
 from tui.core.session import SessionWriter, list_sessions, load_session
@@ -61,19 +61,12 @@ def calls(log: Path) -> list[str]:
 
 def run_runner(config: dict[str, Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One real runner process through the launcher; its events."""
-    from tui.core.events import Malformed, parse_line
 
     async def go() -> list[dict[str, Any]]:
         with tempfile.TemporaryFile() as log:
             proc = await start_runner(sys.executable, config_args(config), log, env_extra=env)
-            events = []
             try:
-                while line := await proc.events.readline():
-                    try:
-                        events.append(parse_line(line))
-                    except Malformed:
-                        pass
-                await proc.process.wait()
+                events = await collect_events(proc)
             finally:
                 proc.close()
             if not any(e["type"] == "done" for e in events):

@@ -13,8 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from runners import catalog
-from tui.core.events import Malformed, parse_line
-from tui.core.launcher import start_runner
+from tui.core.launcher import collect_events, start_runner
 from tui.core.sampler import Sampler
 
 
@@ -24,15 +23,9 @@ async def probe(
     """Ask a runner process what ``framework`` sees: versions and devices, or why it cannot run."""
     with tempfile.TemporaryFile() as log:
         proc = await start_runner(python, ["--doctor", framework], log, env_extra=env)
-        events: list[dict[str, Any]] = []
         try:
             async with asyncio.timeout(timeout):
-                while line := await proc.events.readline():
-                    try:
-                        events.append(parse_line(line))
-                    except Malformed:
-                        pass
-                await proc.process.wait()
+                events = await collect_events(proc)
         except TimeoutError:
             await proc.terminate()
             return {"ok": False, "reason": f"no answer within {timeout:.0f} s"}

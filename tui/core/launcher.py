@@ -13,10 +13,11 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import runners
 from runners.protocol import FD_ENV
+from tui.core.events import Malformed, parse_line
 
 RUNNERS_ROOT = str(Path(runners.__file__).resolve().parent.parent)
 STREAM_LIMIT = 16 * 1024 * 1024  # longest event line accepted (tracebacks can be long)
@@ -110,6 +111,18 @@ async def start_runner(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
     )
     return RunnerProcess(process, reader, transport)
+
+
+async def collect_events(proc: RunnerProcess) -> list[dict[str, Any]]:
+    """Every well-formed event until the runner closes its pipe, then its exit (malformed lines skipped)."""
+    events: list[dict[str, Any]] = []
+    while line := await proc.events.readline():
+        try:
+            events.append(parse_line(line))
+        except Malformed:
+            pass
+    await proc.process.wait()
+    return events
 
 
 def config_args(config: dict) -> list[str]:
