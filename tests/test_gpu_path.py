@@ -411,3 +411,26 @@ def test_envs_create_prints_the_gpu_installs(tmp_path: Path) -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown framework 'mxnet'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_doctor_on_a_gpu_machine_says_which_framework_sees_it_and_the_fix(
+    fake_gpu,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],  # noqa: ANN001
+) -> None:
+    from tui.core import doctor
+
+    fake_gpu("torch")  # PyTorch sees the GPU; TensorFlow and JAX here are the CPU builds
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr(
+        doctor, "Sampler", lambda interval, on_sample: Sampler(interval, on_sample, nvml=FakeNVML())
+    )
+    assert doctor.run_doctor() == 0
+    out = capsys.readouterr().out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
+    assert "sees it" in rows["torch"] and "sees it" in rows["keras-torch"]
+    assert "no GPU" in rows["tensorflow"] and "no GPU" in rows["keras-jax"]
+    assert "✗ tf.keras sees no GPU" in out and "tensorflow[and-cuda]" in out
+    assert "✗ Keras/JAX sees no GPU" in out and "benchtui envs create --gpu keras-jax" in out
+    assert "GPU 0: Fake H200, driver 560.1, 00000000:01:00.0" in out
