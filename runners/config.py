@@ -109,6 +109,7 @@ def allocator_settings() -> dict[str, str]:
         "PYTORCH_ALLOC_CONF",
         "XLA_PYTHON_CLIENT_PREALLOCATE",
         "XLA_PYTHON_CLIENT_MEM_FRACTION",
+        "XLA_CLIENT_MEM_FRACTION",
         "XLA_PYTHON_CLIENT_ALLOCATOR",
         "TF_FORCE_GPU_ALLOW_GROWTH",
         "TF_GPU_ALLOCATOR",

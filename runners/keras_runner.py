@@ -189,7 +189,8 @@ def _memory_policy(backend: str, device_name: str) -> dict[str, Any]:
         policy["counter"] = "tf.config.experimental.get_memory_info peak: bytes in use at the peak"
     elif backend == "jax":
         prealloc = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() not in ("false", "0")
-        fraction = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+        # XLA_CLIENT_MEM_FRACTION is the newer name of XLA_PYTHON_CLIENT_MEM_FRACTION.
+        fraction = os.environ.get("XLA_CLIENT_MEM_FRACTION") or os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
         policy["allocator"] = (
             f"preallocate {fraction or '75%'} of the GPU" if prealloc else "no preallocation (allocate as needed)"
         )
@@ -341,6 +342,8 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     device_name, device_info = _resolve_device(config.device)
     memory_policy = _memory_policy(backend, device_name)  # before anything starts the GPU runtime
     settings = {**_settings(config, backend), "memory_policy": memory_policy}
+    if config.data == "host":
+        settings["host_data"] = "in host memory" + (" (tensors on /CPU:0)" if backend == "tensorflow" else "")
     settings["xla_gpu_autotune"] = "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
     keras.utils.set_random_seed(config.seed)
     writer.hello(
@@ -361,6 +364,14 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         if config.data == "host":
             x_host = rng.standard_normal((n, size, size, 3), dtype=np.float32)
             y_host = rng.integers(0, config.num_classes, n, dtype=np.int64)
+            if backend == "tensorflow":
+                # TensorFlow turns NumPy into a tensor on its default device, the GPU: the study's
+                # 10.7 GB array would sit in GPU memory. Made on the host, Keras's own array
+                # pipeline slices it there and copies one batch at a time.
+                import tensorflow as tf
+
+                with tf.device("/CPU:0"):
+                    x_host, y_host = tf.constant(x_host), tf.constant(y_host)
             pool = []
         else:
             pool = [
