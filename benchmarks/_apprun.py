@@ -40,11 +40,11 @@ def rss_bytes() -> int:
 
 def child(args: argparse.Namespace) -> None:
     """Run the app on this terminal; write measurements to args.out."""
-    sys.path.insert(0, str(ROOT))
-    from tui.app import BenchApp
-    from tui.core.launcher import LocalLauncher
-    from tui.core.plan import Plan
-    from tui.screens.plan import GpuProbe
+    sys.path[:0] = [str(ROOT / "tui"), str(ROOT / "runners")]
+    from benchtui.app import BenchApp
+    from benchtui.core.plan.plan import Plan
+    from benchtui.core.running.launcher import LocalLauncher
+    from benchtui.screens.plan import GpuProbe
 
     class FakeLauncher(LocalLauncher):
         def command(self, python: str, cmd_args: list[str]) -> list[str]:

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT / "tui"), str(ROOT / "runners")]
 
-from tui.core.session import load_session  # noqa: E402
+from benchtui.core.store.session import load_session  # noqa: E402
 
 FRAMEWORKS = "torch,keras-jax"
 FULL = {
@@ -59,7 +59,7 @@ SMALL = {
 
 
 def benchtui(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "tui", *args]
+    cmd = [sys.executable, "-m", "benchtui", *args]
     env = {**os.environ, "COLUMNS": "160"}  # Rich tables as wide as a terminal would show them
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL, env=env

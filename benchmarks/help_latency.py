@@ -23,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
     script = shutil.which("benchtui", path=str(Path(sys.executable).parent))
     commands = {"benchtui --help": [script, "--help"]} if script else {}
-    commands["python -m tui --help"] = [sys.executable, "-m", "tui", "--help"]
+    commands["python -m benchtui --help"] = [sys.executable, "-m", "benchtui", "--help"]
     commands["python -c pass (interpreter alone)"] = [sys.executable, "-c", "pass"]
     for label, cmd in commands.items():
         times = []
@@ -34,7 +34,7 @@ def main() -> None:
         print(f"{label}: median {statistics.median(times) * 1000:.0f} ms, "
               f"min {min(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms ({args.repeat} runs)")
     probe = (
-        "import sys\nfrom tui.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "import sys\nfrom benchtui.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         f"print('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)

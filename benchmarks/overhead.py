@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BARE = r"""
 import json, sys, time, torch
 sys.path.insert(0, sys.argv[2])
-from runners.models import build_torch
+from benchtui_runners.models import build_torch
 a = json.loads(sys.argv[1])
 dev = torch.device(a["device"])
 torch.manual_seed(0)
@@ -57,7 +57,7 @@ print(json.dumps(times))
 def bare(args: argparse.Namespace) -> float:
     spec = json.dumps({"device": args.device, "model": args.model, "batch_size": args.batch_size,
                        "image_size": args.image_size, "steps": args.steps, "epochs": args.epochs})
-    out = subprocess.run([sys.executable, "-c", BARE, spec, str(ROOT)], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", BARE, spec, str(ROOT / "runners")], capture_output=True, text=True, check=True)
     times = json.loads(out.stdout.strip().splitlines()[-1])
     return args.batch_size * args.steps * (len(times) - 1) / sum(times[1:])
 
@@ -67,9 +67,9 @@ def runner(args: argparse.Namespace) -> float:
               "samples": args.batch_size * args.steps, "batch_size": args.batch_size, "epochs": args.epochs,
               "device": args.device, "data": "device", "cudnn_autotune": True}
     read_fd, write_fd = os.pipe()
-    env = {**os.environ, "BENCHTUI_EVENT_FD": str(write_fd), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "BENCHTUI_EVENT_FD": str(write_fd), "PYTHONPATH": str(ROOT / "runners")}
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([sys.executable, "-m", "runners", "--config", json.dumps(config)],
+        proc = subprocess.Popen([sys.executable, "-m", "benchtui_runners", "--config", json.dumps(config)],
                                 stdout=log, stderr=log, pass_fds=(write_fd,), env=env, stdin=subprocess.DEVNULL)
         os.close(write_fd)
         with os.fdopen(read_fd, "rb") as fh:
@@ -86,8 +86,8 @@ def event_cost(n: int = 20000) -> float:
     import threading
     import time
 
-    sys.path.insert(0, str(ROOT))
-    from runners.protocol import EventWriter
+    sys.path[:0] = [str(ROOT / "tui"), str(ROOT / "runners")]
+    from benchtui_runners.protocol import EventWriter
 
     read_fd, write_fd = os.pipe()
     drain = threading.Thread(target=lambda: [None for _ in os.fdopen(read_fd, "rb")], daemon=True)

@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "tui"), str(ROOT / "runners"), str(ROOT / "tests")]
 
+from benchtui.core.reporting.export import export_session  # noqa: E402
+from benchtui_runners import catalog  # noqa: E402
 from sessionfactory import make_session  # noqa: E402
-
-from runners import catalog  # noqa: E402
-from tui.core.export import export_session  # noqa: E402
 
 LIMIT = 2 * 2**20
 

@@ -25,7 +25,7 @@ TINY = [
 def benchtui(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a fresh process, as a user would."""
     return subprocess.run(
-        [sys.executable, "-m", "tui", *args],
+        [sys.executable, "-m", "benchtui", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from runners import catalog
-from tui.core.plan import Plan, run_order
-from tui.core.session import SESSION_SCHEMA, slugify
-from tui.core.summary import SessionModel
+from benchtui.core.model.summary import SessionModel
+from benchtui.core.plan.plan import Plan, run_order
+from benchtui.core.store.session import SESSION_SCHEMA, slugify
+from benchtui_runners import catalog
 
 GIB = 1024**3
 #: Seconds per batch by (framework, model) unless given; tf.keras a bit slower, as in the study.

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from benchtui.cli import main
+from benchtui.core.reporting.compare import compare_sessions
 from sessionfactory import make_session
-
-from tui.cli import main
-from tui.core.compare import compare_sessions
 
 BASE_SPEED = {("torch", "resnet50"): 0.040, ("tensorflow", "resnet50"): 0.048}
 

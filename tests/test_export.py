@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchtui.cli import main
+from benchtui.core import fmt
+from benchtui.core.reporting.export import export_session, render_md
+from benchtui.core.reporting.plots import downsample_minmax, nice_ticks
+from benchtui.core.store.session import load_session
 from sessionfactory import cut_off, make_session
-
-from tui.cli import main
-from tui.core import fmt
-from tui.core.export import export_session, render_md
-from tui.core.plots import downsample_minmax, nice_ticks
-from tui.core.session import load_session
 
 HOSTILE = '<script>alert("x")</script> & co'
 OOM = "CUDA out of memory <b>tried</b> to allocate | 2 GiB"
@@ -309,8 +308,8 @@ def test_export_of_a_cut_off_session(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_headless_modules_stay_headless() -> None:
     code = (
-        "import sys; import tui.core.export, tui.core.compare, tui.core.report, tui.core.plots, "
-        "tui.core.analysis, tui.core.stats, tui.core.tables; "
+        "import sys; import benchtui.core.reporting.export, benchtui.core.reporting.compare, benchtui.core.reporting.report, benchtui.core.reporting.plots, "
+        "benchtui.core.model.analysis, benchtui.core.model.stats, benchtui.core.reporting.tables; "
         "bad = [m for m in ('textual', 'torch', 'tensorflow', 'keras', 'jax', 'numpy') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -15,18 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchtui.core import fmt
+from benchtui.core.model import gpu_peaks
+from benchtui.core.model.summary import SessionModel
+from benchtui.core.plan.plan import Plan, run_order
+from benchtui.core.reporting.export import efficiency_rows, render_json, render_md, write_summary_csv
+from benchtui.core.reporting.report import render_html
+from benchtui.core.running.headless import print_summary
+from benchtui.core.store.session import load_session
+from benchtui_runners.flops import emit_flops
+from benchtui_runners.protocol import EventWriter
 from conftest import ROOT, benchtui, only_session, read_events
 from sessionfactory import make_session
-
-from runners.flops import emit_flops
-from runners.protocol import EventWriter
-from tui.core import efficiency, fmt, gpu_peaks
-from tui.core.export import efficiency_rows, render_json, render_md, write_summary_csv
-from tui.core.headless import print_summary
-from tui.core.plan import Plan, run_order
-from tui.core.report import render_html
-from tui.core.session import load_session
-from tui.core.summary import SessionModel
 
 H100 = {"type": "cuda", "index": 0, "name": "NVIDIA H100 80GB HBM3"}
 CPU = {"type": "cpu", "name": "x86_64"}
@@ -158,11 +158,11 @@ def test_live_tflops_uses_the_cells_earlier_count() -> None:
     second = model.runs[ids["torch", 2]]
     model.apply({"type": "run_start", "run": second.spec.run_id, "t": 0})
     model.apply({"type": "hello", "run": second.spec.run_id, "t": 0, "device": H100, "settings": {"precision": "tf32"}})
-    assert efficiency.live_figures(model, second)["tflops"] is None  # no batch yet
+    assert model.live_figures(second)["tflops"] is None  # no batch yet
     for step, seconds in enumerate((9.0, 0.5, 0.5), 1):  # the first batch (compilation) is left out
         model.apply({"type": "batch", "run": second.spec.run_id, "t": 0, "epoch": 1, "step": step,
                      "seconds": seconds, "samples": 8})
-    live = efficiency.live_figures(model, second)
+    live = model.live_figures(second)
     # 100e12 FLOPs per step in 0.5 s = 200 TFLOP/s; H100 SXM dense TF32 peak 494.5
     assert live["flops_per_step"] == 100e12 and live["tflops"] == pytest.approx(200.0)
     assert live["peak_fraction"] == pytest.approx(200.0 / 494.5) and live["text"] == "200 (40%)"
@@ -379,14 +379,14 @@ HAND_COUNT = 6_040_416
 KERAS_NET = """
 import os, sys, json
 import keras
-from runners.flops import count_keras
+from benchtui_runners.flops import count_keras
 inp = keras.Input((33, 33, 8))
 x = keras.layers.SeparableConv2D(16, 3, strides=2, padding="same")(inp)
 x = keras.layers.DepthwiseConv2D(5, padding="same", depth_multiplier=2)(x)
 x = keras.layers.Conv2D(12, 3, strides=2, padding="valid")(x)
 x = keras.layers.GlobalAveragePooling2D()(x)
 model = keras.Model(inp, keras.layers.Dense(10)(x))
-import runners.flops as F
+import benchtui_runners.flops as F
 loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 backend = os.environ["KERAS_BACKEND"]
 if backend == "torch":
@@ -416,9 +416,8 @@ def test_keras_counters_match_the_hand_count(backend: str) -> None:
 @pytest.mark.slow
 def test_torch_counter_matches_the_hand_count() -> None:
     torch = pytest.importorskip("torch")
+    from benchtui_runners.flops import count_torch
     from torch import nn
-
-    from runners.flops import count_torch
 
     net = nn.Sequential(
         nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8), nn.Conv2d(8, 16, 1),

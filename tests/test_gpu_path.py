@@ -18,18 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchtui.core.model import gpu_peaks
+from benchtui.core.plan.devices import place
+from benchtui.core.plan.plan import Plan, PlanError
+from benchtui.core.reporting.compare import compare_sessions
+from benchtui.core.running.engine import Engine
+from benchtui.core.running.launcher import EXTRA_PATH_ENV, collect_events, config_args, start_runner
+from benchtui.core.running.sampler import Sampler
+from benchtui.core.store.session import SessionWriter, list_sessions, load_session
+from benchtui_runners.config import RunConfig, is_oom, xla_flags
 from sessionfactory import make_session
 from test_sampler import FakeNVML
-
-from runners.config import RunConfig, is_oom, xla_flags
-from tui.core import gpu_peaks
-from tui.core.compare import compare_sessions
-from tui.core.devices import place
-from tui.core.engine import Engine
-from tui.core.launcher import collect_events, config_args, start_runner
-from tui.core.plan import Plan, PlanError
-from tui.core.sampler import Sampler
-from tui.core.session import SessionWriter, list_sessions, load_session
 
 FAKEGPU = str(Path(__file__).resolve().parent / "fakegpu")
 H100 = "NVIDIA H100 80GB HBM3"
@@ -43,9 +42,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # noqa: ANN201
     log = tmp_path / "fakegpu.log"
 
     def install(frameworks: str, names: list[str] | None = None) -> Path:
-        monkeypatch.setenv(
-            "PYTHONPATH", os.pathsep.join(p for p in (FAKEGPU, os.environ.get("PYTHONPATH")) if p)
-        )
+        monkeypatch.setenv(EXTRA_PATH_ENV, FAKEGPU)
         monkeypatch.setenv("BENCHTUI_FAKE_GPU", frameworks)
         monkeypatch.setenv("BENCHTUI_FAKE_GPU_NAMES", ",".join(names or [H100]))
         monkeypatch.setenv("BENCHTUI_FAKE_GPU_LOG", str(log))
@@ -223,7 +220,7 @@ def test_a_framework_that_cannot_see_the_gpu_fails_with_the_fix_and_never_trains
 
 # -- a ratio across device kinds is refused everywhere ------------------------------------------------
 def test_a_ratio_between_a_gpu_and_a_cpu_run_is_refused_in_every_view(tmp_path: Path) -> None:
-    from tui.widgets.comparison import Series, ratio_line
+    from benchtui.widgets.comparison import Series, ratio_line
 
     placement = {"kind": "cuda", "runner_device": "cuda:0", "gpu": {"index": 0, "name": H100}, "env": {}}
     mixed = make_session(
@@ -332,9 +329,9 @@ def test_gpu_peaks_never_match_a_slice_or_a_laptop_part_to_the_full_card(
 
 
 def test_no_peak_for_a_run_on_a_mig_enabled_gpu() -> None:
-    from tui.core.efficiency import run_peak
-    from tui.core.plan import RunSpec
-    from tui.core.summary import RunState
+    from benchtui.core.model.efficiency import run_peak
+    from benchtui.core.model.summary import RunState
+    from benchtui.core.plan.plan import RunSpec
 
     run = RunState(RunSpec("r", "torch", "resnet50", 1), 2)
     run.hello = {"device": {"type": "cuda", "name": H100}, "settings": {"precision": "fp32"}}
@@ -344,7 +341,7 @@ def test_no_peak_for_a_run_on_a_mig_enabled_gpu() -> None:
 
 
 def test_doctor_names_the_fix_for_each_framework_that_cannot_see_the_gpu() -> None:
-    from tui.core.doctor import verdicts
+    from benchtui.core.running.doctor import verdicts
 
     results = [
         {"ok": True, "gpu": {"sees_gpu": True}},
@@ -364,7 +361,7 @@ def test_doctor_names_the_fix_for_each_framework_that_cannot_see_the_gpu() -> No
     "framework, fix", [("keras-jax", "jax[cuda12]"), ("tensorflow", "tensorflow[and-cuda]")]
 )
 def test_runner_doctor_says_why_a_framework_sees_no_gpu(framework: str, fix: str) -> None:
-    from tui.core.doctor import probe
+    from benchtui.core.running.doctor import probe
 
     info = asyncio.run(
         probe(framework)
@@ -393,7 +390,7 @@ def test_framework_environments_are_used_without_a_python_flag(
 def test_envs_create_prints_the_gpu_installs(tmp_path: Path) -> None:
     env = {**os.environ, "BENCHTUI_ENVS": str(tmp_path)}
     out = subprocess.run(
-        [sys.executable, "-m", "tui", "envs", "create", "--gpu", "--dry-run", "tensorflow", "keras-jax"],
+        [sys.executable, "-m", "benchtui", "envs", "create", "--gpu", "--dry-run", "tensorflow", "keras-jax"],
         capture_output=True,
         text=True,
         env=env,
@@ -404,7 +401,7 @@ def test_envs_create_prints_the_gpu_installs(tmp_path: Path) -> None:
     assert "tensorflow[and-cuda]>=2.16" in out.stdout and "jax[cuda12]>=0.4.30" in out.stdout
     assert str(tmp_path / "tensorflow") in out.stdout and not (tmp_path / "tensorflow").exists()
     bad = subprocess.run(
-        [sys.executable, "-m", "tui", "envs", "create", "mxnet"],
+        [sys.executable, "-m", "benchtui", "envs", "create", "mxnet"],
         capture_output=True,
         text=True,
         env=env,
@@ -420,7 +417,7 @@ def test_doctor_on_a_gpu_machine_says_which_framework_sees_it_and_the_fix(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],  # noqa: ANN001
 ) -> None:
-    from tui.core import doctor
+    from benchtui.core.running import doctor
 
     fake_gpu("torch")  # PyTorch sees the GPU; TensorFlow and JAX here are the CPU builds
     monkeypatch.setenv("COLUMNS", "200")

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from benchtui.core.plan.plan import Plan
+from benchtui.core.running.engine import Engine
+from benchtui.core.running.launcher import LocalLauncher
+from benchtui.core.store.session import SessionWriter, load_session
 
 from tests.conftest import TINY, benchtui, only_session, read_events
-from tui.core.engine import Engine
-from tui.core.launcher import LocalLauncher
-from tui.core.plan import Plan
-from tui.core.session import SessionWriter, load_session
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
@@ -224,7 +224,7 @@ def test_a_runner_never_outlives_its_parent(sessions_root: Path) -> None:
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tui", "run", "--headless", "--frameworks", "torch", "--models", "resnet50",
+        [sys.executable, "-m", "benchtui", "run", "--headless", "--frameworks", "torch", "--models", "resnet50",
          "--image-size", "32", "--samples", "16", "--batch-size", "8", "--epochs", "50", "--runs", "1",
          "--device", "cpu", "--sessions-dir", str(sessions_root)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cwd=HERE.parent,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from tui.core.batchsearch import choose, search_largest_batch
-from tui.core.stats import warmup_cut
+from benchtui.core.model.stats import warmup_cut
+from benchtui.core.running.batchsearch import choose, search_largest_batch
 
 
 @pytest.mark.parametrize(
@@ -79,8 +78,8 @@ def test_choose_policies() -> None:
 
 
 def test_the_search_is_folded_into_the_model_for_the_live_screen() -> None:
-    from tui.core.plan import Plan
-    from tui.core.summary import SessionModel
+    from benchtui.core.model.summary import SessionModel
+    from benchtui.core.plan.plan import Plan
 
     model = SessionModel(Plan(frameworks=["torch", "tensorflow"], models=["resnet50"], batch_auto=True))
     start = {"type": "probe_start", "run": None, "framework": "torch", "model": "resnet50", "batch_size": 16}

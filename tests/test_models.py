@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from benchtui_runners import catalog
 
-from runners import catalog
 from tests.conftest import benchtui, only_session, read_events
 
 pytestmark = pytest.mark.slow

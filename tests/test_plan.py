@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from benchtui.core.plan.plan import Plan, PlanError, from_preset, run_order
+from benchtui_runners import catalog
 
-from runners import catalog
 from tests.conftest import benchtui
-from tui.core.plan import Plan, PlanError, from_preset, run_order
 
 
 def test_defaults_are_the_study_protocol_with_study_batch_sizes() -> None:
@@ -85,7 +85,7 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_started(args: list[str], 
 
 
 def test_a_preset_edited_on_the_plan_screen_is_no_longer_claimed() -> None:
-    from tui.screens.plan import matches_preset, preset_hint
+    from benchtui.screens.plan import matches_preset, preset_hint
 
     quick = from_preset("quick")
     assert matches_preset(quick, "quick")

@@ -6,9 +6,8 @@ import json
 import os
 
 import pytest
-
-from runners.protocol import WIRE_VERSION, EventWriter, ParentGone
-from tui.core.events import Malformed, parse_line
+from benchtui.core.wire.events import Malformed, parse_line
+from benchtui_runners.protocol import WIRE_VERSION, EventWriter, ParentGone
 
 
 def _roundtrip(emit) -> list[dict]:  # noqa: ANN001 - a callable taking a writer

@@ -1,21 +1,18 @@
-"""tui.core.replay: recorded pace, capped gaps, pause and cancel, and the same fold as load_session."""
+"""benchtui.core.running.replay: recorded pace, capped gaps, pause and cancel, and the same fold as load_session."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tui.core import replay as replay_mod
-from tui.core.plan import Plan
-from tui.core.replay import Replayer, replay_all, schedule
-from tui.core.session import SessionError, load_session
+from benchtui.core.plan.plan import Plan
+from benchtui.core.running import replay as replay_mod
+from benchtui.core.running.replay import Replayer, replay_all, schedule
+from benchtui.core.store.session import SessionError, load_session
 
 REAL_SLEEP = asyncio.sleep
 DATA = Path(__file__).parent / "data"
@@ -157,16 +154,3 @@ def test_not_a_session_is_a_session_error(tmp_path: Path) -> None:
         Replayer(tmp_path / "empty")
     with pytest.raises(ValueError):
         Replayer(TINY, speed=0)
-
-
-def test_replay_module_is_headless() -> None:
-    """tui.core.replay must import neither textual nor a framework."""
-    code = (
-        "import sys, tui.core.replay;"
-        "bad = [m for m in ('textual', 'torch', 'tensorflow', 'keras', 'jax') if m in sys.modules];"
-        "print(bad); sys.exit(1 if bad else 0)"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent
-    )
-    assert result.returncode == 0, result.stdout + result.stderr

@@ -10,8 +10,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-
-from tui.core.sampler import Sampler, load_nvml
+from benchtui.core.running.sampler import Sampler, load_nvml
 
 
 class NVMLError(Exception):

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from benchtui.cli import main
+from benchtui.core.plan.plan import Plan
+from benchtui.core.store.session import SessionWriter, list_sessions, load_session, resolve_session, slugify
 from sessionfactory import cut_off, make_session
-
-from tui.cli import main
-from tui.core.plan import Plan
-from tui.core.session import SessionWriter, list_sessions, load_session, resolve_session, slugify
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -247,7 +245,7 @@ def test_cli_run_with_hostile_name(tmp_path: Path) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "tui",
+        "benchtui",
         "run",
         "--headless",
         "--frameworks",
@@ -272,8 +270,7 @@ def test_cli_run_with_hostile_name(tmp_path: Path) -> None:
         "--sessions-dir",
         str(root),
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sessions"]
     (folder,) = root.iterdir()
@@ -305,7 +302,7 @@ def test_show_session_without_events(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_iter_events_accepts_what_json_loads_accepts(tmp_path: Path) -> None:
     """The fast parser must keep and drop exactly the lines json.loads would."""
-    from tui.core.session import iter_events
+    from benchtui.core.store.session import iter_events
 
     lines = [
         b'{"type":"gpu","t":1}\n',

@@ -13,16 +13,16 @@ from tests.conftest import ROOT, benchtui, only_session, read_events
 
 PROBE = r"""
 import json, os, sys
-from runners.config import RunConfig
+from benchtui_runners.config import RunConfig
 fw, precision, autotune = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 cfg = RunConfig(framework=fw, model="resnet50", precision=precision, cudnn_autotune=autotune, compile=True)
 if fw == "torch":
     import torch
-    from runners import torch_runner
+    from benchtui_runners import torch_runner
     print(json.dumps(torch_runner._settings(cfg, torch.device("cpu"))))
 else:
     os.environ["KERAS_BACKEND"] = "tensorflow"
-    from runners import keras_runner
+    from benchtui_runners import keras_runner
     keras_runner._pre_import_settings(cfg)
     print(json.dumps(keras_runner._settings(cfg, "tensorflow")))
 """

@@ -6,8 +6,7 @@ import math
 import random
 
 import pytest
-
-from tui.core.stats import (
+from benchtui.core.model.stats import (
     Ratio,
     bootstrap_ci,
     describe,

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from tui.core.plan import Plan, run_order
-from tui.core.stats import describe, quantile
-from tui.core.summary import SessionModel
+from benchtui.core.model.stats import describe, quantile
+from benchtui.core.model.summary import SessionModel
+from benchtui.core.plan.plan import Plan, run_order
 
 
 def _plan(**kw) -> Plan:  # noqa: ANN003

@@ -15,14 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tui.app import BenchApp, make_app
-from tui.core.launcher import LocalLauncher
-from tui.core.plan import Plan
-from tui.screens.confirm import ConfirmScreen
-from tui.screens.live import LiveScreen
-from tui.screens.plan import GpuProbe, PlanScreen
-from tui.widgets.results_table import ResultsTable
+from benchtui.app import BenchApp, make_app
+from benchtui.core.plan.plan import Plan
+from benchtui.core.running.launcher import LocalLauncher
+from benchtui.screens.confirm import ConfirmScreen
+from benchtui.screens.live import LiveScreen
+from benchtui.screens.plan import GpuProbe, PlanScreen
+from benchtui.widgets.results_table import ResultsTable
 
 FAKE_RUNNER = Path(__file__).parent / "data" / "fake_runner.py"
 NO_GPU = GpuProbe((), "NVML unavailable: test")
@@ -289,7 +288,7 @@ async def test_footer_keys_palette_and_log(tmp_path: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_export_writes_markdown_into_the_session(tmp_path: Path) -> None:
-    pytest.importorskip("tui.core.export")
+    pytest.importorskip("benchtui.core.reporting.export")
     app = make_app(
         tiny_plan(),
         autostart=True,
@@ -366,7 +365,7 @@ def test_parent_never_imports_a_framework() -> None:
     import subprocess
 
     code = (
-        "import sys, tui.app, tui.screens.live, tui.screens.plan, tui.core.replay, tui.core.engine;"
+        "import sys, benchtui.app, benchtui.screens.live, benchtui.screens.plan, benchtui.core.running.replay, benchtui.core.running.engine;"
         "bad = [m for m in ('torch', 'tensorflow', 'keras', 'jax') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -7,12 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tui.app import BenchApp, make_app
-from tui.screens.live import LiveScreen
-from tui.widgets.comparison import BatchComparison
-from tui.widgets.results_table import ResultsTable
-from tui.widgets.telemetry import TelemetryPanel
+from benchtui.app import BenchApp, make_app
+from benchtui.screens.live import LiveScreen
+from benchtui.widgets.comparison import BatchComparison
+from benchtui.widgets.results_table import ResultsTable
+from benchtui.widgets.telemetry import TelemetryPanel
 
 DATA = Path(__file__).parent / "data"
 TINY = DATA / "tiny-cpu-session"  # a real run: torch and tf.keras, ResNet50, 32 px, CPU, no NVML

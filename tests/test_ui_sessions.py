@@ -7,11 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tui.app import make_app
-from tui.screens.live import LiveScreen
-from tui.screens.plan import GpuProbe
-from tui.screens.sessions import SessionsScreen
+from benchtui.app import make_app
+from benchtui.screens.live import LiveScreen
+from benchtui.screens.plan import GpuProbe
+from benchtui.screens.sessions import SessionsScreen
 
 DATA = Path(__file__).resolve().parent / "data"
 NO_GPU = GpuProbe((), "NVML unavailable: test")

@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tui.app import BenchApp, make_app
-from tui.screens.confirm import ConfirmScreen
-from tui.screens.plan import GpuProbe
+from benchtui.app import BenchApp, make_app
+from benchtui.screens.confirm import ConfirmScreen
+from benchtui.screens.plan import GpuProbe
 
 ROOT = Path(__file__).parent.parent
 # Relative paths: the session folder shown on screen must not depend on the checkout location.

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from runners.protocol import EventWriter
+from benchtui_runners.protocol import EventWriter
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""Loaded by Python at start-up when tests/fakegpu is on PYTHONPATH: fakes a GPU in a runner process.
+"""Loaded by Python at start-up when tests/fakegpu is on a runner's path (BENCHTUI_RUNNER_PYTHONPATH): fakes a GPU in a runner process.
 
 ``BENCHTUI_FAKE_GPU=torch,tensorflow,jax`` names the frameworks whose device layer is
 faked (see fakegpu.py); each is patched right after its own import finishes, so a

@@ -1,0 +1,131 @@
+"""Entry point of a runner process: ``python -m runners --config JSON`` or ``--doctor FRAMEWORK``.
+
+Everything that happens is reported as events on the pipe; exceptions become
+``error`` events (kind oom / exception / unavailable) and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+
+_T0 = time.monotonic()  # before any framework import: the import phase starts here
+
+from benchtui_runners import catalog  # noqa: E402
+from benchtui_runners.config import (  # noqa: E402
+    DeviceMissing,
+    RunConfig,
+    Unavailable,
+    apply_memory_limit,
+    apply_thread_env,
+    is_oom,
+)
+from benchtui_runners.protocol import EventWriter, ParentGone  # noqa: E402
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this runner when the process that started it dies.
+
+    A runner leads its own process group (so the parent can stop it and its children
+    together); without this, a parent killed outright would leave it training alone.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        sys.exit(3)
+
+
+def _configure_backend(framework: str) -> None:
+    backend = catalog.FRAMEWORKS[framework][1]
+    if backend:
+        os.environ["KERAS_BACKEND"] = backend
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runners")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--config", help="the run's configuration as JSON")
+    group.add_argument("--doctor", metavar="FRAMEWORK", help="report versions and devices")
+    args = parser.parse_args(argv)
+
+    writer = EventWriter.from_env()
+    if not writer.closed:
+        _die_with_parent()
+    try:
+        if args.doctor:
+            if args.doctor not in catalog.FRAMEWORKS:
+                raise Unavailable(f"unknown framework {args.doctor!r}")
+            _configure_backend(args.doctor)
+            module = _runner_module(args.doctor)
+            writer.hello(framework=args.doctor, **module.describe(args.doctor, "auto"))
+            writer.done()
+            return 0
+
+        config = RunConfig.from_json(args.config)
+        if config.framework not in catalog.FRAMEWORKS:
+            raise Unavailable(f"unknown framework {config.framework!r}")
+        if config.model not in catalog.MODELS:
+            raise Unavailable(f"unknown model {config.model!r}")
+        ok, reason = catalog.available(config.framework, config.model)
+        if not ok:
+            raise Unavailable(reason)
+        apply_memory_limit(config.memory_limit_mb)
+        apply_thread_env(config.threads)
+        _configure_backend(config.framework)
+        writer.phase("import", "start", at=_T0)
+        module = _runner_module(config.framework)
+        module.run(config, writer, import_started=_T0)
+        return 0
+    except Unavailable as exc:
+        writer.error("unavailable", str(exc))
+        return 3
+    except DeviceMissing as exc:
+        # The plan's GPU is not usable by this framework: a failed run with the fix, never the CPU.
+        print(f"benchtui runner: {exc}", file=sys.stderr, flush=True)
+        writer.error("device", str(exc))
+        return 4
+    except ParentGone:
+        print("benchtui runner: the parent closed the event pipe; stopping", file=sys.stderr, flush=True)
+        return 3
+    except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
+        if isinstance(exc, KeyboardInterrupt):
+            writer.error("exception", "interrupted")
+            return 130
+        kind = "oom" if is_oom(exc) else "exception"
+        message = f"{type(exc).__name__}: {exc}".strip()
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr, flush=True)
+        writer.error(kind, message.splitlines()[0][:500] if message else kind, tb[-20000:])
+        return 1
+    finally:
+        writer.close()
+
+
+def _runner_module(framework: str):  # noqa: ANN202 - a module
+    try:
+        if catalog.family(framework) == "torch":
+            from benchtui_runners import torch_runner as module
+        else:
+            from benchtui_runners import keras_runner as module
+    except ImportError as exc:
+        extra = catalog.FRAMEWORKS[framework][2]
+        raise Unavailable(
+            f"{framework} is not installed ({exc}); pip install 'benchtui[{extra}]'"
+        ) from exc
+    return module
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,468 @@
+"""The Keras runner: tf.keras on TensorFlow, or Keras 3 on JAX or torch (``KERAS_BACKEND``).
+
+``--data host`` trains with ``model.fit`` on a NumPy array, as the study did, timing
+every batch in a callback (``steps_per_execution=1``). ``--data device`` keeps a few
+batches as backend tensors on the device and steps with ``train_on_batch``. Either
+way each step is forced to complete before the clock is read.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from typing import Any
+
+from benchtui_runners.config import DeviceMissing, RunConfig, allocator_settings, peak_rss_bytes, xla_flags
+from benchtui_runners.protocol import EventWriter
+
+
+def _backend() -> str:
+    return os.environ.get("KERAS_BACKEND", "tensorflow")
+
+
+def _pre_import_settings(config: RunConfig) -> None:
+    """Environment the frameworks read once, at import or when their runtime starts."""
+    # cuDNN autotuning (TensorFlow), and XLA's own kernel autotuning (JAX, TF with XLA).
+    os.environ["TF_CUDNN_USE_AUTOTUNE"] = "1" if config.cudnn_autotune else "0"
+    os.environ["XLA_FLAGS"] = xla_flags(config.cudnn_autotune)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    # Memory policy, the same idea everywhere: allocate as needed, so peak memory means the
+    # same thing in every framework. TensorFlow otherwise maps nearly all of every visible
+    # GPU; JAX preallocates 75%. A user's own setting wins, and is recorded.
+    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if config.device == "cpu" and _backend() == "jax":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # no CUDA plugin start-up on a CPU plan
+
+
+def _versions() -> dict[str, Any]:
+    import keras
+
+    versions: dict[str, Any] = {"python": platform.python_version(), "keras": keras.__version__}
+    backend = _backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        versions["tensorflow"] = tf.__version__
+        build = tf.sysconfig.get_build_info()
+        versions["cuda"] = build.get("cuda_version")
+        versions["cudnn"] = build.get("cudnn_version")
+    elif backend == "jax":
+        import jax
+        import jaxlib
+
+        versions["jax"] = jax.__version__
+        versions["jaxlib"] = jaxlib.__version__
+    elif backend == "torch":
+        import torch
+
+        versions["torch"] = torch.__version__
+        versions["cuda"] = torch.version.cuda
+    return versions
+
+
+def _gpus() -> list[dict[str, Any]]:
+    """The GPUs this backend sees, in its own order (the launcher makes that order the PCI order)."""
+    backend = _backend()
+    out: list[dict[str, Any]] = []
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        for i, dev in enumerate(tf.config.list_physical_devices("GPU")):
+            details = tf.config.experimental.get_device_details(dev)
+            out.append({"type": "cuda", "index": i, "name": details.get("device_name", dev.name)})
+    elif backend == "jax":
+        out = [{"type": "cuda", "index": i, "name": d.device_kind} for i, d in enumerate(_jax_gpus())]
+    elif backend == "torch":
+        import torch
+
+        if torch.cuda.is_available():
+            for i in range(torch.cuda.device_count()):
+                out.append({"type": "cuda", "index": i, "name": torch.cuda.get_device_name(i)})
+    return out
+
+
+def _jax_gpus() -> list[Any]:
+    import jax
+
+    try:
+        return list(jax.devices("gpu"))
+    except RuntimeError:  # "Unknown backend: 'gpu' requested": no CUDA plugin, or it failed to start
+        return []
+
+
+def _devices() -> list[dict[str, Any]]:
+    return [{"type": "cpu", "name": platform.machine()}, *_gpus()]
+
+
+def _installed(distribution: str) -> bool:
+    """Whether a distribution (a pip package) is installed in this environment."""
+    from importlib import metadata
+
+    try:
+        metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def why_no_gpu() -> str:
+    """One line: why this backend cannot use the GPU that NVML sees, and the command that fixes it."""
+    backend = _backend()
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    if hidden:
+        return f"{_LABELS[backend]} sees no GPU: CUDA_VISIBLE_DEVICES hides every GPU"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.test.is_built_with_cuda():
+            return (
+                f"tf.keras sees no GPU: TensorFlow {tf.__version__} was built without CUDA; on Linux "
+                "install 'benchtui[gpu]' (tensorflow[and-cuda]) or run benchtui envs create --gpu tensorflow"
+            )
+        major = str(tf.sysconfig.get_build_info().get("cuda_version") or "12").split(".")[0]
+        if not _installed(f"nvidia-cudnn-cu{major}"):  # what tensorflow[and-cuda] brings for its CUDA
+            return (
+                "tf.keras sees no GPU: TensorFlow was installed without its CUDA libraries; install "
+                "'benchtui[gpu]' (tensorflow[and-cuda]) or run benchtui envs create --gpu tensorflow"
+            )
+        return (
+            "tf.keras sees no GPU: TensorFlow found its CUDA libraries but no usable GPU (driver too old "
+            "for its CUDA? see the run's log)"
+        )
+    if backend == "jax":
+        import jax
+
+        if not (_installed("jax-cuda12-plugin") or _installed("jax-cuda13-plugin")):
+            return (
+                f"Keras/JAX sees no GPU: jax {jax.__version__} is the CPU-only build; install "
+                "'benchtui[gpu]' (jax[cuda12]) or run benchtui envs create --gpu keras-jax"
+            )
+        return "Keras/JAX sees no GPU: JAX's CUDA plugin is installed but did not start (see the run's log)"
+    from benchtui_runners.torch_runner import why_no_cuda
+
+    return why_no_cuda("Keras/torch")
+
+
+_LABELS = {"tensorflow": "tf.keras", "jax": "Keras/JAX", "torch": "Keras/torch"}
+
+
+def describe(framework: str, device_spec: str) -> dict[str, Any]:
+    """Versions and devices, for ``benchtui doctor``."""
+    devices = _devices()
+    sees = any(d["type"] == "cuda" for d in devices)
+    gpu = {"sees_gpu": True} if sees else {"sees_gpu": False, "why": why_no_gpu()}
+    return {"versions": _versions(), "devices": devices, "gpu": gpu}
+
+
+def _resolve_device(spec: str) -> tuple[str, dict[str, Any]]:
+    """Map ``auto|cpu|cuda|cuda:N`` to a Keras device name, or refuse: never a silent CPU fallback."""
+    gpus = _gpus()
+    if spec == "auto":
+        spec = "cuda" if gpus else "cpu"
+    if spec == "cpu":
+        return "cpu", {"type": "cpu", "name": platform.machine()}  # "cpu:0" breaks gradients on the torch backend
+    if not gpus:
+        raise DeviceMissing(why_no_gpu())
+    index = int(spec.split(":")[1]) if ":" in spec else 0
+    if index >= len(gpus):
+        raise DeviceMissing(f"{spec}: {_LABELS[_backend()]} sees {len(gpus)} GPU(s)")
+    return f"gpu:{index}", gpus[index]
+
+
+def _memory_policy(backend: str, device_name: str) -> dict[str, Any]:
+    """Apply the allocate-as-needed policy where it needs a call, and say what peak memory counts."""
+    policy: dict[str, Any] = {"env": allocator_settings()}
+    if not device_name.startswith("gpu"):
+        policy["counter"] = "process peak RSS (host memory)"
+        return policy
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        try:
+            for gpu in tf.config.list_physical_devices("GPU"):
+                tf.config.experimental.set_memory_growth(gpu, True)  # before the runtime starts
+            policy["allocator"] = "memory growth (allocate as needed)"
+        except RuntimeError:  # the runtime had started: TF_FORCE_GPU_ALLOW_GROWTH (set before import) holds
+            policy["allocator"] = f"memory growth (TF_FORCE_GPU_ALLOW_GROWTH={os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH')})"
+        policy["counter"] = "tf.config.experimental.get_memory_info peak: bytes in use at the peak"
+    elif backend == "jax":
+        prealloc = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() not in ("false", "0")
+        # XLA_CLIENT_MEM_FRACTION is the newer name of XLA_PYTHON_CLIENT_MEM_FRACTION.
+        fraction = os.environ.get("XLA_CLIENT_MEM_FRACTION") or os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+        policy["allocator"] = (
+            f"preallocate {fraction or '75%'} of the GPU" if prealloc else "no preallocation (allocate as needed)"
+        )
+        policy["counter"] = "jax Device.memory_stats peak_bytes_in_use: bytes in use at the peak"
+    elif backend == "torch":
+        policy["allocator"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default caching allocator"
+        policy["counter"] = "torch.cuda.max_memory_allocated: bytes in tensors at the peak"
+    return policy
+
+
+def _gpu_index(device_name: str) -> int:
+    return int(device_name.split(":")[1])
+
+
+def _sync(backend: str, device_name: str, state: Any) -> None:
+    """Block until the device has finished all work queued so far.
+
+    ``state``: arrays the last step produced (its logs) or the model's variables. JAX has no
+    "wait for everything"; blocking on what the step wrote is how it waits for the step.
+    """
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.test.experimental.sync_devices()
+    elif backend == "jax":
+        import jax
+
+        jax.block_until_ready(state)
+        jax.effects_barrier()
+    elif backend == "torch" and device_name.startswith("gpu"):
+        import torch
+
+        torch.cuda.synchronize(_gpu_index(device_name))  # the run's GPU, not the current one
+
+
+def _variables(model: Any) -> list[Any]:
+    """The backend arrays behind a Keras model's variables (what a step updates)."""
+    return [v.value for v in model.variables]
+
+
+def _peak_memory(backend: str, device_name: str) -> dict[str, Any]:
+    try:
+        if device_name.startswith("gpu"):
+            index = _gpu_index(device_name)
+            if backend == "tensorflow":
+                import tensorflow as tf
+
+                info = tf.config.experimental.get_memory_info(f"GPU:{index}")
+                return {"peak_bytes": info["peak"], "source": "tf get_memory_info peak"}
+            if backend == "jax":
+                stats = _jax_gpus()[index].memory_stats() or {}
+                return {
+                    "peak_bytes": stats.get("peak_bytes_in_use"),
+                    "source": "jax memory_stats peak_bytes_in_use",
+                }
+            if backend == "torch":
+                import torch
+
+                return {
+                    "peak_bytes": torch.cuda.max_memory_allocated(index),
+                    "source": "torch.cuda.max_memory_allocated",
+                }
+    except Exception as exc:  # noqa: BLE001 - a missing counter is reported, not fatal
+        return {"peak_bytes": None, "source": f"unavailable ({exc})"}
+    return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
+
+
+def _settings(config: RunConfig, backend: str) -> dict[str, Any]:
+    import keras
+
+    settings: dict[str, Any] = {"precision": config.precision, "data": config.data}
+    policy = {"amp-fp16": "mixed_float16", "amp-bf16": "mixed_bfloat16"}.get(config.precision, "float32")
+    keras.mixed_precision.set_global_policy(policy)
+    settings["keras_dtype_policy"] = policy
+    tf32 = config.precision == "tf32"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        # TensorFlow enables TF32 by default and PyTorch does not: choose it explicitly.
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+        settings["tf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
+        settings["cudnn_autotune"] = os.environ.get("TF_CUDNN_USE_AUTOTUNE") == "1"
+        settings["compile"] = "xla (jit_compile=True)" if config.compile else "tf.function graph"
+        if config.threads > 0:
+            tf.config.threading.set_intra_op_parallelism_threads(config.threads)
+        # 0 means TensorFlow sizes the pool itself: one thread per logical core.
+        settings["intra_op_threads"] = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
+    elif backend == "jax":
+        import jax
+
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "float32")
+        settings["tf32"] = tf32
+        settings["compile"] = "xla (JAX always compiles)"
+        settings["intra_op_threads"] = config.threads or os.cpu_count()
+    elif backend == "torch":
+        import torch
+
+        if config.threads > 0:
+            torch.set_num_threads(config.threads)
+        settings["intra_op_threads"] = torch.get_num_threads()
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = config.cudnn_autotune
+        settings["tf32"] = tf32
+        settings["cudnn_autotune"] = config.cudnn_autotune
+        settings["compile"] = "torch.compile" if config.compile else "eager"
+    settings["channels_last"] = True  # Keras applications are NHWC
+    return settings
+
+
+def _jit_compile(config: RunConfig, backend: str) -> bool:
+    if backend == "jax":
+        return True  # without jit, JAX runs op by op: no one trains that way
+    return bool(config.compile)
+
+
+def device_scope(device_name: str) -> Any:
+    """The Keras device scope a run trains under.
+
+    On a GPU, none: the launcher makes the run's GPU the only visible one, and every
+    backend uses its first visible GPU by default, as a user's script does. Host data
+    (``model.fit`` on NumPy arrays) then stays on the host: under a GPU scope TensorFlow
+    would copy the whole array to the GPU (the study's 10.7 GB). ``gpu:N`` with N > 0
+    (a runner started by hand with several GPUs visible) is scoped explicitly.
+    """
+    import contextlib
+
+    import keras
+
+    if device_name == "cpu":
+        return keras.device("cpu")
+    index = _gpu_index(device_name)
+    if index == 0:
+        return contextlib.nullcontext()
+    if _backend() == "jax":
+        import jax
+
+        return jax.default_device(_jax_gpus()[index])
+    return keras.device(device_name)
+
+
+def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
+    _pre_import_settings(config)
+    import keras
+    import numpy as np
+
+    backend = _backend()
+    writer.phase("import", "end")
+    device_name, device_info = _resolve_device(config.device)
+    memory_policy = _memory_policy(backend, device_name)  # before anything starts the GPU runtime
+    settings = {**_settings(config, backend), "memory_policy": memory_policy}
+    if config.data == "host":
+        settings["host_data"] = "in host memory" + (" (tensors on /CPU:0)" if backend == "tensorflow" else "")
+    settings["xla_gpu_autotune"] = "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
+    keras.utils.set_random_seed(config.seed)
+    writer.hello(
+        framework=config.framework,
+        versions=_versions(),
+        device={**device_info, **({"assigned": config.gpu} if config.gpu else {})},
+        config=config.to_dict(),
+        settings=settings,
+        steps_per_epoch=config.steps_per_epoch,
+        samples_per_epoch=config.samples_per_epoch,
+    )
+    bs, size, steps = config.batch_size, config.image_size, config.steps_per_epoch
+    n = config.samples_per_epoch
+
+    with device_scope(device_name):
+        writer.phase("data", "start")
+        rng = np.random.default_rng(config.seed)
+        if config.data == "host":
+            x_host = rng.standard_normal((n, size, size, 3), dtype=np.float32)
+            y_host = rng.integers(0, config.num_classes, n, dtype=np.int64)
+            if backend == "tensorflow":
+                # TensorFlow turns NumPy into a tensor on its default device, the GPU: the study's
+                # 10.7 GB array would sit in GPU memory. Made on the host, Keras's own array
+                # pipeline slices it there and copies one batch at a time.
+                import tensorflow as tf
+
+                with tf.device("/CPU:0"):
+                    x_host, y_host = tf.constant(x_host), tf.constant(y_host)
+            pool = []
+        else:
+            pool = [
+                (
+                    keras.random.normal((bs, size, size, 3), seed=config.seed + i),
+                    keras.ops.convert_to_tensor(rng.integers(0, config.num_classes, bs), dtype="int32"),
+                )
+                for i in range(min(steps, 4))
+            ]
+            _sync(backend, device_name, pool)
+        writer.phase("data", "end")
+
+        from benchtui_runners.models import build_keras
+
+        writer.phase("build", "start")
+        model = build_keras(config.model, config.num_classes, size)
+        model.compile(
+            optimizer=keras.optimizers.SGD(learning_rate=config.learning_rate, momentum=config.momentum),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            jit_compile=_jit_compile(config, backend),
+            steps_per_execution=1,
+        )
+        _sync(backend, device_name, _variables(model))
+        writer.phase("build", "end")
+
+        state: dict[str, Any] = {"first": True, "epoch": 0, "t_batch": 0.0, "t_epoch": 0.0, "logs": None}
+
+        def last_step() -> Any:
+            """What the last step produced; before any step, the model's variables."""
+            return state["logs"] if state["logs"] is not None else _variables(model)
+
+        def batch_begin(step: int) -> None:
+            if state["first"]:
+                writer.phase("first_batch", "start")
+            state["t_batch"] = time.perf_counter()
+
+        def batch_end(step: int, logs: Any) -> None:
+            state["logs"] = logs
+            _sync(backend, device_name, logs)
+            writer.batch(state["epoch"], step + 1, time.perf_counter() - state["t_batch"], bs)
+            if state["first"]:
+                writer.phase("first_batch", "end")
+                state["first"] = False
+
+        def epoch_begin(epoch: int) -> None:
+            _sync(backend, device_name, last_step())
+            state["epoch"] = epoch + 1
+            state["t_epoch"] = time.perf_counter()
+
+        def epoch_end(epoch: int) -> None:
+            _sync(backend, device_name, last_step())
+            writer.epoch(epoch + 1, time.perf_counter() - state["t_epoch"], n)
+            writer.memory(epoch=epoch + 1, **_peak_memory(backend, device_name))
+
+        if config.data == "host":
+
+            class Timing(keras.callbacks.Callback):
+                def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+                    batch_begin(batch)
+
+                def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                    batch_end(batch, logs)
+
+                def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+                    epoch_begin(epoch)
+
+                def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+                    epoch_end(epoch)
+
+            model.fit(
+                x_host,
+                y_host,
+                batch_size=bs,
+                epochs=config.epochs_to_run,
+                shuffle=False,
+                verbose=0,
+                callbacks=[Timing()],
+            )
+        else:
+            for epoch in range(config.epochs_to_run):
+                epoch_begin(epoch)
+                for step in range(steps):
+                    x, y = pool[step % len(pool)]
+                    batch_begin(step)
+                    logs = model.train_on_batch(x, y, return_dict=True)
+                    batch_end(step, logs)
+                epoch_end(epoch)
+        final_memory = _peak_memory(backend, device_name)  # before counting: no part of the run
+        if config.mode == "train":
+            # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
+            from benchtui_runners.flops import count_keras, emit_flops
+
+            emit_flops(writer, lambda: count_keras(model, backend, bs, size, config.num_classes), bs)
+    writer.done(**final_memory)

@@ -1,0 +1,288 @@
+"""The PyTorch runner: trains one model on synthetic data and reports every batch.
+
+On CUDA each step is bracketed by CUDA events that are resolved when they have
+completed (``Event.query``), so timing never stalls the pipeline; epochs end with a
+device synchronization. On CPU the same loop runs with host clocks.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from benchtui_runners.config import DeviceMissing, RunConfig, allocator_settings, peak_rss_bytes
+from benchtui_runners.models import build_torch
+from benchtui_runners.protocol import EventWriter
+
+
+def _device(spec: str) -> torch.device:
+    """``auto|cpu|cuda|cuda:N`` -> a torch device, always with an index on CUDA.
+
+    ``torch.cuda.set_device`` and the memory counters reject ``torch.device("cuda")``
+    (no index); the launcher makes the assigned GPU the only visible one, so a plan's
+    GPU arrives here as ``cuda:0``.
+    """
+    if spec == "auto":
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(spec)
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
+        raise DeviceMissing(why_no_cuda())
+    index = 0 if device.index is None else device.index
+    if index >= torch.cuda.device_count():
+        raise DeviceMissing(f"{spec}: PyTorch sees {torch.cuda.device_count()} CUDA device(s)")
+    return torch.device("cuda", index)
+
+
+def why_no_cuda(label: str = "PyTorch") -> str:
+    """One line: why this torch cannot use the GPU that NVML sees, and the fix."""
+    if torch.version.cuda is None:
+        return (
+            f"{label} sees no GPU: torch {torch.__version__} is a CPU-only build; install a CUDA build "
+            "(pip install --force-reinstall 'torch>=2.4' 'torchvision>=0.19' on Linux, or benchtui envs create torch)"
+        )
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return f"{label} sees no GPU: CUDA_VISIBLE_DEVICES hides every GPU"
+    return (
+        f"{label} sees no GPU: torch {torch.__version__} is built for CUDA {torch.version.cuda} but CUDA did not "
+        "initialise (a driver older than that CUDA needs? see the run's log and nvidia-smi)"
+    )
+
+
+def _versions() -> dict[str, Any]:
+    versions: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import torchvision
+
+        versions["torchvision"] = torchvision.__version__
+    except ImportError:
+        pass
+    versions["cuda"] = torch.version.cuda
+    versions["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return versions
+
+
+def _device_info(device: torch.device) -> dict[str, Any]:
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return {
+            "type": "cuda",
+            "index": device.index,
+            "name": props.name,
+            "memory_bytes": props.total_memory,
+            "capability": f"{props.major}.{props.minor}",
+        }
+    return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
+
+
+def describe(framework: str, device_spec: str) -> dict[str, Any]:
+    """Versions and devices, for ``benchtui doctor``."""
+    devices = [{"type": "cpu", "name": platform.machine(), "threads": torch.get_num_threads()}]
+    if torch.cuda.is_available():
+        devices += [_device_info(torch.device("cuda", i)) for i in range(torch.cuda.device_count())]
+    gpu = {"sees_gpu": True} if torch.cuda.is_available() else {"sees_gpu": False, "why": why_no_cuda(_label(framework))}
+    return {"versions": _versions(), "devices": devices, "gpu": gpu}
+
+
+def _label(framework: str) -> str:
+    return "Keras/torch" if framework == "keras-torch" else "PyTorch"
+
+
+def _settings(config: RunConfig, device: torch.device) -> dict[str, Any]:
+    """Apply the settings that change the answer, and return what is in force."""
+    if config.threads > 0:
+        torch.set_num_threads(config.threads)
+    tf32 = config.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = config.cudnn_autotune
+    return {
+        "precision": config.precision,
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "compile": "torch.compile" if config.compile else "eager",
+        "channels_last": config.channels_last,
+        "data": config.data,
+        "intra_op_threads": torch.get_num_threads(),
+        "memory_policy": memory_policy(device),
+    }
+
+
+def memory_policy(device: torch.device) -> dict[str, Any]:
+    """What the peak-memory figure counts, and the allocator settings in force."""
+    if device.type != "cuda":
+        return {"counter": "process peak RSS (host memory)", "env": allocator_settings()}
+    return {
+        "counter": "torch.cuda.max_memory_allocated: bytes in tensors at the peak (the caching "
+        "allocator reserves more: reserved_bytes)",
+        "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or "default",
+        "env": allocator_settings(),
+    }
+
+
+def _peak_memory(device: torch.device) -> dict[str, Any]:
+    if device.type == "cuda":
+        return {
+            "peak_bytes": torch.cuda.max_memory_allocated(device),
+            "reserved_bytes": torch.cuda.max_memory_reserved(device),
+            "source": "torch.cuda.max_memory_allocated (tensors; the allocator reserved reserved_bytes)",
+        }
+    return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
+
+
+def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
+    writer.phase("import", "end")
+    device = _device(config.device)
+    settings = _settings(config, device)
+    torch.manual_seed(config.seed)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    writer.hello(
+        framework=config.framework,
+        versions=_versions(),
+        device={**_device_info(device), **({"assigned": config.gpu} if config.gpu else {})},
+        config=config.to_dict(),
+        settings=settings,
+        steps_per_epoch=config.steps_per_epoch,
+        samples_per_epoch=config.samples_per_epoch,
+    )
+
+    memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+    bs, size, steps = config.batch_size, config.image_size, config.steps_per_epoch
+
+    writer.phase("data", "start")
+    if config.data == "host":
+        # The study's path: one NumPy array in host memory, fed through a DataLoader.
+        rng = np.random.default_rng(config.seed)
+        x_host = rng.standard_normal((config.samples_per_epoch, 3, size, size), dtype=np.float32)
+        y_host = rng.integers(0, config.num_classes, config.samples_per_epoch, dtype=np.int64)
+        dataset = torch.utils.data.TensorDataset(torch.from_numpy(x_host), torch.from_numpy(y_host))
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=bs, shuffle=False, drop_last=True, pin_memory=device.type == "cuda"
+        )
+        pool = None
+    else:
+        # Synthetic tensors made on the device: a few distinct batches, cycled (seeded above).
+        pool = [
+            (
+                torch.randn((bs, 3, size, size), device=device).contiguous(memory_format=memory_format),
+                torch.randint(0, config.num_classes, (bs,), device=device),
+            )
+            for _ in range(min(steps, 4))
+        ]
+        loader = None
+    writer.phase("data", "end")
+
+    writer.phase("build", "start")
+    model = build_torch(config.model, config.num_classes).to(device, memory_format=memory_format)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate, momentum=config.momentum)
+    loss_fn = nn.CrossEntropyLoss()
+    step_fn: Any = model
+    if config.compile:
+        step_fn = torch.compile(model)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    writer.phase("build", "end")
+
+    amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(config.precision)
+
+    if amp_dtype is None:
+        # The plain step: exactly what a hand-written loop does, nothing more per batch.
+        def train_step(x: torch.Tensor, y: torch.Tensor) -> None:
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(step_fn(x), y).backward()
+            optimizer.step()
+
+    else:
+        # fp16 needs loss scaling to keep small gradients; bf16 does not.
+        scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+
+        def train_step(x: torch.Tensor, y: torch.Tensor) -> None:
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device.type, dtype=amp_dtype):
+                loss = loss_fn(step_fn(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+    def batches():  # noqa: ANN202 - a generator of device tensors
+        if loader is not None:
+            for x, y in loader:
+                yield (
+                    x.to(device, non_blocking=True, memory_format=memory_format),
+                    y.to(device, non_blocking=True),
+                )
+        else:
+            for i in range(steps):
+                yield pool[i % len(pool)]
+
+    cuda = device.type == "cuda"
+    pending: deque[tuple[int, int, Any, Any]] = deque()  # (epoch, step, start, end) on CUDA
+
+    def resolve(block: bool) -> None:
+        while pending:
+            epoch_i, step_i, start, end = pending[0]
+            if not block and not end.query():
+                return
+            if block:
+                end.synchronize()
+            pending.popleft()
+            writer.batch(epoch_i, step_i, start.elapsed_time(end) / 1000.0, bs)
+
+    first = True
+    for epoch in range(1, config.epochs_to_run + 1):
+        if cuda:
+            torch.cuda.synchronize(device)
+        epoch_start = time.perf_counter()
+        for step, (x, y) in enumerate(batches(), start=1):
+            if first:
+                writer.phase("first_batch", "start")
+            if cuda:
+                start_ev = torch.cuda.Event(enable_timing=True)
+                end_ev = torch.cuda.Event(enable_timing=True)
+                start_ev.record()
+                train_step(x, y)
+                end_ev.record()
+                pending.append((epoch, step, start_ev, end_ev))
+                if first:
+                    end_ev.synchronize()
+                resolve(block=False)
+            else:
+                t = time.perf_counter()
+                train_step(x, y)
+                writer.batch(epoch, step, time.perf_counter() - t, bs)
+            if first:
+                writer.phase("first_batch", "end")
+                first = False
+        if cuda:
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - epoch_start
+        resolve(block=True)
+        writer.epoch(epoch, seconds, config.samples_per_epoch)
+        writer.memory(epoch=epoch, **_peak_memory(device))
+    final_memory = _peak_memory(device)  # before counting: its extra step is no part of the run
+    if config.mode == "train":
+        # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
+        from benchtui_runners.flops import count_torch, emit_flops
+
+        def count_flops() -> dict[str, Any]:
+            torch.manual_seed(config.seed + 1)
+            x = torch.randn((bs, 3, size, size), device=device)
+            y = torch.randint(0, config.num_classes, (bs,), device=device)
+            return count_torch(
+                model, x.contiguous(memory_format=memory_format), y, loss_fn, amp_dtype, device.type
+            )
+
+        emit_flops(writer, count_flops, bs)
+    writer.done(**final_memory)

@@ -1,0 +1,1 @@
+"""The session model: runs folded from events, their statistics, efficiency and framework ratios."""

@@ -1,0 +1,236 @@
+"""Figures with confidence intervals, warnings and framework ratios, from the raw times of a session's runs."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+from benchtui_runners import catalog
+
+from benchtui.core.model.runs import RunState
+from benchtui.core.model.stats import (
+    OUTLIER_MIN_RELATIVE,
+    WIDE_SPREAD,
+    describe,
+    hierarchical_ci,
+    median,
+    outlier_mask,
+    quantile,
+    ratio_ci,
+    warmup_cut,
+)
+
+#: How many of a run's first batches are compared with the rest for the warm-up warning.
+WARMUP_BATCHES = 3
+#: First batches this many times slower (median) than the rest earn a warning.
+WARMUP_FACTOR = 2.0
+#: Share of outlier batches above which a row is flagged.
+OUTLIER_SHARE = 0.01
+
+BASIS_LABELS = {
+    "epoch": "epoch times excluding the first",
+    "epoch-all": "epoch times",
+    "batch": "batch times after warm-up",
+}
+
+
+def epochs_of(run: RunState) -> list[float]:
+    return [run.epoch_times[e] for e in sorted(run.epoch_times)]
+
+
+def steady_batches(run: RunState) -> list[float]:
+    """Batch times after the warm-up that stats.warmup_cut detects in this run's batches."""
+    seconds = run.batch_seconds
+    return seconds[warmup_cut(seconds) :].tolist()
+
+
+def warmup_of(run: RunState) -> tuple[int, float]:
+    """(batches cut as warm-up, their total seconds) for one run."""
+    cut = warmup_cut(run.batch_seconds)
+    return cut, float(sum(run.batch_seconds[:cut]))
+
+
+_SORTED = "_benchtui_sorted_batches"
+
+
+def sorted_batches(run: RunState) -> tuple[array, array]:
+    """(every batch time, batch times after warm-up) of a run, each sorted.
+
+    Kept on the run while its batch count stays the same: a finished run never changes,
+    so redrawing a long session's table merges sorted lists instead of sorting anew.
+    """
+    n = len(run.batch_seconds)
+    cached = run.__dict__.get(_SORTED)
+    if cached is not None and cached[0] == n:
+        return cached[1], cached[2]
+    # Kept as arrays: 8 bytes a value, not a Python float's 32 (a long session has millions).
+    every, steady = array("d", sorted(run.batch_seconds)), array("d", sorted(steady_batches(run)))
+    run.__dict__[_SORTED] = (n, every, steady)
+    return every, steady
+
+
+def cell_batches(runs: Sequence[RunState], steady: bool = False) -> list[float]:
+    """Batch times of several runs (all, or after warm-up), as runs of sorted values.
+
+    Sorting the result is a cheap merge (Timsort finds the sorted runs).
+    """
+    out: list[float] = []
+    for run in runs:
+        out += sorted_batches(run)[1 if steady else 0]
+    return out
+
+
+def samples_per_epoch(run: RunState) -> int | None:
+    return run.hello.get("samples_per_epoch") or next(iter(run.epoch_samples.values()), None)
+
+
+def figure_groups(runs: Sequence[RunState], name: str) -> tuple[list[list[float]], float | None]:
+    """Per-run groups of raw values behind a headline figure, and a numerator for rates."""
+    groups: list[list[float]] = []
+    numerator: float | None = None
+    for run in runs:
+        epochs = epochs_of(run)
+        if name == "mean_epoch_s":
+            # Over runs only: the first epoch is not exchangeable with the others, so
+            # resampling epochs within a run would mostly measure the warm-up.
+            groups.append([sum(epochs) / len(epochs)] if epochs else [])
+        elif name == "first_epoch_s":
+            groups.append(epochs[:1])
+        elif name == "mean_epoch_excl_first_s":
+            groups.append(epochs[1:])
+        elif name == "images_per_s":
+            samples = samples_per_epoch(run)
+            if samples:
+                numerator = float(samples)
+                groups.append(epochs[1:] or epochs[:1])
+        else:  # build_s, time_to_first_batch_s: one value per run
+            phase = {"build_s": "build", "time_to_first_batch_s": "first_batch"}[name]
+            value = run.phase_seconds(phase)
+            groups.append([] if value is None else [value])
+    return [g for g in groups if g], numerator
+
+
+def figure_ci(runs: Sequence[RunState], name: str) -> list[float] | None:
+    """95% bootstrap interval of a headline figure: over runs, then epochs within runs.
+
+    Only the figures built from exchangeable epochs (excluding the first) resample
+    within runs; the others have one value per run and resample runs.
+    """
+    groups, numerator = figure_groups(runs, name)
+    if name == "images_per_s" and numerator is None:
+        return None
+    interval = hierarchical_ci(groups, numerator=numerator)
+    return list(interval) if interval else None
+
+
+def timing_groups(runs: Sequence[RunState], basis: str | None = None) -> tuple[str, list[list[float]]]:
+    """The raw times that best measure steady training speed, per run, and what they are.
+
+    Epoch times excluding the first (the study's figure) when there are at least two
+    of them; otherwise batch times after warm-up (a one-epoch plan); otherwise all
+    epoch times.
+    """
+    epochs = [g for g in (epochs_of(r)[1:] for r in runs) if g]
+    batches = [g for g in (steady_batches(r) for r in runs) if g]
+    every = [g for g in (epochs_of(r) for r in runs) if g]
+    if basis is None:
+        if sum(len(g) for g in epochs) >= 2:
+            basis = "epoch"
+        elif batches:
+            basis = "batch"
+        else:
+            basis = "epoch-all"
+    chosen = {"epoch": epochs, "batch": batches, "epoch-all": every}[basis]
+    return basis, chosen
+
+
+def pair_groups(
+    base: Sequence[RunState], other: Sequence[RunState]
+) -> tuple[str, list[list[float]], list[list[float]]]:
+    """Times of two cells on one common basis (epoch if both have enough, else batch)."""
+    for basis in ("epoch", "batch", "epoch-all"):
+        _, a = timing_groups(base, basis)
+        _, b = timing_groups(other, basis)
+        enough = sum(len(g) for g in a) + sum(len(g) for g in b) >= 3 or basis == "epoch-all"
+        if a and b and enough:
+            return basis, a, b
+    return "epoch-all", [], []
+
+
+def compare_cells(base: Sequence[RunState], other: Sequence[RunState]) -> dict[str, Any] | None:
+    """Time ratio other / base with its 95% CI, or None when a side has no times."""
+    basis, a, b = pair_groups(base, other)
+    ratio = ratio_ci(a, b)
+    if ratio is None:
+        return None
+    return {"basis": basis, "basis_label": BASIS_LABELS[basis], **ratio.to_dict(), "_ratio": ratio}
+
+
+def cell_warnings(
+    runs: Sequence[RunState], spread: dict[str, Any], batch: dict[str, Any] | None = None
+) -> list[str]:
+    """Visible cautions about a cell's numbers: wide spread, slow warm-up, outliers.
+
+    ``batch`` is ``describe`` of the steady batch times when the caller has it already.
+    """
+    out: list[str] = []
+    for name, what in (("mean_epoch_excl_first_s", "epoch time excl. first"), ("mean_epoch_s", "epoch time")):
+        stats = spread.get(name)
+        if stats and stats["n"] >= 2:
+            if stats.get("iqr_ratio") is not None and stats["iqr_ratio"] > WIDE_SPREAD:
+                out.append(f"runs differ: IQR of the {what} is {stats['iqr_ratio']:.0%} of its median")
+            break
+    if batch is None:
+        batch = describe(cell_batches(runs, steady=True))
+    if batch and batch["n"] >= 4 and batch["iqr_ratio"] is not None and batch["iqr_ratio"] > WIDE_SPREAD:
+        out.append(f"batch times vary: IQR is {batch['iqr_ratio']:.0%} of the median")
+    factors = []
+    for run in runs:
+        steady = sorted_batches(run)[1]
+        if len(run.batch_seconds) > 2 * WARMUP_BATCHES and steady:
+            rest = quantile(steady, 0.5)
+            if rest > 0:
+                factors.append(median(run.batch_seconds[:WARMUP_BATCHES]) / rest)
+    if factors and max(factors) >= WARMUP_FACTOR:
+        out.append(
+            f"slow warm-up: the first {WARMUP_BATCHES} batches are {max(factors):.1f}× slower "
+            "than the rest (median)"
+        )
+    if len(runs) >= 3:
+        means = [sum(g) / len(g) for g in (epochs_of(r)[1:] or epochs_of(r) for r in runs) if g]
+        if len(means) == len(runs):
+            flags = outlier_mask(means, min_relative=OUTLIER_MIN_RELATIVE)
+            center = median(means)
+            for run, value, flag in zip(runs, means, flags, strict=True):
+                if flag:
+                    out.append(
+                        f"run {run.spec.index} is an outlier (mean epoch {value:.3g} s, median of runs {center:.3g} s)"
+                    )
+    if batch and batch["n"] >= 20 and batch["outliers"] / batch["n"] > OUTLIER_SHARE:
+        out.append(
+            f"{batch['outliers']} outlier batches ({batch['outliers'] / batch['n']:.1%}: "
+            "over 3.5 MADs and 5% from the median)"
+        )
+    return out
+
+
+def framework_label(framework: str) -> str:
+    return catalog.FRAMEWORK_LABELS.get(framework, framework)
+
+
+def model_label(model: str) -> str:
+    info = catalog.MODELS.get(model)
+    return info.label if info else model
+
+
+def device_kinds(runs: Sequence[RunState]) -> set[str]:
+    return {k for r in runs if (k := r.device_kind)}
+
+
+def mixed_devices(base: Sequence[RunState], other: Sequence[RunState]) -> str | None:
+    """Why two cells' times cannot be compared (they ran on different kinds of device), or None."""
+    a, b = device_kinds(base), device_kinds(other)
+    if a and b and a != b:
+        return f"{'/'.join(sorted(a))} vs {'/'.join(sorted(b))}"
+    return None

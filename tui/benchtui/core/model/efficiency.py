@@ -1,0 +1,151 @@
+"""Compute efficiency: FLOPs per training step (counted by the runner), achieved TFLOP/s, % of the GPU's peak.
+
+The runner sends one ``flops`` event after its timed epochs (see runners/flops.py).
+Achieved TFLOP/s uses the same data as images/s: FLOPs per step x the steps of epochs
+2..E over their time (the one epoch when there is only one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from benchtui.core import fmt
+from benchtui.core.model import gpu_peaks
+from benchtui.core.model.analysis import epochs_of, samples_per_epoch
+from benchtui.core.model.runs import RunState
+from benchtui.core.model.stats import describe, mean
+
+TERA = 1e12
+#: Per-step counts of a cell's runs closer than this are "the same count" (a CI can be scaled).
+SAME_COUNT = 1e-6
+#: Keys of a ``flops`` event kept on the run.
+FLOPS_FIELDS = ("per_step", "per_image", "batch_size", "method", "counted", "convention", "reason", "seconds")
+
+
+def flops_of_event(event: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a ``flops`` event, numbers checked (a nonsense value raises ValueError)."""
+    out = {k: event.get(k) for k in FLOPS_FIELDS}
+    for key in ("per_step", "per_image"):
+        raw = out[key]
+        if raw is not None:
+            value = float(raw)
+            out[key] = value if value > 0 and value != float("inf") else None
+    return out
+
+
+def _steps_per_epoch(run: RunState) -> int | None:
+    steps = run.steps_per_epoch
+    if steps:
+        return int(steps)
+    samples = samples_per_epoch(run)
+    batch = run.flops.get("batch_size") or (run.hello.get("config") or {}).get("batch_size")
+    return samples // int(batch) if samples and batch else None
+
+
+def run_tflops(run: RunState) -> float | None:
+    """Achieved TFLOP/s of one run: FLOPs per step x steps in epochs 2..E / their time."""
+    per_step = run.flops.get("per_step")
+    if not per_step:
+        return None
+    epochs = epochs_of(run)
+    timed = epochs[1:] or epochs[:1]
+    steps = _steps_per_epoch(run)
+    if not timed or not steps or sum(timed) <= 0:
+        return None
+    return per_step * steps * len(timed) / sum(timed) / TERA
+
+
+def run_peak(run: RunState) -> tuple[float, str] | None:
+    """(dense peak TFLOP/s, its source) of the run's device at the run's precision; None off GPU or unknown."""
+    device = run.hello.get("device") or {}
+    if device.get("type") != "cuda":
+        return None
+    if (device.get("assigned") or {}).get("mig_mode") == "enabled":
+        return None  # a MIG slice: some fraction of the card, whatever its name says
+    settings = run.hello.get("settings") or {}
+    precision = settings.get("precision") or (run.hello.get("config") or {}).get("precision")
+    return gpu_peaks.peak_tflops(device.get("name"), precision)
+
+
+def cell_efficiency(
+    runs: Sequence[RunState], images_ci: Sequence[float | None] | None = None
+) -> dict[str, Any]:
+    """The compute-efficiency fields of a summary row, from a cell's successful runs.
+
+    ``images_ci`` is the row's 95% interval of images/s: with one FLOP count for every
+    run, the interval of TFLOP/s is that one scaled by FLOPs per image.
+    """
+    events = [r.flops for r in runs if r.flops]
+    counted = [f for f in events if f.get("per_step")]
+    per_step = [float(f["per_step"]) for f in counted]
+    per_image = [float(f["per_image"]) for f in counted if f.get("per_image")]
+    achieved = [v for v in (run_tflops(r) for r in runs) if v is not None]
+    out: dict[str, Any] = {
+        "flops_per_step": mean(per_step) if per_step else None,
+        "flops_per_image": mean(per_image) if per_image else None,
+        "flops_method": str(counted[0].get("method") or "") if counted else "",
+        "flops_counted": str(counted[0].get("counted") or "") if counted else "",
+        "flops_reason": ""
+        if counted
+        else str(next((f.get("reason") for f in events if f.get("reason")), "")),
+        "achieved_tflops": mean(achieved) if achieved else None,
+        "achieved_tflops_spread": describe(achieved),
+        "achieved_tflops_ci": None,
+        "peak_tflops": None,
+        "peak_fraction": None,
+        "peak_source": "",
+    }
+    if (
+        images_ci
+        and per_image
+        and images_ci[0] is not None
+        and images_ci[1] is not None
+        and max(per_image) - min(per_image) <= SAME_COUNT * max(per_image)
+    ):
+        out["achieved_tflops_ci"] = [images_ci[0] * per_image[0] / TERA, images_ci[1] * per_image[0] / TERA]
+    peak = next((p for p in (run_peak(r) for r in runs) if p is not None), None)
+    if peak is not None:
+        out["peak_tflops"], out["peak_source"] = peak
+        if out["achieved_tflops"] is not None:
+            out["peak_fraction"] = out["achieved_tflops"] / peak[0]
+    return out
+
+
+# -- live figures (the live screen) -------------------------------------------------------------
+def known_flops_per_step(run: RunState, cell: Sequence[RunState]) -> float | None:
+    """The run's own count, else the count of an earlier run of the same cell (same work per step).
+
+    A runner counts after its timed epochs, so a cell's first run has no count until it
+    ends; its later runs show live TFLOP/s from the start.
+    """
+    if run.flops.get("per_step"):
+        return float(run.flops["per_step"])
+    for other in cell:
+        if other is not run and other.flops.get("per_step"):
+            return float(other.flops["per_step"])
+    return None
+
+
+def live_tflops(run: RunState, cell: Sequence[RunState], window: int = 20) -> float | None:
+    """TFLOP/s over the run's last ``window`` batches (never its first), or None while unknown."""
+    per_step = known_flops_per_step(run, cell)
+    n = len(run.batch_seconds)
+    if per_step is None or n < 2:
+        return None
+    recent = run.batch_seconds[max(1, n - window) :]
+    total = sum(recent)
+    return per_step * len(recent) / total / TERA if total > 0 else None
+
+
+def live_figures(run: RunState, cell: Sequence[RunState]) -> dict[str, Any]:
+    """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak."""
+    tflops = live_tflops(run, cell)
+    peak = run_peak(run)
+    return {
+        "flops_per_step": known_flops_per_step(run, cell),
+        "tflops": tflops,
+        "peak_tflops": peak[0] if peak else None,
+        "peak_fraction": tflops / peak[0] if peak and tflops is not None else None,
+        "text": fmt.tflops_with_peak(tflops, tflops / peak[0] if peak and tflops is not None else None),
+    }

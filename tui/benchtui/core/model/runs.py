@@ -1,0 +1,108 @@
+"""One runner process as the parent knows it: its plan entry, status, events folded so far."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchtui.core.model.stats import mean
+from benchtui.core.plan.plan import RunSpec
+
+FINAL = frozenset({"ok", "failed", "unavailable", "stopped", "skipped", "interrupted"})
+
+
+@dataclass
+class RunState:
+    """What is known about one runner process."""
+
+    spec: RunSpec
+    epochs_planned: int
+    status: str = "queued"
+    reason: str = ""
+    phase: str = ""
+    hello: dict[str, Any] = field(default_factory=dict)
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
+    epoch_times: dict[int, float] = field(default_factory=dict)
+    epoch_samples: dict[int, int] = field(default_factory=dict)
+    batch_seconds: array = field(default_factory=lambda: array("d"))
+    batch_epochs: array = field(default_factory=lambda: array("i"))
+    current_epoch: int = 0
+    current_step: int = 0
+    peak_bytes: int | None = None
+    memory_source: str = ""
+    malformed: int = 0
+    done: bool = False
+    # CPU that other processes used while this run trained (cores), from the sampler.
+    other_cpu_sum: float = 0.0
+    other_cpu_samples: int = 0
+    other_cpu_recorded: float | None = None  # the engine's figure, from the run's run_end event
+    # Other processes on the run's GPU while it trained (most seen at once, their memory), from NVML.
+    other_gpu_procs: int | None = None
+    other_gpu_mem: int | None = None
+    energy_mj: dict[int, float] = field(default_factory=dict)  # GPU energy counter: 0 = first batch, N = end of epoch N
+
+    @property
+    def other_cpu(self) -> float | None:
+        """Mean cores other processes used while this run trained: as recorded, else as sampled."""
+        if self.other_cpu_recorded is not None:
+            return self.other_cpu_recorded
+        return self.other_cpu_sum / self.other_cpu_samples if self.other_cpu_samples else None
+    started_t: float | None = None
+    ended_t: float | None = None
+    flops: dict[str, Any] = field(default_factory=dict)  # the runner's ``flops`` event
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL
+
+    @property
+    def device_kind(self) -> str | None:
+        """The kind of device the runner really trained on ("cuda", "cpu"), from its hello."""
+        device = self.hello.get("device")
+        return str(device.get("type")) if isinstance(device, dict) and device.get("type") else None
+
+    def joules_per_image(self) -> float | None:
+        """GPU energy per image over the epochs after the first (the first when there is only one)."""
+        e, samples = self.energy_mj, self.hello.get("samples_per_epoch")
+        last = max(self.epoch_times, default=0)
+        if not samples or last == 0:
+            return None
+        start = 1 if last > 1 else 0
+        if start not in e or last not in e or e[last] < e[start]:
+            return None
+        return (e[last] - e[start]) / 1000.0 / (samples * (last - start))
+
+    def phase_seconds(self, name: str) -> float | None:
+        edges = self.phases.get(name, {})
+        if "start" in edges and "end" in edges:
+            return edges["end"] - edges["start"]
+        return None
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        return self.hello.get("steps_per_epoch")
+
+    def figures(self) -> dict[str, float | None]:
+        """The study's four figures and throughput for this run (None where unknown)."""
+        epochs = [self.epoch_times[e] for e in sorted(self.epoch_times)]
+        rest = epochs[1:]
+        samples = self.hello.get("samples_per_epoch") or (
+            next(iter(self.epoch_samples.values()), None)
+        )
+        if rest and samples:
+            images_per_s = samples * len(rest) / sum(rest)
+        elif epochs and samples:
+            images_per_s = samples / epochs[0]
+        else:
+            images_per_s = None
+        return {
+            "mean_epoch_s": mean(epochs) if epochs else None,
+            "first_epoch_s": epochs[0] if epochs else None,
+            "mean_epoch_excl_first_s": mean(rest) if rest else None,
+            "build_s": self.phase_seconds("build"),
+            "images_per_s": images_per_s,
+            "time_to_first_batch_s": self.phase_seconds("first_batch"),
+        }
+
+

@@ -1,0 +1,372 @@
+"""The session model: runs and their figures, built by folding events one at a time.
+
+The live screens, the headless progress display and the final ``summary.json`` all
+use this one fold, so a summary is always recomputable from ``events.jsonl``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from benchtui_runners import catalog
+
+from benchtui.core.model import analysis, efficiency
+from benchtui.core.model.runs import FINAL, RunState
+from benchtui.core.model.stats import Ratio, describe, mean
+from benchtui.core.plan.plan import Plan, run_order
+
+SUMMARY_SCHEMA = 1
+#: Mean CPU (in cores) used by other processes during a run above which its times are flagged.
+OTHER_LOAD_WARN_CORES = 0.5
+HEADLINE = (
+    "mean_epoch_s",
+    "first_epoch_s",
+    "mean_epoch_excl_first_s",
+    "build_s",
+    "images_per_s",
+    "time_to_first_batch_s",
+)
+
+
+class SessionModel:
+    """Every run of a plan and its state, updated by ``apply(event)``."""
+
+    def __init__(self, plan: Plan, gpu_window: int = 600) -> None:
+        self.plan = plan
+        self.runs: dict[str, RunState] = {
+            s.run_id: RunState(s, plan.epochs) for s in run_order(plan)
+        }
+        self.current: str | None = None
+        self.gpu_samples: deque[dict[str, Any]] = deque(maxlen=gpu_window)
+        self.malformed = 0
+        self.events = 0
+        self.unknown_runs = 0
+        # The largest-batch search (--batch-size auto): every probe, and the choice per model.
+        self.probes: list[dict[str, Any]] = []
+        self.batch_choices: dict[str, dict[str, Any]] = {}
+        self.probing: dict[str, Any] | None = None  # the probe in progress
+        self._handlers = {
+            name[len("_on_"):]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
+        }
+
+    # -- folding events -------------------------------------------------------------
+    def apply(self, event: dict[str, Any]) -> None:
+        self.events += 1
+        kind = event.get("type")
+        if kind == "gpu":
+            self.gpu_samples.append(event)
+            self._note_load(event)
+            return
+        if kind == "probe_start":
+            self.probing = event
+            return
+        if kind == "probe":
+            self.probes.append(event)
+            self.probing = None
+            return
+        if kind == "batch_choice":
+            self.batch_choices[str(event.get("model"))] = event
+            return
+        run_id = event.get("run")
+        run = self.runs.get(run_id) if isinstance(run_id, str) else None
+        if run is None:
+            if run_id is not None:
+                self.unknown_runs += 1
+            return
+        # One dict lookup per event: this runs a million times when a long session loads.
+        handler = self._handlers.get(kind) if isinstance(kind, str) else None
+        if handler is not None:
+            try:
+                handler(run, event)
+            except (TypeError, ValueError, KeyError):
+                self.malformed += 1  # a well-formed line with nonsense fields
+
+    def _note_load(self, sample: dict[str, Any]) -> None:
+        """Count the CPU that processes other than the runner used while it trained."""
+        run = self.runs.get(sample.get("run")) if isinstance(sample.get("run"), str) else None
+        host = sample.get("host")
+        if run is None or run.status != "running" or not isinstance(host, dict):
+            return
+        busy, mine = host.get("system_busy_cores"), host.get("cpu_percent")
+        if isinstance(busy, (int, float)) and isinstance(mine, (int, float)):
+            run.other_cpu_sum += max(0.0, busy - mine / 100.0)
+            run.other_cpu_samples += 1
+        watched, gpus = sample.get("watched"), sample.get("gpus")
+        if isinstance(watched, int) and isinstance(gpus, list) and 0 <= watched < len(gpus):
+            gpu = gpus[watched]
+            procs, mem = (gpu.get("other_procs"), gpu.get("other_mem")) if isinstance(gpu, dict) else (None, None)
+            if isinstance(procs, int):
+                run.other_gpu_procs = max(procs, run.other_gpu_procs or 0)
+            if isinstance(mem, int):
+                run.other_gpu_mem = max(mem, run.other_gpu_mem or 0)
+
+    def _on_run_start(self, run: RunState, event: dict[str, Any]) -> None:
+        run.status = "starting"
+        run.started_t = event.get("t")
+        self.current = run.spec.run_id
+
+    def _on_hello(self, run: RunState, event: dict[str, Any]) -> None:
+        run.hello = event
+        run.status = "building"
+
+    def _on_phase(self, run: RunState, event: dict[str, Any]) -> None:
+        name, edge = str(event["name"]), str(event["edge"])
+        t = float(event.get("at", event["t"]))
+        run.phases.setdefault(name, {})[edge] = t
+        run.phase = name if edge == "start" else ""
+        if name == "first_batch" and edge == "start":
+            run.status = "running"
+            run.current_epoch = 1
+
+    def _on_batch(self, run: RunState, event: dict[str, Any]) -> None:
+        run.batch_seconds.append(float(event["seconds"]))
+        run.batch_epochs.append(int(event["epoch"]))
+        run.current_epoch = int(event["epoch"])
+        run.current_step = int(event["step"])
+        run.status = "running"
+
+    def _on_epoch(self, run: RunState, event: dict[str, Any]) -> None:
+        epoch = int(event["epoch"])
+        run.epoch_times[epoch] = float(event["seconds"])
+        run.epoch_samples[epoch] = int(event.get("samples") or 0)
+
+    def _on_memory(self, run: RunState, event: dict[str, Any]) -> None:
+        if event.get("peak_bytes") is not None:
+            run.peak_bytes = int(event["peak_bytes"])
+        run.memory_source = str(event.get("source", ""))
+
+    def _on_flops(self, run: RunState, event: dict[str, Any]) -> None:
+        run.flops = efficiency.flops_of_event(event)
+
+    def _on_energy(self, run: RunState, event: dict[str, Any]) -> None:
+        run.energy_mj[int(event["epoch"])] = float(event["mj"])
+
+    def _on_done(self, run: RunState, event: dict[str, Any]) -> None:
+        run.done = True
+        self._on_memory(run, event)
+
+    def _on_error(self, run: RunState, event: dict[str, Any]) -> None:
+        kind = event.get("kind", "exception")
+        message = str(event.get("message", ""))
+        run.status = "unavailable" if kind == "unavailable" else "failed"
+        run.reason = message if kind != "oom" else f"out of memory: {message}"
+
+    def _on_run_end(self, run: RunState, event: dict[str, Any]) -> None:
+        status = str(event.get("status", "failed"))
+        run.status = status
+        if event.get("reason"):
+            run.reason = str(event["reason"])
+        run.malformed = int(event.get("malformed") or 0)
+        if isinstance(event.get("other_cpu_cores"), (int, float)):
+            run.other_cpu_recorded = float(event["other_cpu_cores"])
+        if isinstance(event.get("other_gpu_processes"), int):
+            run.other_gpu_procs = event["other_gpu_processes"]
+        if isinstance(event.get("other_gpu_memory"), int):
+            run.other_gpu_mem = event["other_gpu_memory"]
+        self.malformed += run.malformed
+        run.ended_t = event.get("t")
+        if self.current == run.spec.run_id:
+            self.current = None
+
+    # -- reading the model ----------------------------------------------------------
+    def cells(self) -> list[tuple[str, str]]:
+        """(framework, model) pairs in display order: by model, then framework."""
+        return [(fw, m) for m in self.plan.models for fw in self.plan.frameworks]
+
+    def cell_runs(self, framework: str, model: str) -> list[RunState]:
+        return [
+            r for r in self.runs.values() if r.spec.framework == framework and r.spec.model == model
+        ]
+
+    def row(self, framework: str, model: str) -> dict[str, Any]:
+        """The summary row of one (framework, model): the contract of summary.json."""
+        runs = self.cell_runs(framework, model)
+        ok = [r for r in runs if r.status == "ok"]
+        failed = [r for r in runs if r.status == "failed"]
+        unavailable = [r for r in runs if r.status == "unavailable"]
+        row: dict[str, Any] = {
+            "framework": framework,
+            "model": model,
+            "batch_size": self.plan.batch_size(model, framework),
+            "runs": len(ok),
+            "runs_planned": len(runs),
+            "failed_runs": len(failed),
+        }
+        if unavailable and not ok:
+            row["status"], row["reason"] = "unavailable", unavailable[0].reason
+        elif failed:
+            row["status"], row["reason"] = "failed", failed[0].reason or "runner failed"
+        elif ok:
+            row["status"] = "ok"
+            unfinished = [r for r in runs if r.status != "ok"]
+            if unfinished:
+                row["reason"] = f"{len(unfinished)} of {len(runs)} runs did not finish ({unfinished[0].status})"
+        elif any(r.status in ("stopped", "skipped", "interrupted") for r in runs):
+            row["status"] = "incomplete"
+            row["reason"] = next(r.reason or r.status for r in runs if r.status in FINAL)
+        else:
+            row["status"] = "pending"
+        per_run = [r.figures() for r in ok]
+        row["spread"] = {}
+        for name in HEADLINE:
+            stats = describe([f[name] for f in per_run if f[name] is not None])
+            row[name] = stats["mean"] if stats else None
+            row["spread"][name] = stats
+        # 95% bootstrap intervals (over runs, then epochs within runs; seeded, cached).
+        row["ci"] = {name: analysis.figure_ci(ok, name) for name in HEADLINE}
+        for name, interval in row["ci"].items():
+            if row["spread"].get(name):
+                row["spread"][name]["ci_low"], row["spread"][name]["ci_high"] = interval or (None, None)
+        # Batch times after warm-up: their spread and MAD outliers back the warnings.
+        row["batch"] = describe(analysis.cell_batches(ok, steady=True))
+        # One "median batch" everywhere (table, exports, live screen): after the detected warm-up.
+        row["median_batch_s"] = row["batch"]["median"] if row["batch"] else None
+        # Warm-up detected from the data (stats.warmup_cut), and the steady state after it.
+        cuts = [analysis.warmup_of(r) for r in ok]
+        row["warmup_batches"] = [c for c, _ in cuts]
+        row["warmup_s"] = [s for _, s in cuts]
+        steady_rates = [
+            row["batch_size"] / mean(steady) for r in ok if (steady := analysis.steady_batches(r))
+        ]
+        row["steady_images_per_s"] = mean(steady_rates) if steady_rates else None
+        row["warnings"] = analysis.cell_warnings(ok, row["spread"], row["batch"])
+        # From run_end when recorded: loading folds GPU samples last (and only the newest), so
+        # the figure must not depend on them for summary.json to be recomputable.
+        loads = [r.other_cpu for r in ok if r.other_cpu is not None]
+        row["other_cpu_cores"] = max(loads) if loads else None
+        if loads and max(loads) >= OTHER_LOAD_WARN_CORES:
+            row["warnings"].append(
+                f"other processes kept {max(loads):.1f} core(s) busy during a run: on a shared CPU "
+                "its times measure the contention as much as the framework"
+            )
+        others = [r.other_gpu_procs for r in ok if r.other_gpu_procs]
+        row["other_gpu_processes"] = max(others) if others else (0 if any(r.other_gpu_procs == 0 for r in ok) else None)
+        if others:
+            mem = max((r.other_gpu_mem or 0 for r in ok), default=0)
+            row["warnings"].append(
+                f"{max(others)} other process(es) used the GPU during a run"
+                + (f" ({mem / 2**20:.0f} MiB)" if mem else "")
+                + ": its times measure the sharing as much as the framework"
+            )
+        kinds = sorted({k for r in ok if (k := r.device_kind)})
+        row["device_kind"] = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else None)
+        joules = [j for r in ok if (j := r.joules_per_image()) is not None]
+        row["joules_per_image"] = mean(joules) if joules else None
+        peaks = [r.peak_bytes for r in ok if r.peak_bytes is not None]
+        row["peak_memory_bytes"] = max(peaks) if peaks else None
+        row["memory_source"] = ok[0].memory_source if ok else ""
+        # Compute efficiency (additive): FLOPs per step, achieved TFLOP/s, % of the GPU's peak.
+        eff = efficiency.cell_efficiency(ok, row["ci"].get("images_per_s"))
+        row["spread"]["achieved_tflops"] = eff.pop("achieved_tflops_spread")
+        row["ci"]["achieved_tflops"] = eff.pop("achieved_tflops_ci")
+        row.update(eff)
+        row["epochs"] = self.plan.epochs
+        row["run_ids"] = [r.spec.run_id for r in runs]
+        return row
+
+    def live_figures(self, run: RunState) -> dict[str, Any]:
+        """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak."""
+        return efficiency.live_figures(run, self.cell_runs(run.spec.framework, run.spec.model))
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [self.row(fw, m) for fw, m in self.cells()]
+
+    def summary(self) -> dict[str, Any]:
+        environment: dict[str, Any] = {}
+        for run in self.runs.values():
+            if run.hello:
+                environment.setdefault(run.spec.framework, {
+                    "versions": run.hello.get("versions", {}),
+                    "device": run.hello.get("device", {}),
+                    "settings": run.hello.get("settings", {}),
+                })
+        rows = self.rows()
+        ratios, refused = framework_ratios(self)
+        for refusal in refused:  # every view shows a row's warnings: none can miss the refusal
+            for row in rows:
+                if row["model"] == refusal["model"] and row["framework"] in (refusal["base"], refusal["framework"]):
+                    row["warnings"].append(refusal["text"])
+        return {
+            "schema": SUMMARY_SCHEMA,
+            "rows": rows,
+            "frameworks": environment,
+            "malformed_lines": self.malformed,
+            # Framework against framework per model, with 95% CIs (additive to schema 1).
+            "ratios": ratios,
+            # Pairs that ran on different kinds of device: never a ratio.
+            "refused_ratios": refused,
+            "labels": {"frameworks": catalog.FRAMEWORK_LABELS, "models": {k: v.label for k, v in catalog.MODELS.items()}},
+        }
+
+    def search_lines(self) -> list[str]:
+        """The largest-batch search in words, one line per (model, framework) probed."""
+        cells: dict[tuple[str, str], list[str]] = {}
+        for probe in self.probes:
+            cells.setdefault((probe["model"], probe["framework"]), []).append(
+                f"{probe['batch_size']} {probe['result']}"
+            )
+        if self.probing is not None:
+            cells.setdefault((self.probing["model"], self.probing["framework"]), []).append(
+                f"{self.probing['batch_size']} …"
+            )
+        lines = []
+        for (model, fw), tried in cells.items():
+            chosen = self.batch_choices.get(model, {}).get("chosen", {}).get(fw)
+            label = f"{catalog.MODELS[model].label} · {catalog.FRAMEWORK_LABELS.get(fw, fw)}"
+            end = f" → batch {chosen}" if chosen else ""
+            lines.append(f"largest batch, {label}: {', '.join(tried)}{end}")
+        return lines
+
+    @property
+    def done_runs(self) -> int:
+        return sum(1 for r in self.runs.values() if r.finished)
+
+
+def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """For each model, every framework against the plan's first framework that has results.
+
+    Each entry names the faster framework and says "1.23× faster (95% CI 1.18–1.29)",
+    with "not significant" when the interval contains 1. Pairs whose runs trained on
+    different kinds of device (a GPU against a CPU) get no ratio: they are returned
+    apart, each with the sentence every view shows instead.
+    """
+    out: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    for m in model.plan.models:
+        cells = [
+            (fw, [r for r in model.cell_runs(fw, m) if r.status == "ok"]) for fw in model.plan.frameworks
+        ]
+        cells = [(fw, runs) for fw, runs in cells if runs]
+        if len(cells) < 2:
+            continue
+        base_fw, base_runs = cells[0]
+        for fw, runs in cells[1:]:
+            mixed = analysis.mixed_devices(base_runs, runs)
+            if mixed is not None:
+                refused.append({
+                    "model": m,
+                    "base": base_fw,
+                    "framework": fw,
+                    "devices": {base_fw: sorted(analysis.device_kinds(base_runs)), fw: sorted(analysis.device_kinds(runs))},
+                    "text": f"no ratio between {analysis.framework_label(base_fw)} and {analysis.framework_label(fw)}: they ran on "
+                    f"different devices ({analysis.framework_label(base_fw)} {'/'.join(sorted(analysis.device_kinds(base_runs)))}, "
+                    f"{analysis.framework_label(fw)} {'/'.join(sorted(analysis.device_kinds(runs)))})",
+                })
+                continue
+            result = analysis.compare_cells(base_runs, runs)
+            if result is None:
+                continue
+            ratio: Ratio = result.pop("_ratio")
+            winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
+            out.append(
+                {
+                    "model": m,
+                    "base": base_fw,
+                    "framework": fw,
+                    **result,
+                    "faster_framework": winner if ratio.value != 1.0 else None,
+                    "text": f"{analysis.framework_label(winner)} {seen.phrase(analysis.framework_label(loser))}",
+                }
+            )
+    return out, refused

@@ -1,0 +1,1 @@
+"""The plan: what to run (frameworks, models, settings), on which device, with which Python."""

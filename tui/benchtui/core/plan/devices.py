@@ -1,0 +1,65 @@
+"""The device of a session, chosen once in the parent and the same for every framework.
+
+NVML numbers GPUs in PCI bus order; CUDA, by default, fastest first. The launcher
+sets ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and ``CUDA_VISIBLE_DEVICES`` to the chosen GPU's
+NVML index, so every runner sees exactly that GPU as its device 0, and NVML's index,
+the runner's CUDA index and the session's record name the same card. A CPU plan hides
+every GPU, so no framework maps GPU memory or falls back silently the other way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchtui.core.plan.plan import PlanError
+
+#: Recorded with each GPU in the session and sent to the runner with its assignment.
+GPU_IDENTITY = ("index", "uuid", "name", "pci_bus_id", "mig_mode")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where every runner of a session trains."""
+
+    kind: str  # "cuda" or "cpu"; "unchecked" when a GPU was asked for but NVML sees none
+    runner_device: str  # what each runner's config says: "cuda:0" under the launcher's mask, or "cpu"
+    gpu: dict[str, Any] | None = None  # the chosen GPU as NVML names it
+    env: dict[str, str] = field(default_factory=dict)
+    reason: str = ""  # how the choice was made, in words
+
+    @property
+    def nvml_index(self) -> int | None:
+        return None if self.gpu is None else self.gpu.get("index")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "runner_device": self.runner_device,
+            "gpu": self.gpu,
+            "env": self.env,
+            "reason": self.reason,
+        }
+
+
+def place(device: str, gpus: list[dict[str, Any]]) -> Placement:
+    """Resolve a plan's ``--device`` against the GPUs NVML sees (``Sampler.gpus()``).
+
+    Raises PlanError for a GPU index this machine does not have.
+    """
+    if device == "cpu":
+        return Placement(
+            "cpu", "cpu", env={"CUDA_VISIBLE_DEVICES": ""}, reason="--device cpu: every GPU hidden"
+        )
+    if not gpus:
+        if device == "auto":
+            return Placement("cpu", "cpu", reason="--device auto: NVML sees no GPU")
+        # A GPU asked for without NVML (the CLI refuses this; a program may not): each runner
+        # checks for itself and fails with its reason, and ratios check the device kinds.
+        return Placement("unchecked", device, reason=f"--device {device}: NVML sees no GPU; not checked here")
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= len(gpus):
+        raise PlanError(f"--device {device}: NVML sees {len(gpus)} GPU(s) (cuda:0..cuda:{len(gpus) - 1})")
+    gpu = {k: gpus[index].get(k) for k in GPU_IDENTITY}
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(gpu["index"])}
+    return Placement("cuda", "cuda:0", gpu, env, reason=f"--device {device}: NVML GPU {index}, {gpu['name']}")

@@ -1,0 +1,231 @@
+"""Benchmark plans: what to run, presets, validation, and the order of runs."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from benchtui_runners import catalog
+from benchtui_runners.config import PRECISIONS, RunConfig
+
+
+class PlanError(ValueError):
+    """A plan that cannot be run; the message is one line for the user."""
+
+
+DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+ORDERS = ("interleaved", "grouped")
+DATA_PLACEMENTS = ("device", "host")
+
+
+@dataclass
+class Plan:
+    """A benchmark session's protocol. Defaults are the study's."""
+
+    frameworks: list[str] = field(default_factory=lambda: ["torch", "tensorflow"])
+    models: list[str] = field(default_factory=lambda: list(catalog.MODEL_ORDER))
+    image_size: int = 299
+    samples: int = 10000
+    epochs: int = 5
+    runs: int = 3
+    # model -> batch, or "framework:model" -> batch (after a per-framework search); missing: study's
+    batch_sizes: dict[str, int] = field(default_factory=dict)
+    batch_auto: bool = False  # search the largest batch that fits before the runs
+    batch_policy: str = "min"  # auto: "min" across frameworks (the study's rule) or "per-framework"
+    max_batch_size: int = 0  # auto: never probe above this (0: only --samples bounds it)
+    device: str = "auto"
+    data: str = "device"
+    precision: str = "fp32"
+    compile: bool = False
+    cudnn_autotune: bool = True
+    channels_last: bool = False
+    num_classes: int = 1000
+    order: str = "interleaved"
+    name: str = ""
+    preset: str = ""
+    python: dict[str, str] = field(default_factory=dict)  # framework -> interpreter
+    interval: float = 0.5  # GPU sampling period, seconds
+    memory_limit_mb: int = 0  # cap on each runner's address space (0: none)
+    threads: int = 0  # CPU threads for every framework's ops (0: each framework's default)
+
+    def batch_size(self, model: str, framework: str | None = None) -> int:
+        if framework is not None and f"{framework}:{model}" in self.batch_sizes:
+            return self.batch_sizes[f"{framework}:{model}"]
+        return self.batch_sizes.get(model, catalog.MODELS[model].study_batch_size)
+
+    def batch_upper(self) -> int:
+        """The largest batch the auto search may probe."""
+        return min(self.samples, self.max_batch_size) if self.max_batch_size else self.samples
+
+    def python_for(self, framework: str) -> str:
+        """``--python``, else the framework's own environment (``benchtui envs create``), else this Python."""
+        from benchtui.core.plan.envs import interpreter
+
+        return self.python.get(framework) or interpreter(framework) or sys.executable
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["batch_sizes"] = {
+            **{m: self.batch_size(m) for m in self.models},
+            **{k: v for k, v in self.batch_sizes.items() if ":" in k},
+        }
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def run_config(self, framework: str, model: str, run_id: str) -> RunConfig:
+        return RunConfig(
+            framework=framework,
+            model=model,
+            image_size=self.image_size,
+            samples=self.samples,
+            batch_size=self.batch_size(model, framework),
+            epochs=self.epochs,
+            device=self.device,
+            data=self.data,
+            precision=self.precision,
+            compile=self.compile,
+            cudnn_autotune=self.cudnn_autotune,
+            channels_last=self.channels_last,
+            num_classes=self.num_classes,
+            run_id=run_id,
+            memory_limit_mb=self.memory_limit_mb,
+            threads=self.threads,
+        )
+
+    def validate(self) -> Plan:
+        """Raise PlanError with one clear line if anything is off; return self."""
+        if not self.frameworks:
+            raise PlanError("no framework chosen")
+        for fw in self.frameworks:
+            if fw not in catalog.FRAMEWORKS:
+                raise PlanError(
+                    f"unknown framework {fw!r}; choose from {', '.join(catalog.FRAMEWORKS)}"
+                )
+        if not self.models:
+            raise PlanError("no model chosen")
+        for model in self.models:
+            if model not in catalog.MODELS:
+                raise PlanError(f"unknown model {model!r}; choose from {', '.join(catalog.MODELS)}")
+        for label, value in (
+            ("--image-size", self.image_size),
+            ("--samples", self.samples),
+            ("--epochs", self.epochs),
+            ("--runs", self.runs),
+            ("--num-classes", self.num_classes),
+        ):
+            if not isinstance(value, int) or value <= 0:
+                raise PlanError(f"{label} must be a positive whole number, got {value!r}")
+        if not isinstance(self.threads, int) or self.threads < 0:
+            raise PlanError(f"--threads must be a whole number (0: framework default), got {self.threads!r}")
+        if not isinstance(self.memory_limit_mb, int) or self.memory_limit_mb < 0:
+            raise PlanError(f"--memory-limit must be a whole number of MB, got {self.memory_limit_mb!r}")
+        if not self.interval > 0:
+            raise PlanError(f"--interval must be positive, got {self.interval!r}")
+        for key, size in self.batch_sizes.items():
+            fw, _, model = key.rpartition(":")
+            if model not in catalog.MODELS or (fw and fw not in catalog.FRAMEWORKS):
+                raise PlanError(f"--batch-size names unknown model {key!r}")
+            if not isinstance(size, int) or size <= 0:
+                raise PlanError(f"--batch-size for {model} must be a positive whole number")
+        if self.batch_policy not in ("min", "per-framework"):
+            raise PlanError(f"--batch-policy must be min or per-framework, got {self.batch_policy!r}")
+        if not isinstance(self.max_batch_size, int) or self.max_batch_size < 0:
+            raise PlanError(f"--max-batch-size must be a positive whole number, got {self.max_batch_size!r}")
+        for model in self.models:
+            info = catalog.MODELS[model]
+            if not self.batch_auto and self.batch_size(model) > self.samples:
+                raise PlanError(
+                    f"batch size {self.batch_size(model)} for {model} is larger than "
+                    f"--samples {self.samples}"
+                )
+            if self.image_size < info.min_image_size:
+                raise PlanError(
+                    f"{info.label} needs --image-size of at least {info.min_image_size}, "
+                    f"got {self.image_size}"
+                )
+        if not DEVICE_RE.match(self.device):
+            raise PlanError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if self.data not in DATA_PLACEMENTS:
+            raise PlanError(f"--data must be device or host, got {self.data!r}")
+        if self.precision not in PRECISIONS:
+            raise PlanError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.order not in ORDERS:
+            raise PlanError(f"--order must be interleaved or grouped, got {self.order!r}")
+        for fw in self.python:
+            if fw not in catalog.FRAMEWORKS:
+                raise PlanError(f"--python names unknown framework {fw!r}")
+        return self
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One runner process to start."""
+
+    run_id: str
+    framework: str
+    model: str
+    index: int  # 1-based run number within its (framework, model)
+
+
+def run_order(plan: Plan) -> list[RunSpec]:
+    """The runs of a plan, in the order they start.
+
+    interleaved: per model, runs alternate between frameworks (torch, tensorflow,
+    torch, ...) so drift in clocks or temperature falls on both. grouped: the
+    study's order, all runs of one framework, then the next.
+    """
+    specs: list[tuple[str, str, int]] = []
+    for model in plan.models:
+        if plan.order == "interleaved":
+            specs += [(fw, model, i) for i in range(1, plan.runs + 1) for fw in plan.frameworks]
+        else:
+            specs += [(fw, model, i) for fw in plan.frameworks for i in range(1, plan.runs + 1)]
+    return [
+        RunSpec(f"{n:03d}-{fw}-{model}-{i}", fw, model, i) for n, (fw, model, i) in enumerate(specs, 1)
+    ]
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The 2019 study's protocol: seven models, 299 px, 10k samples, 5 epochs, 3 runs,
+    # the study's batch sizes, data in a host NumPy array, runs grouped by framework.
+    "study": {
+        "frameworks": ["torch", "tensorflow"],
+        "models": list(catalog.MODEL_ORDER),
+        "image_size": 299,
+        "samples": 10000,
+        "epochs": 5,
+        "runs": 3,
+        "batch_sizes": {},
+        "data": "host",
+        "order": "grouped",
+    },
+    # About two minutes on a 2-core CPU-only machine: both frameworks, two small runs of ResNet50.
+    "quick": {
+        "frameworks": ["torch", "tensorflow"],
+        "models": ["resnet50"],
+        "image_size": 64,
+        "samples": 64,
+        "epochs": 3,
+        "runs": 2,
+        "batch_sizes": {"resnet50": 16},
+        "device": "auto",
+        "data": "device",
+    },
+}
+
+
+def from_preset(name: str, **overrides: Any) -> Plan:
+    if name not in PRESETS:
+        raise PlanError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
+    values = {**PRESETS[name], **overrides, "preset": name}
+    return Plan.from_dict(values)
+
+
+def with_overrides(plan: Plan, **overrides: Any) -> Plan:
+    return replace(plan, **overrides)

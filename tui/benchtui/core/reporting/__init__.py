@@ -1,0 +1,1 @@
+"""Reporting: one report model built from a session, one writer per format, and comparisons."""

@@ -1,0 +1,289 @@
+"""Two sessions side by side: per (model, framework), both times and B/A with a 95% CI; a CI gate."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from benchtui.core import fmt
+from benchtui.core.model.analysis import (
+    BASIS_LABELS,
+    framework_label,
+    mixed_devices,
+    model_label,
+    pair_groups,
+    timing_groups,
+)
+from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
+from benchtui.core.store.session import LoadedSession, SessionError, load_session, resolve_session
+
+#: Plan fields that change what an epoch is or how fast it runs: differences are pointed out.
+PLAN_FIELDS = (
+    "image_size",
+    "samples",
+    "epochs",
+    "batch_sizes",
+    "device",
+    "data",
+    "precision",
+    "compile",
+    "cudnn_autotune",
+    "channels_last",
+    "num_classes",
+)
+
+
+@dataclass
+class CompareRow:
+    """One (model, framework): A's and B's steady time and B/A."""
+
+    model: str
+    framework: str
+    status_a: str
+    status_b: str
+    time_a: float | None = None
+    time_b: float | None = None
+    basis: str = ""
+    ratio: Ratio | None = None
+    note: str = ""
+
+    @property
+    def both(self) -> bool:
+        return self.ratio is not None
+
+    def slower_than(self, pct: float) -> bool:
+        """B significantly slower than A, by more than ``pct`` percent, or B failed where A did not.
+
+        A slowdown inside the noise (its CI contains 1, or one run on a side cannot tell)
+        is not a regression: a CI gate must not fail on chance. A cell that B's plan does
+        not have is not a regression either; a crash is.
+        """
+        if self.status_b == "failed" and self.status_a != "failed":
+            return True
+        if self.ratio is not None:
+            return self.ratio.percent > pct and self.ratio.significant is True
+        return self.status_a == "ok" and self.status_b not in ("ok", "absent")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "framework": self.framework,
+            "status_a": self.status_a,
+            "status_b": self.status_b,
+            "time_a": self.time_a,
+            "time_b": self.time_b,
+            "basis": self.basis,
+            "note": self.note,
+            **({"ratio": self.ratio.to_dict()} if self.ratio else {"ratio": None}),
+        }
+
+
+@dataclass
+class Comparison:
+    a: LoadedSession
+    b: LoadedSession
+    rows: list[CompareRow] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+
+    def failing(self, pct: float) -> list[CompareRow]:
+        return [r for r in self.rows if r.slower_than(pct)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": str(self.a.path),
+            "b": str(self.b.path),
+            "rows": [r.to_dict() for r in self.rows],
+            "differences": self.differences,
+        }
+
+
+def _load(spec: str | os.PathLike[str] | LoadedSession) -> LoadedSession:
+    return spec if isinstance(spec, LoadedSession) else load_session(spec)
+
+
+def _cell_status(loaded: LoadedSession, fw: str, m: str) -> str:
+    if fw not in loaded.plan.frameworks or m not in loaded.plan.models:
+        return "absent"
+    return loaded.model.row(fw, m)["status"]
+
+
+def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
+    """Settings, hardware and library versions that differ between the sessions."""
+    out = []
+    pa, pb = a.plan.to_dict(), b.plan.to_dict()
+    for key in PLAN_FIELDS:
+        va, vb = pa.get(key), pb.get(key)
+        if key == "batch_sizes":
+            shared = set(a.plan.models) & set(b.plan.models)
+            va = {m: a.plan.batch_size(m) for m in sorted(shared)}
+            vb = {m: b.plan.batch_size(m) for m in sorted(shared)}
+        if va != vb:
+            out.append(f"{key}: {va} vs {vb}")
+    pa_, pb_ = a.meta.get("placement") or {}, b.meta.get("placement") or {}
+    if pa_.get("kind") != pb_.get("kind") and pa_ and pb_:
+        out.append(f"device: {pa_.get('kind')} vs {pb_.get('kind')}")
+    ga = [g.get("name") for g in a.meta.get("gpus") or []]
+    gb = [g.get("name") for g in b.meta.get("gpus") or []]
+    if ga != gb:
+        out.append(f"GPUs: {', '.join(map(str, ga)) or 'none'} vs {', '.join(map(str, gb)) or 'none'}")
+    da = {g.get("driver") for g in a.meta.get("gpus") or []}
+    db = {g.get("driver") for g in b.meta.get("gpus") or []}
+    if ga == gb and da != db:
+        out.append(f"driver: {', '.join(map(str, da))} vs {', '.join(map(str, db))}")
+    ea = a.model.summary().get("frameworks") or {}
+    eb = b.model.summary().get("frameworks") or {}
+    for fw in sorted(set(ea) & set(eb)):
+        va, vb = ea[fw].get("versions") or {}, eb[fw].get("versions") or {}
+        for lib in sorted(set(va) | set(vb)):
+            if va.get(lib) != vb.get(lib):
+                out.append(f"{framework_label(fw)} {lib}: {va.get(lib)} vs {vb.get(lib)}")
+    return out
+
+
+def compare_sessions(
+    a: str | os.PathLike[str] | LoadedSession, b: str | os.PathLike[str] | LoadedSession
+) -> Comparison:
+    """Compare session B against baseline A, cell by cell, on steady training time.
+
+    The time is the mean over runs of the mean epoch time excluding the first (the
+    study's figure), or of batch times after warm-up when there are too few epochs;
+    B/A comes with a 95% CI from a hierarchical bootstrap of the raw times of both.
+    """
+    la, lb = _load(a), _load(b)
+    cells: list[tuple[str, str]] = []
+    for loaded in (la, lb):
+        for m in loaded.plan.models:
+            for fw in loaded.plan.frameworks:
+                if (m, fw) not in cells:
+                    cells.append((m, fw))
+    out = Comparison(la, lb, differences=_differences(la, lb))
+    for m, fw in cells:
+        row = CompareRow(m, fw, _cell_status(la, fw, m), _cell_status(lb, fw, m))
+        runs_a = (
+            [r for r in la.model.cell_runs(fw, m) if r.status == "ok"] if row.status_a != "absent" else []
+        )
+        runs_b = (
+            [r for r in lb.model.cell_runs(fw, m) if r.status == "ok"] if row.status_b != "absent" else []
+        )
+        mixed = mixed_devices(runs_a, runs_b) if runs_a and runs_b else None
+        if mixed is not None:
+            row.note = f"no ratio: A and B ran on different devices ({mixed})"
+            row.basis, ga = timing_groups(runs_a)
+            row.time_a = grouped_mean(ga)
+            row.basis, gb = timing_groups(runs_b)
+            row.time_b = grouped_mean(gb)
+        elif runs_a and runs_b:
+            basis, ga, gb = pair_groups(runs_a, runs_b)
+            row.basis = basis
+            row.time_a, row.time_b = grouped_mean(ga), grouped_mean(gb)
+            row.ratio = ratio_ci(ga, gb)
+            if row.ratio is None:
+                row.note = "no comparable times"
+        else:
+            missing = []
+            if not runs_a:
+                missing.append(
+                    "A "
+                    + ("has no such cell" if row.status_a == "absent" else f"has no result ({row.status_a})")
+                )
+            if not runs_b:
+                missing.append(
+                    "B "
+                    + ("has no such cell" if row.status_b == "absent" else f"has no result ({row.status_b})")
+                )
+            row.note = "; ".join(missing)
+            if runs_a:
+                row.basis, ga = timing_groups(runs_a)
+                row.time_a = grouped_mean(ga)
+            if runs_b:
+                row.basis, gb = timing_groups(runs_b)
+                row.time_b = grouped_mean(gb)
+        out.rows.append(row)
+    return out
+
+
+def comparison_table(cmp: Comparison) -> Table:
+    table = Table(
+        title=f"B {cmp.b.path.name}  vs  A {cmp.a.path.name}", title_justify="left", header_style="bold"
+    )
+    for col, justify in (
+        ("Model", "left"),
+        ("Framework", "left"),
+        ("A (s)", "right"),
+        ("B (s)", "right"),
+        ("B/A", "right"),
+        ("B compared with A", "left"),
+        ("Times", "left"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for row in cmp.rows:
+        if row.ratio is not None:
+            r = row.ratio
+            style = "dim" if r.significant is False else ("green" if r.faster else "red")
+            verdict = f"[{style}]{r.phrase()}[/]"
+            ratio_text = f"{r.value:.3f}"
+        else:
+            verdict, ratio_text = f"[yellow]{row.note}[/]", "–"
+        table.add_row(
+            model_label(row.model),
+            framework_label(row.framework),
+            fmt.seconds(row.time_a, 4),
+            fmt.seconds(row.time_b, 4),
+            ratio_text,
+            verdict,
+            BASIS_LABELS.get(row.basis, row.basis),
+        )
+    return table
+
+
+def cmd_compare(args: Any) -> int:
+    """``benchtui compare A B [--fail-above PCT]``: exit 1 when B is slower than A by more than PCT on any row."""
+    pct = args.fail_above
+    if pct is not None and not pct >= 0:
+        raise SessionError(f"--fail-above takes a percentage of at least 0, got {pct}")
+    pa = resolve_session(args.a, args.sessions_dir)
+    pb = resolve_session(args.b, args.sessions_dir)
+    la, lb = load_session(pa), load_session(pb)
+    for tag, loaded in (("A", la), ("B", lb)):
+        for warning in loaded.warnings:
+            print(f"warning: {tag} {loaded.path.name}: {warning}", file=sys.stderr)
+    cmp = compare_sessions(la, lb)
+    console = Console(file=sys.stdout) if sys.stdout.isatty() else Console(file=sys.stdout, width=200)
+    console.print(comparison_table(cmp))
+    if cmp.differences:
+        console.print("[yellow]The sessions differ in:[/] " + "; ".join(cmp.differences), highlight=False)
+    console.print(
+        "B/A is the ratio of times (below 1: B is faster); 95% CIs by seeded hierarchical bootstrap "
+        "(runs, then epochs or batches); 'not significant' when the CI contains 1.",
+        style="dim",
+        highlight=False,
+    )
+    if pct is None:
+        return 0
+    failing = cmp.failing(pct)
+    for row in cmp.rows:
+        if row.ratio is not None and row.ratio.percent > pct and row.ratio.significant is not True:
+            print(
+                f"not failing: {model_label(row.model)} · {framework_label(row.framework)} is "
+                f"{row.ratio.percent:+.1f}% but {row.ratio.phrase()}",
+                file=sys.stderr,
+            )
+    if not failing:
+        print(f"ok: no row of B is slower than A by more than {pct:g}%", file=sys.stderr)
+        return 0
+    for row in failing:
+        if row.ratio is not None and row.ratio.percent > pct:
+            what = f"{row.ratio.percent:+.1f}% ({row.ratio.phrase()})"
+        else:
+            what = row.note or f"B {row.status_b} where A {row.status_a}"
+        print(
+            f"FAIL: {model_label(row.model)} · {framework_label(row.framework)}: {what}",
+            file=sys.stderr,
+        )
+    print(f"{len(failing)} row(s) of B are slower than A by more than {pct:g}%", file=sys.stderr)
+    return 1

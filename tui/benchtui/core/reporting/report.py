@@ -1,0 +1,491 @@
+"""The HTML report of a session: one self-contained file with the study's tables and inline SVG plots."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from benchtui.core import fmt
+from benchtui.core.model.analysis import epochs_of, framework_label, model_label, steady_batches
+from benchtui.core.model.stats import median
+from benchtui.core.reporting.export import (
+    EFFICIENCY_HEADER,
+    EFFICIENCY_NOTE,
+    TABLES,
+    WARMUP_HEADER,
+    WARMUP_NOTE,
+    all_warnings,
+    cell_text,
+    efficiency_methods,
+    efficiency_rows,
+    environment,
+    header_facts,
+    problems,
+    study_side_by_side,
+    warmup_rows,
+)
+from benchtui.core.reporting.plots import Band, Bar, Series, bar_chart, color_for, line_chart
+from benchtui.core.store.session import LoadedSession
+
+#: Points per plotted line: enough for a 960 px chart, small enough for a 2 MB report.
+MAX_POINTS = 800
+LOG_TAIL_BYTES = 4000
+#: Telemetry lines in neutral colours: the framework colours are taken by the run bands.
+GPU_COLORS = ("#343a40", "#2b8a3e", "#c2255c", "#e67700")
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:1020px;
+color:#212529;line-height:1.45;padding:0 12px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #dee2e6;padding-bottom:4px}
+h3{font-size:15px;margin:18px 0 6px}
+.facts{color:#495057;font-size:14px}.facts b{color:#212529;font-weight:600}
+table{border-collapse:collapse;font-size:13px;margin:6px 0 4px;width:100%}
+th,td{border:1px solid #dee2e6;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f1f3f5}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr:nth-child(even) td{background:#f8f9fa}
+.ok{color:#2b8a3e}.failed{color:#c92a2a;font-weight:600}.unavailable{color:#e67700}.incomplete,.pending{color:#862e9c}
+.ns{color:#868e96}.sig{font-weight:600}
+.warn{background:#fff9db;border:1px solid #ffe066;border-radius:6px;padding:8px 12px;font-size:13px}
+.warn ul{margin:0;padding-left:18px}
+.note{color:#868e96;font-size:12px;margin:2px 0 10px}
+figure{margin:10px 0 18px}svg{max-width:100%;height:auto;background:#fff}
+details{margin:4px 0}pre{background:#f8f9fa;border:1px solid #dee2e6;padding:8px;font-size:12px;overflow-x:auto;
+white-space:pre-wrap;word-break:break-all;max-height:320px}
+.env td:first-child{white-space:nowrap;font-weight:600;width:150px}
+footer{color:#868e96;font-size:12px;margin-top:32px}
+"""
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def gpu_samples(path: Path) -> list[dict[str, Any]]:
+    """Every GPU/host sample of a session, in order (a cheap second pass over events.jsonl)."""
+    out: list[dict[str, Any]] = []
+    events = path / "events.jsonl"
+    if not events.exists():
+        return out
+    with open(events, "rb") as fh:
+        for raw in fh:
+            # Only lines that can be samples are parsed: most lines are batches.
+            if b'"gpu"' not in raw or not raw.endswith(b"\n"):
+                continue
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if (
+                isinstance(event, dict)
+                and event.get("type") == "gpu"
+                and isinstance(event.get("t"), (int, float))
+            ):
+                out.append(event)
+    return out
+
+
+# -- tables ---------------------------------------------------------------------------
+def _status_cell(row: dict[str, Any]) -> str:
+    status = row.get("status", "")
+    text = f'<span class="{_e(status)}">{_e(status)}</span>'
+    if row.get("reason"):
+        text += f" {_e(row['reason'])}"
+    return text
+
+
+def _plain_table(title: str, header: list[str], rows: list[list[str]], note: str = "", numeric_from: int = 1) -> str:
+    parts = [f"<h3>{_e(title)}</h3><table><tr>"] + [f"<th>{_e(h)}</th>" for h in header] + ["</tr>"]
+    for row in rows:
+        parts.append("<tr>")
+        parts += [
+            f'<td class="num">{_e(c)}</td>' if i >= numeric_from else f"<td>{_e(c)}</td>" for i, c in enumerate(row)
+        ]
+        parts.append("</tr>")
+    parts.append("</table>")
+    if note:
+        parts.append(f'<p class="note">{_e(note)}</p>')
+    return "".join(parts)
+
+
+def _study_tables(loaded: LoadedSession, summary: dict[str, Any]) -> str:
+    plan = loaded.plan
+    cells = {(r["model"], r["framework"]): r for r in summary["rows"]}
+    header, rows = study_side_by_side(plan, summary)
+    parts = [_plain_table("The study's four figures, side by side (seconds)", header, rows)]
+    for name, label, formatter in TABLES:
+        parts.append(f"<h3>{_e(label)}</h3><table><tr><th>Model</th>")
+        parts += [f"<th>{_e(framework_label(fw))}</th>" for fw in plan.frameworks]
+        parts.append("</tr>")
+        for m in plan.models:
+            parts.append(f"<tr><td>{_e(model_label(m))}</td>")
+            for fw in plan.frameworks:
+                row = cells.get((m, fw), {})
+                parts.append(f'<td class="num">{_e(cell_text(row, name, formatter))}</td>')
+            parts.append("</tr>")
+        parts.append("</table>")
+    parts.append(
+        '<p class="note">Mean over runs; in brackets the 95% bootstrap confidence interval '
+        "(seeded; over runs, then epochs within runs).</p>"
+    )
+    return "".join(parts)
+
+
+def _efficiency_table(summary: dict[str, Any]) -> str:
+    """FLOPs per step, achieved TFLOP/s and % of the GPU's peak per cell ('' when nothing was counted)."""
+    rows = efficiency_rows(summary)
+    if not rows:
+        return ""
+    parts = ["<h3>Compute efficiency</h3><table><tr>"]
+    parts += [f"<th>{_e(h)}</th>" for h in EFFICIENCY_HEADER]
+    parts.append("</tr>")
+    for cells in rows:
+        parts.append(f"<tr><td>{_e(cells[0])}</td><td>{_e(cells[1])}</td>")
+        parts += [f'<td class="num">{_e(c)}</td>' for c in cells[2:]]
+        parts.append("</tr>")
+    parts.append("</table>")
+    notes = [EFFICIENCY_NOTE] + [f"{fw}: {method}." for fw, method in efficiency_methods(summary)]
+    notes += sorted({f"Peak: {r['peak_source']}." for r in summary["rows"] if r.get("peak_source")})
+    parts.append('<p class="note">' + "<br>".join(_e(n) for n in notes) + "</p>")
+    return "".join(parts)
+
+
+def _detail_table(summary: dict[str, Any]) -> str:
+    head = (
+        "<table><tr><th>Model</th><th>Framework</th><th>Batch</th><th>Runs</th><th>Median batch (s)</th>"
+        "<th>Batch IQR/median</th><th>Peak memory</th><th>Status</th></tr>"
+    )
+    parts = [head]
+    for row in summary["rows"]:
+        batch = row.get("batch") or {}
+        ratio = batch.get("iqr_ratio")
+        parts.append(
+            f"<tr><td>{_e(model_label(row['model']))}</td><td>{_e(framework_label(row['framework']))}</td>"
+            f'<td class="num">{_e(row.get("batch_size"))}</td>'
+            f'<td class="num">{_e(row.get("runs"))}/{_e(row.get("runs_planned", row.get("runs")))}</td>'
+            f'<td class="num">{_e(fmt.seconds(batch.get("median"), 4))}</td>'
+            f'<td class="num">{"–" if ratio is None else _e(f"{ratio:.1%}")}</td>'
+            f'<td class="num">{_e(fmt.bytes_(row.get("peak_memory_bytes")))}</td>'
+            f"<td>{_status_cell(row)}</td></tr>"
+        )
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _ratio_table(summary: dict[str, Any]) -> str:
+    ratios = summary.get("ratios") or []
+    if not ratios:
+        return '<p class="note">Only one framework has results: nothing to compare.</p>'
+    parts = ["<table><tr><th>Model</th><th>Result</th><th>From</th></tr>"]
+    for r in ratios:
+        cls = "ns" if r.get("significant") is False else "sig"
+        parts.append(
+            f'<tr><td>{_e(model_label(r["model"]))}</td><td class="{cls}">{_e(r["text"])}</td>'
+            f"<td>{_e(r['basis_label'])}</td></tr>"
+        )
+    parts.append("</table>")
+    parts.append('<p class="note">A difference is <i>not significant</i> when its 95% CI contains 1.</p>')
+    return "".join(parts)
+
+
+def _problems(loaded: LoadedSession, summary: dict[str, Any]) -> str:
+    bad = problems(summary)
+    if not bad:
+        return ""
+    parts = [
+        "<h2>Failures and gaps</h2><table><tr><th>Model</th><th>Framework</th><th>Status</th><th>Reason</th></tr>"
+    ]
+    for m, fw, status, reason in bad:
+        parts.append(
+            f'<tr><td>{_e(m)}</td><td>{_e(fw)}</td><td class="{_e(status)}">{_e(status)}</td><td>{_e(reason)}</td></tr>'
+        )
+    parts.append("</table>")
+    for rid, run in loaded.model.runs.items():
+        if run.status not in ("failed", "stopped", "interrupted"):
+            continue
+        log = loaded.path / "logs" / f"{rid}.log"
+        tail = ""
+        if log.is_file():
+            with open(log, "rb") as fh:
+                fh.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
+                tail = fh.read().decode("utf-8", errors="replace")
+        parts.append(
+            f"<details><summary>{_e(rid)}: {_e(run.status)} — {_e(run.reason)}</summary>"
+            f"<pre>{_e(tail or '(no log)')}</pre></details>"
+        )
+    return "".join(parts)
+
+
+# -- plots ----------------------------------------------------------------------------
+def _bars(loaded: LoadedSession, summary: dict[str, Any], name: str, title: str, y_label: str) -> str:
+    plan, model = loaded.plan, loaded.model
+    cells = {(r["model"], r["framework"]): r for r in summary["rows"]}
+    groups = []
+    for m in plan.models:
+        bars = []
+        for fw in plan.frameworks:
+            row = cells.get((m, fw), {})
+            value = row.get(name)
+            stats = (row.get("spread") or {}).get(name) or {}
+            ok = [r for r in model.cell_runs(fw, m) if r.status == "ok"]
+            dots = [v for f in (r.figures() for r in ok) if (v := f[name]) is not None] if len(ok) > 1 else []
+            note = {"unavailable": "n/a", "failed": "failed"}.get(row.get("status", ""), "–")
+            bars.append(Bar(fw, value, stats.get("min"), stats.get("max"), dots, note))
+        groups.append((model_label(m), bars))
+    colors = {fw: color_for(fw, i) for i, fw in enumerate(plan.frameworks)}
+    labels = {fw: framework_label(fw) for fw in plan.frameworks}
+    return bar_chart(
+        title, groups, colors, labels, y_label, desc="bars: mean over runs; whiskers: min to max; dots: runs"
+    )
+
+
+def _median_run(runs: list[Any]) -> Any:
+    """The run whose steady batch time is the median of its cell's runs (the typical one)."""
+    scored = [(median(b), r) for r in runs if (b := steady_batches(r) or list(r.batch_seconds))]
+    if not scored:
+        return None
+    scored.sort(key=lambda p: p[0])
+    return scored[(len(scored) - 1) // 2][1]
+
+
+def _batch_plots(loaded: LoadedSession) -> str:
+    plan, model = loaded.plan, loaded.model
+    parts = []
+    for m in plan.models:
+        series: list[Series] = []
+        boundaries: list[float] = []
+        for i, fw in enumerate(plan.frameworks):
+            runs = model.cell_runs(fw, m)
+            ok = [r for r in runs if r.status == "ok"]
+            run = _median_run(ok) or _median_run([r for r in runs if r.batch_seconds])
+            if run is None:
+                continue
+            ys = list(run.batch_seconds)
+            xs = [float(i) for i in range(1, len(ys) + 1)]
+            if not boundaries:
+                epochs = run.batch_epochs
+                boundaries = [k + 0.5 for k in range(1, len(epochs)) if epochs[k] != epochs[k - 1]]
+            label = f"{framework_label(fw)} (run {run.spec.index}{'' if run.status == 'ok' else ', ' + run.status})"
+            series.append(Series(label, xs, ys, color_for(fw, i)))
+        if not series:
+            continue
+        parts.append(
+            "<figure>"
+            + line_chart(
+                f"{model_label(m)}: time per batch over a run",
+                series,
+                "batch number in the run (dashed lines: epoch boundaries)",
+                "seconds per batch",
+                clip_quantile=0.99,
+                vlines=boundaries,
+                max_points=MAX_POINTS,
+                desc="the median run of each framework; the first batch includes compilation",
+            )
+            + "</figure>"
+        )
+    return "".join(parts) or '<p class="note">No batches were recorded.</p>'
+
+
+def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
+    if not samples:
+        return '<p class="note">No telemetry samples were recorded.</p>'
+    plan, model = loaded.plan, loaded.model
+    t0 = samples[0]["t"]
+    span = samples[-1]["t"] - t0
+    scale, unit = (60.0, "minutes") if span > 300 else (1.0, "seconds")
+
+    def x(t: float) -> float:
+        return (t - t0) / scale
+
+    bands = []
+    banded: set[str] = set()
+    for run in model.runs.values():
+        if isinstance(run.started_t, (int, float)) and isinstance(run.ended_t, (int, float)):
+            fw = run.spec.framework
+            color = color_for(fw, plan.frameworks.index(fw) if fw in plan.frameworks else 0)
+            bands.append(Band(x(run.started_t), x(run.ended_t), color, f"{run.spec.run_id} ({run.status})"))
+            banded.add(fw)
+    band_legend = {
+        f"{framework_label(fw)} runs": color_for(fw, i)
+        for i, fw in enumerate(plan.frameworks)
+        if fw in banded
+    }
+    xs = [x(s["t"]) for s in samples]
+    x_label = f"{unit} since the first sample"
+    indices = sorted({g.get("index", 0) for s in samples for g in s.get("gpus") or [] if isinstance(g, dict)})
+    def telemetry_chart(title: str, series: list[Series], x_axis: str, y_axis: str, **options: Any) -> str:
+        """One chart of the telemetry section: time axis, run bands and point budget shared."""
+        chart = line_chart(
+            title, series, x_axis, y_axis, bands=bands, band_legend=band_legend, max_points=MAX_POINTS, **options
+        )
+        return f"<figure>{chart}</figure>"
+
+    parts = []
+    if indices:
+        util: list[Series] = []
+        mem: list[Series] = []
+        total_gib = 0.0
+        for k, idx in enumerate(indices):
+
+            def metric(s: dict[str, Any], key: str, idx: int = idx) -> float | None:
+                for g in s.get("gpus") or []:
+                    if isinstance(g, dict) and g.get("index", 0) == idx:
+                        v = g.get(key)
+                        return float(v) if isinstance(v, (int, float)) else None
+                return None
+
+            util.append(
+                Series(
+                    f"GPU {idx} utilization",
+                    xs,
+                    [metric(s, "util") for s in samples],
+                    GPU_COLORS[k % len(GPU_COLORS)],
+                )
+            )
+            used = [metric(s, "mem_used") for s in samples]
+            proc = [metric(s, "proc_mem") for s in samples]
+            totals = [v for v in (metric(s, "mem_total") for s in samples) if v]
+            total_gib = max([total_gib] + [t / 2**30 for t in totals])
+            color = GPU_COLORS[k % len(GPU_COLORS)]
+            mem.append(
+                Series(f"GPU {idx} memory used", xs, [None if v is None else v / 2**30 for v in used], color)
+            )
+            if any(v is not None for v in proc):
+                mem.append(
+                    Series(
+                        f"GPU {idx} runner process",
+                        xs,
+                        [None if v is None else v / 2**30 for v in proc],
+                        color,
+                        dashed=True,
+                    )
+                )
+        parts.append(
+            telemetry_chart(
+                "GPU utilization over time",
+                util,
+                x_label,
+                "utilization (%)",
+                y_max=100,
+            )
+        )
+        parts.append(
+            telemetry_chart(
+                "GPU memory over time",
+                mem,
+                x_label,
+                "GiB",
+                y_max=total_gib or None,
+                desc="solid: memory used on the GPU; dashed: the runner process's own memory",
+            )
+        )
+    else:
+        cpu = [
+            s.get("host", {}).get("cpu_percent") if isinstance(s.get("host"), dict) else None for s in samples
+        ]
+        rss = [s.get("host", {}).get("rss") if isinstance(s.get("host"), dict) else None for s in samples]
+        parts.append(
+            f'<p class="note">No GPU telemetry ({_e(loaded.meta.get("telemetry") or "not recorded")}): '
+            "the runner's CPU and memory instead.</p>"
+        )
+        parts.append(
+            telemetry_chart(
+                "Runner CPU over time",
+                [
+                    Series(
+                        "runner CPU (% of one core)",
+                        xs,
+                        [c if isinstance(c, (int, float)) else None for c in cpu],
+                        GPU_COLORS[0],
+                    )
+                ],
+                x_label,
+                "% of one core",
+            )
+        )
+        parts.append(
+            telemetry_chart(
+                "Runner memory over time",
+                [
+                    Series(
+                        "runner resident memory",
+                        xs,
+                        [r / 2**30 if isinstance(r, (int, float)) else None for r in rss],
+                        GPU_COLORS[0],
+                    )
+                ],
+                x_label,
+                "GiB",
+            )
+        )
+    return "".join(parts)
+
+
+# -- the page -------------------------------------------------------------------------
+def render_html(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> str:
+    """The whole report as one HTML string; nothing in it loads anything from anywhere."""
+    summary = summary or loaded.model.summary()
+    title = str(loaded.meta.get("name") or loaded.path.name)
+    facts = " · ".join(f"<b>{_e(k)}</b> {_e(v)}" for k, v in header_facts(loaded))
+    warnings = all_warnings(loaded, summary)
+    warn_html = (
+        '<div class="warn"><b>Warnings</b><ul>'
+        + "".join(f"<li>{_e(w)}</li>" for w in warnings)
+        + "</ul></div>"
+        if warnings
+        else ""
+    )
+    env_rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in environment(loaded, summary))
+    has_epochs = any(epochs_of(r) for r in loaded.model.runs.values())
+    steady_name = "mean_epoch_excl_first_s" if loaded.plan.epochs > 1 else "mean_epoch_s"
+    body = [
+        f"<h1>benchtui · {_e(title)}</h1>",
+        f'<p class="facts">{facts}</p>',
+        warn_html,
+        "<h2>Results</h2>",
+        _study_tables(loaded, summary),
+        _plain_table("Warm-up and steady state", WARMUP_HEADER, warmup_rows(summary), WARMUP_NOTE, numeric_from=2),
+        _efficiency_table(summary),
+        "<h2>Frameworks compared</h2>",
+        _ratio_table(summary),
+        "<h2>Epoch time per model</h2>",
+        "<figure>"
+        + _bars(
+            loaded,
+            summary,
+            steady_name,
+            "Epoch time"
+            + (" excluding the first" if steady_name == "mean_epoch_excl_first_s" else "")
+            + " (mean over runs, min–max, runs)",
+            "seconds",
+        )
+        + "</figure>"
+        if has_epochs
+        else '<p class="note">No epoch finished.</p>',
+        "<figure>"
+        + _bars(loaded, summary, "build_s", "Build time (construct, move to device, compile)", "seconds")
+        + "</figure>"
+        if has_epochs
+        else "",
+        "<h2>Time per batch</h2>",
+        _batch_plots(loaded),
+        "<h2>Telemetry over time</h2>",
+        _gpu_plots(loaded, gpu_samples(loaded.path)),
+        "<h2>Details per cell</h2>",
+        _detail_table(summary),
+        _problems(loaded, summary),
+        "<h2>Environment</h2>",
+        f'<table class="env">{env_rows}</table>',
+        f"<footer>Generated by benchtui from {_e(loaded.path.name)}/events.jsonl. Confidence intervals: "
+        "95%, seeded bootstrap over runs, then epochs or batches within runs.</footer>",
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        # No network, ever: styles and images are inline, scripts are not allowed at all.
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>benchtui · {_e(title)}</title><style>{CSS}</style></head><body>"
+        + "".join(body)
+        + "</body></html>\n"
+    )

@@ -1,0 +1,1 @@
+"""Running a session: runner processes, the engine that orders them, batch search, GPU sampling."""

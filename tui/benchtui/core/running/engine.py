@@ -1,0 +1,350 @@
+"""Running a plan: one runner process after another, events into the session as they come.
+
+The engine is asyncio code with no UI. The TUI runs it in a worker on its own loop
+and redraws from ``engine.model`` on a timer; the headless command does the same
+with Rich. Control (stop the run, skip the model, pause, cancel) is a few flags
+checked between runs, plus killing the current runner's process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchtui_runners import catalog
+from benchtui_runners.config import RunConfig
+
+from benchtui.core.model.summary import SessionModel
+from benchtui.core.plan.devices import Placement, place
+from benchtui.core.plan.plan import Plan, RunSpec, run_order
+from benchtui.core.running.batchsearch import choose, search_largest_batch
+from benchtui.core.running.control import Pausable
+from benchtui.core.running.launcher import LocalLauncher, RunnerProcess, config_args, start_runner
+from benchtui.core.running.sampler import Sampler
+from benchtui.core.store.session import SessionWriter
+from benchtui.core.wire.events import Malformed, parse_line
+
+Listener = Callable[[dict[str, Any]], None]
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "runner did not exit"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"runner was killed by {name} before finishing"
+    return f"runner exited with code {returncode} before finishing"
+
+
+class Engine(Pausable):
+    """Runs every run of a plan in order, writing a session and updating a model."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        writer: SessionWriter,
+        listener: Listener | None = None,
+        sampler: Sampler | None = None,
+        launcher: LocalLauncher | None = None,
+    ) -> None:
+        self.plan = plan
+        self.writer = writer
+        self.model = SessionModel(plan)
+        self.listener = listener
+        self.sampler = sampler
+        self.launcher = launcher or LocalLauncher()
+        self.specs: list[RunSpec] = run_order(plan)
+        self.current: RunnerProcess | None = None
+        self.current_spec: RunSpec | None = None
+        self.status = "pending"
+        super().__init__()
+        self._stop_current = False
+        self._skip: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._no_fit: dict[tuple[str, str], str] = {}  # cells the batch search found no size for
+        # Chosen once when the session starts (from the sampler's NVML view), the same for every run.
+        self.placement = Placement("unchecked", plan.device)
+
+    # -- control (pause, resume, paused, cancelled: Pausable) -----------------------------
+    def stop_current(self) -> None:
+        """Stop the run in progress (recorded as "stopped"); the queue goes on."""
+        if self.current is not None:
+            self._stop_current = True
+            asyncio.ensure_future(self.current.terminate())
+
+    def skip_model(self) -> None:
+        """Stop the current run and skip every remaining run of its model."""
+        if self.current_spec is not None:
+            self._skip.add(self.current_spec.model)
+            self.stop_current()
+
+    def cancel(self) -> None:
+        """Stop everything: the current runner's process group, and every run not started."""
+        super().cancel()
+        if self.current is not None:
+            asyncio.ensure_future(self.current.terminate())
+
+    # -- events -----------------------------------------------------------------------
+    def _record(self, event: dict[str, Any]) -> None:
+        if self.writer.closed:
+            return  # a GPU sample that arrived after the session was finished
+        self.model.apply(event)
+        self.writer.append(event)
+        if self.listener is not None:
+            self.listener(event)
+
+    def _on_sample(self, sample: dict[str, Any]) -> None:
+        """Called in the sampler's thread: hand the sample to the loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._record, sample)
+            except RuntimeError:
+                pass  # loop closing
+
+    def _parent_event(self, type_: str, run: str | None, **fields: Any) -> None:
+        self._record({"type": type_, "t": time.monotonic(), "run": run, **fields})
+
+    # -- the plan ---------------------------------------------------------------------
+    async def run(self) -> str:
+        """Run the whole plan; return the session status (complete / failed / interrupted)."""
+        self._loop = asyncio.get_running_loop()
+        self.status = "running"
+        gpus = self.sampler.gpus() if self.sampler is not None else []
+        self.placement = place(self.plan.device, gpus)
+        if self.sampler is not None:
+            self.sampler.on_sample = self._on_sample
+            self.sampler.watch_gpu(self.placement.nvml_index)
+            self.writer.update_meta(gpus=gpus, telemetry=self.sampler.status)
+            self.sampler.start()
+        self.writer.update_meta(placement=self.placement.to_dict())
+        unavailable: dict[tuple[str, str], str] = {}
+        try:
+            if self.plan.batch_auto:
+                await self._search_batches()
+            for spec in self.specs:
+                cell = (spec.framework, spec.model)
+                ok, reason = catalog.available(spec.framework, spec.model)
+                if self._cancelled:
+                    self._parent_event("run_end", spec.run_id, status="skipped", reason="session interrupted before this run")
+                elif not ok or cell in unavailable:
+                    self._parent_event("run_end", spec.run_id, status="unavailable", reason=reason or unavailable[cell])
+                elif cell in self._no_fit:
+                    self._parent_event("run_end", spec.run_id, status="failed", reason=self._no_fit[cell])
+                elif spec.model in self._skip:
+                    self._parent_event("run_end", spec.run_id, status="skipped", reason="model skipped by user")
+                else:
+                    await self._resume.wait()
+                    if self._cancelled:
+                        self._parent_event("run_end", spec.run_id, status="skipped", reason="session interrupted before this run")
+                        continue
+                    await self._run_one(spec)
+                    state = self.model.runs[spec.run_id]
+                    if state.status == "unavailable":
+                        unavailable[cell] = state.reason
+        except asyncio.CancelledError:
+            self._cancelled = True  # the task itself was cancelled: the session is interrupted
+            raise
+        finally:
+            if self.current is not None:  # cancelled from outside (task cancel): leave no process
+                self.current.kill_now()
+            if self.sampler is not None:
+                self.sampler.stop()
+                # Clocks and throttle reasons at the end too: did the GPU slow down during the session?
+                self.writer.meta["gpus_end"] = self.sampler.gpus()
+            self.status = self._final_status()
+            self.writer.finish(self.status, self.model.summary())
+        return self.status
+
+    def _final_status(self) -> str:
+        states = [r.status for r in self.model.runs.values()]
+        if self._cancelled:
+            return "interrupted"
+        if "failed" in states:
+            return "failed"
+        if "stopped" in states or "skipped" in states:
+            return "incomplete"  # the user stopped or skipped runs: the plan was not carried out whole
+        return "complete"
+
+    async def _search_batches(self) -> None:
+        """--batch-size auto: probe each (model, framework) for the largest batch that fits."""
+        upper = self.plan.batch_upper()
+        for model in self.plan.models:
+            found: dict[str, int | None] = {}
+            for fw in self.plan.frameworks:
+                if self._cancelled or not catalog.available(fw, model)[0]:
+                    continue
+
+                async def probe(batch: int, fw: str = fw, model: str = model) -> str:
+                    return await self._probe(fw, model, batch)
+
+                start = min(catalog.MODELS[model].study_batch_size, upper)
+                result = await search_largest_batch(probe, start, upper)
+                if self._cancelled:
+                    return
+                found[fw] = result.best
+                if result.best is None:
+                    tried = ", ".join(f"{b}: {r}" for b, r in result.probes)
+                    why = result.error or "even batch 1 ran out of memory"
+                    self._no_fit[(fw, model)] = f"no batch size trains ({why}; probes {tried})"
+            chosen = choose(found, self.plan.batch_policy)
+            for fw, size in chosen.items():
+                key = model if self.plan.batch_policy == "min" else f"{fw}:{model}"
+                self.plan.batch_sizes[key] = size
+            self._parent_event(
+                "batch_choice", None, model=model, policy=self.plan.batch_policy, upper=upper,
+                found=found, chosen=chosen,
+            )
+        # Runs read their batch from the plan: record the chosen sizes with it.
+        self.writer.update_meta(plan=self.plan.to_dict())
+
+    def _config(self, framework: str, model: str, run_id: str) -> RunConfig:
+        """The run's configuration, on the session's one device."""
+        config = self.plan.run_config(framework, model, run_id)
+        config.device, config.gpu = self.placement.runner_device, self.placement.gpu
+        return config
+
+    async def _probe(self, framework: str, model: str, batch: int) -> str:
+        """One probe in a fresh process: "ok", "oom" or "error"."""
+        probe_id = f"probe-{framework}-{model}-{batch}"
+        config = self._config(framework, model, probe_id)
+        config.batch_size, config.samples, config.epochs, config.mode = batch, batch * config.probe_steps, 1, "probe"
+        started = time.monotonic()
+        self._parent_event("probe_start", None, probe=probe_id, framework=framework, model=model, batch_size=batch)
+        error: dict[str, Any] = {}
+        done: dict[str, Any] = {}
+        with open(self.writer.log_path(probe_id), "ab") as log:
+            try:
+                proc = await start_runner(
+                    self.plan.python_for(framework), config_args(config.to_dict()), log, self.launcher,
+                    self.placement.env, cwd=self.writer.path,
+                )
+            except OSError as exc:
+                error = {"kind": "exception", "message": str(exc)}
+                proc = None
+            if proc is not None:
+                self.current = proc
+                if self._cancelled:
+                    await proc.terminate()
+                if self.sampler is not None:
+                    self.sampler.set_target(probe_id, proc.pid)
+                try:
+                    while line := await proc.events.readline():
+                        try:
+                            event = parse_line(line)
+                        except Malformed:
+                            continue
+                        if event["type"] == "error":
+                            error = event
+                        elif event["type"] == "done":
+                            done = event
+                    returncode = await proc.process.wait()
+                finally:
+                    proc.close()
+                    self.current = None
+                    if self.sampler is not None:
+                        self.sampler.set_target(None, None)
+                if not error and not done and returncode == -signal.SIGKILL and not self._cancelled:
+                    # The kernel's OOM killer leaves no message: a SIGKILL we did not send.
+                    error = {"kind": "oom", "message": "killed by SIGKILL (the system ran out of memory?)"}
+                elif not error and not done:
+                    error = {"kind": "exception", "message": describe_exit(returncode)}
+        result = "ok" if done and not error else ("oom" if error.get("kind") == "oom" else "error")
+        self._parent_event(
+            "probe", None, probe=probe_id, framework=framework, model=model, batch_size=batch,
+            result=result, reason=str(error.get("message", ""))[:300], peak_bytes=done.get("peak_bytes"),
+            seconds=time.monotonic() - started,
+        )
+        return result
+
+    async def _run_one(self, spec: RunSpec) -> None:
+        config = self._config(spec.framework, spec.model, spec.run_id).to_dict()
+        python = self.plan.python_for(spec.framework)
+        self._stop_current = False
+        with open(self.writer.log_path(spec.run_id), "ab") as log:
+            try:
+                proc = await start_runner(
+                    python, config_args(config), log, self.launcher, self.placement.env, cwd=self.writer.path
+                )
+            except OSError as exc:
+                self._parent_event("run_start", spec.run_id, framework=spec.framework, model=spec.model, index=spec.index, python=python)
+                self._parent_event("run_end", spec.run_id, status="failed", reason=f"could not start {python}: {exc}")
+                return
+            self.current, self.current_spec = proc, spec
+            if self._cancelled:  # cancel() came while the process was starting
+                await proc.terminate()
+            self._parent_event(
+                "run_start", spec.run_id, framework=spec.framework, model=spec.model,
+                index=spec.index, pid=proc.pid, python=python,
+            )
+            if self.sampler is not None:
+                self.sampler.set_target(spec.run_id, proc.pid)
+            try:
+                malformed = await self._pump(spec, proc, log)
+                returncode = await proc.process.wait()
+            finally:
+                proc.close()
+                if self.sampler is not None:
+                    self.sampler.set_target(None, None)
+                self.current, self.current_spec = None, None
+        state = self.model.runs[spec.run_id]
+        if self._stop_current:
+            status, reason = "stopped", "stopped by user"
+        elif self._cancelled:
+            status, reason = "interrupted", "session interrupted"
+        elif state.status in ("failed", "unavailable"):
+            status, reason = state.status, state.reason
+        elif state.done:
+            status, reason = "ok", ""
+        else:
+            status, reason = "failed", describe_exit(returncode)
+        self._parent_event(
+            "run_end", spec.run_id, status=status, reason=reason, returncode=returncode, malformed=malformed,
+            other_cpu_cores=state.other_cpu,  # what the sampler saw; loading must not need the samples
+            other_gpu_processes=state.other_gpu_procs,
+            other_gpu_memory=state.other_gpu_mem,
+        )
+
+    async def _pump(self, spec: RunSpec, proc: RunnerProcess, log: Any) -> int:
+        """Read the runner's events until EOF; return how many lines were malformed."""
+        malformed = 0
+        prefix = '{"run":' + json.dumps(spec.run_id) + ","
+        while True:
+            try:
+                line = await proc.events.readline()
+            except (ValueError, asyncio.LimitOverrunError):  # a line beyond STREAM_LIMIT
+                malformed += 1
+                log.write(b"[benchtui] an event line longer than the limit was dropped\n")
+                continue
+            if not line:
+                return malformed
+            try:
+                event = parse_line(line)
+            except Malformed as exc:
+                malformed += 1
+                log.write(f"[benchtui] malformed event line ({exc}): {line[:200]!r}\n".encode())
+                log.flush()
+                continue
+            event["run"] = spec.run_id
+            self.model.apply(event)
+            # The runner's own bytes, tagged: no second serialisation on the hot path.
+            self.writer.append_raw(prefix + line.decode("utf-8").strip()[1:])
+            if self.listener is not None:
+                self.listener(event)
+            kind = event["type"]
+            if kind == "epoch" or (kind == "phase" and event.get("name") == "first_batch" and event.get("edge") == "start"):
+                self._read_energy(spec.run_id, int(event.get("epoch") or 0) if kind == "epoch" else 0)
+
+    def _read_energy(self, run_id: str, epoch: int) -> None:
+        """The GPU's energy counter at the first batch (epoch 0) and at each epoch's end: joules per image."""
+        mj = self.sampler.energy_mj() if self.sampler is not None else None
+        if mj is not None:
+            self._parent_event("energy", run_id, epoch=epoch, mj=mj)
+

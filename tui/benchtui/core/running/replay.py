@@ -1,0 +1,130 @@
+"""Replaying a recorded session: its events fed into a fresh SessionModel at the recorded pace.
+
+A ``Replayer`` looks like the engine to a view (``model``, ``plan``, ``status``,
+``paused``, ``pause``/``resume``/``cancel``, ``run``), so the live screen can show a
+session recorded elsewhere, for example on a GPU machine. It never starts a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from benchtui.core.model.summary import SessionModel
+from benchtui.core.plan.plan import Plan
+from benchtui.core.running.control import Pausable
+from benchtui.core.store.session import SessionError, iter_events, read_meta
+
+Listener = Callable[[dict[str, Any]], None]
+
+# Recorded gaps longer than this (seconds) are shortened to it: a framework import or a
+# pause between runs would otherwise leave the screen still for half a minute.
+MAX_GAP_S = 2.0
+# Events applied in one go before yielding to the loop, so a burst never freezes a UI.
+BURST = 512
+
+
+def schedule(events: Iterable[dict[str, Any]], max_gap: float = MAX_GAP_S) -> Iterator[tuple[float, dict[str, Any]]]:
+    """Pair each event with its offset in recorded seconds from the first timed event.
+
+    The ``t`` fields are seconds on the recording machine's monotonic clock, shared by
+    runner and parent events. A gap is clamped to ``[0, max_gap]``: events written a
+    little out of order (a GPU sample that raced a runner line) never step back in
+    time, and long idle stretches are shortened. Events without a usable ``t`` keep
+    the offset of the event before them.
+    """
+    offset = 0.0
+    previous: float | None = None
+    for event in events:
+        t = event.get("t")
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t):
+            if previous is not None:
+                offset += min(max(t - previous, 0.0), max_gap)
+            previous = float(t)
+        yield offset, event
+
+
+class Replayer(Pausable):
+    """Plays a session folder's ``events.jsonl`` into ``self.model`` at ``speed`` × recorded pace."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        speed: float = 1.0,
+        listener: Listener | None = None,
+        max_gap: float = MAX_GAP_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not speed > 0:
+            raise ValueError(f"replay speed must be positive, got {speed}")
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise SessionError(f"no session folder at {self.path}")
+        self.meta = read_meta(self.path)
+        try:
+            self.plan = Plan.from_dict(self.meta["plan"])
+        except (KeyError, TypeError) as exc:
+            raise SessionError(f"{self.path}/session.json has no usable plan ({exc})") from exc
+        self.model = SessionModel(self.plan)
+        self.speed = speed
+        self.listener = listener
+        self.max_gap = max_gap
+        self.warnings: list[str] = []
+        self.status = "pending"  # pending, running, then the recorded session's status
+        self.recorded_s = 0.0  # recorded seconds played so far (after gap capping)
+        self._clock = clock
+        super().__init__()  # pause, resume, cancel: what is played stays in the model
+
+    def log_path(self, run_id: str) -> Path:
+        return self.path / "logs" / f"{run_id}.log"
+
+    # -- playback -------------------------------------------------------------------------
+    def _apply(self, event: dict[str, Any]) -> None:
+        self.model.apply(event)
+        if self.listener is not None:
+            self.listener(event)
+
+    async def run(self) -> str:
+        """Play every event; return the recorded session's status ("interrupted" if cancelled)."""
+        self.status = "running"
+        started = self._clock()
+        paused_for = 0.0  # wall seconds spent paused, added to every later deadline
+        burst = 0
+        for offset, event in schedule(iter_events(self.path, self.warnings), self.max_gap):
+            # Wait for the event's time, in short sleeps so pause and cancel act at once.
+            while not self._cancelled:
+                if self.paused:
+                    pause_start = self._clock()
+                    await self._resume.wait()
+                    paused_for += self._clock() - pause_start
+                    continue
+                if not math.isfinite(self.speed):
+                    break
+                delay = started + paused_for + offset / self.speed - self._clock()
+                if delay <= 0.001:
+                    break
+                await asyncio.sleep(min(delay, 0.25))
+                burst = 0
+            if self._cancelled:
+                break
+            self.recorded_s = offset
+            self._apply(event)
+            burst += 1
+            if burst >= BURST:
+                burst = 0
+                await asyncio.sleep(0)
+        self.status = "interrupted" if self._cancelled else str(self.meta.get("status") or "complete")
+        return self.status
+
+
+def replay_all(path: str | Path) -> Replayer:
+    """A replayer with every event already applied (no waiting): the session's final state."""
+    replayer = Replayer(path)
+    for _, event in schedule(iter_events(replayer.path, replayer.warnings), replayer.max_gap):
+        replayer._apply(event)
+    replayer.status = str(replayer.meta.get("status") or "complete")
+    return replayer

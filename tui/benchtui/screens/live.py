@@ -1,0 +1,332 @@
+"""The live screen: results table, batch-time comparison, telemetry and log of a plan being run or replayed.
+
+Events only mark the screen dirty (``note_event``); a steady tick redraws from the
+session model, so the cost of drawing does not grow with the event rate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchtui_runners import catalog
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from benchtui.widgets.comparison import BatchComparison
+from benchtui.widgets.log_pane import RunLog
+from benchtui.widgets.results_table import CellCache, ResultsTable, cell_values, row_key
+from benchtui.widgets.telemetry import TelemetryPanel
+
+if TYPE_CHECKING:
+    from benchtui.core.model.summary import SessionModel
+    from benchtui.core.running.engine import Engine
+    from benchtui.core.running.replay import Replayer
+
+TICK_S = 0.25  # redraw period: 4 Hz is smooth for people and cheap at any event rate
+COMPACT_BELOW = 100  # terminal columns under which the table drops three columns
+FINISHED = frozenset({"complete", "failed", "interrupted", "incomplete"})
+STATUS_STYLE = {"complete": "bold green", "failed": "bold red", "interrupted": "bold magenta", "incomplete": "bold yellow"}
+
+
+def clock(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return "0:00"
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _label(framework: str, model: str) -> str:
+    info = catalog.MODELS.get(model)
+    return f"{info.label if info else model} · {catalog.FRAMEWORK_LABELS.get(framework, framework)}"
+
+
+class LiveScreen(Screen):
+    """Shows a running Engine, or a Replayer playing a recorded session, from its model."""
+
+    BINDINGS = [
+        Binding("s", "stop_run", "Stop run", id="stop-run",
+                tooltip="Stop the run in progress (recorded as stopped); the queue goes on"),
+        Binding("k", "skip_model", "Skip model", id="skip-model",
+                tooltip="Stop the current run and skip the remaining runs of its model"),
+        Binding("p", "pause", "Pause", id="pause-queue",
+                tooltip="Hold the queue: the current run finishes, the next one waits"),
+        Binding("p", "resume", "Resume", id="resume-queue", tooltip="Let the queue go on"),
+        Binding("l", "toggle_log", "Log", id="toggle-log", tooltip="Show or hide the current runner's stdout/stderr"),
+        Binding("e", "export", "Export", id="export-md",
+                tooltip="Write the session's summary (md, csv, json or html) into its folder"),
+        Binding("n", "new_plan", "New plan", id="new-plan", tooltip="Back to the plan screen"),
+    ]
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+
+    def __init__(
+        self,
+        source: Engine | Replayer,
+        session_path: Path,
+        meta: dict[str, Any],
+        *,
+        live: bool,
+        speed: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.session_path = session_path
+        self.meta = meta  # the writer's dict while live: gpus/telemetry appear once the engine starts
+        self.live = live
+        self.speed = speed
+        self._dirty = True
+        self._gpu_dirty = True
+        self._last_t: float | None = None
+        self._cache: dict[str, CellCache] = {}
+        self._panels_key: tuple[Any, ...] | None = None
+        self._controls: tuple[Any, ...] | None = None
+        self._status_text = ""
+
+    @property
+    def model(self) -> SessionModel:
+        return self.source.model
+
+    @property
+    def finished(self) -> bool:
+        return self.source.status in FINISHED or (not self.live and self.source.status not in ("pending", "running"))
+
+    # -- events (called for every event: keep it to a few assignments) -------------------
+    def note_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "gpu":
+            self._gpu_dirty = True
+        else:
+            self._dirty = True
+        t = event.get("t")
+        if isinstance(t, (int, float)):
+            self._last_t = t
+
+    # -- layout -----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="status")
+        with VerticalScroll(id="body"):
+            yield ResultsTable(id="results")
+            yield Static(id="notes")
+            with Horizontal(id="panels"):
+                yield BatchComparison(id="comparison")
+                yield Vertical(id="telemetry")
+        yield RunLog(id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(ResultsTable)
+        table.border_title = "Results · times in seconds"
+        self.query_one("#log", RunLog).display = False
+        self._fit_table(self.app.size.width)
+        self.set_interval(TICK_S, self.tick)
+        self.tick()
+
+    def on_resize(self) -> None:
+        self._fit_table(self.size.width)
+        self._dirty = True
+
+    def _fit_table(self, width: int) -> None:
+        self.query_one(ResultsTable).set_compact(width < COMPACT_BELOW)
+
+    def _build_panels(self) -> None:
+        """One panel per GPU the session knows of; the runner-process panel without NVML."""
+        gpus = list(self.meta.get("gpus") or [])
+        samples = self.model.gpu_samples
+        if not gpus and samples:
+            seen = samples[-1].get("gpus")
+            if isinstance(seen, list):
+                gpus = [{"index": i} for i in range(len(seen))]
+        key = (len(gpus), self.meta.get("telemetry"))
+        if key == self._panels_key:
+            return
+        self._panels_key = key
+        box = self.query_one("#telemetry", Vertical)
+        box.remove_children()
+        interval = float(self.model.plan.interval or 0.5)
+        capacity = self.model.gpu_samples.maxlen or 600
+        cpu_count = (self.meta.get("host") or {}).get("cpu_count")
+        status = str(self.meta.get("telemetry") or "")
+        if gpus:
+            panels = [
+                TelemetryPanel(i, info, status, capacity, interval, cpu_count, classes="panel")
+                for i, info in enumerate(gpus)
+            ]
+        else:
+            panels = [TelemetryPanel(None, None, status, capacity, interval, cpu_count, classes="panel")]
+        box.mount_all(panels)
+        self._gpu_dirty = True
+
+    # -- the tick -------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Redraw what changed since the last tick, from the model."""
+        model = self.model
+        if self._dirty:
+            self._dirty = False
+            table = self.query_one(ResultsTable)
+            with self.app.batch_update():
+                compact = table.compact
+                rows = {row_key(fw, m): cell_values(model, fw, m, self._cache, compact) for fw, m in model.cells()}
+                table.show(rows)
+                self.query_one(BatchComparison).update_from(model)
+                self._update_notes()
+        if self._gpu_dirty:
+            self._gpu_dirty = False
+            self._build_panels()
+            samples = list(model.gpu_samples)  # a fresh list: panels never hold the model's deque
+            for panel in self.query(TelemetryPanel):
+                panel.update_samples(samples)
+        self._update_status()
+        log = self.query_one("#log", RunLog)
+        if log.display:
+            self._follow_log(log)
+            log.poll()
+        controls = (self.source.status, self.source.paused, model.current, getattr(self.source, "cancelled", False))
+        if controls != self._controls:
+            self._controls = controls
+            self.refresh_bindings()
+
+    def _update_notes(self) -> None:
+        lines = self.model.search_lines()
+        for fw, m in self.model.cells():
+            cached = self._cache.get(row_key(fw, m))
+            if cached is None:
+                continue
+            row = cached.row
+            if row.get("status") in ("failed", "unavailable", "incomplete") and row.get("reason"):
+                lines.append(f"{_label(fw, m)}: {row['status']}: {row['reason']}")
+            lines += [f"{_label(fw, m)}: caution: {w}" for w in row.get("warnings") or [] if w.startswith("other processes")]
+        notes = self.query_one("#notes", Static)
+        shown = lines[:4] + ([f"… and {len(lines) - 4} more (see the exported summary)"] if len(lines) > 4 else [])
+        notes.update(Text("\n".join(shown), style="yellow", overflow="ellipsis", no_wrap=True))
+        notes.display = bool(lines)
+
+    def _status_line(self) -> Text:
+        model, source = self.model, self.source
+        started = self.meta.get("started_monotonic")
+        elapsed = clock(self._last_t - started) if self._last_t is not None and isinstance(started, (int, float)) else "0:00"
+        total = len(model.runs)
+        done = model.done_runs
+        ok = sum(1 for r in model.runs.values() if r.status == "ok")
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("benchtui ", style="bold")
+        if not self.live:
+            speed = f"×{self.speed:g}" if self.speed != float("inf") else "at once"
+            text.append(f"replay {speed} · ", style="bold cyan")
+        status = source.status
+        if self.finished:
+            recorded = str(self.meta.get("status") or status)
+            shown = recorded if not self.live else status
+            if not self.live and status == "interrupted":
+                text.append("replay stopped · ", style="magenta")
+            text.append(f"{shown.capitalize()}", style=STATUS_STYLE.get(shown, "bold"))
+            text.append(f" · {ok} of {total} runs ok · {elapsed}")
+            return text
+        current = model.runs.get(model.current) if model.current else None
+        if current is not None:
+            text.append(f"Run {done + 1} of {total}: ", style="bold")
+            text.append(_label(current.spec.framework, current.spec.model))
+            if model.plan.runs > 1:
+                text.append(f" · run {current.spec.index} of {model.plan.runs}")
+        elif model.probing is not None:
+            probe = model.probing
+            text.append("Finding the largest batch: ", style="bold")
+            text.append(f"{_label(probe['framework'], probe['model'])} · batch {probe['batch_size']}")
+        elif status == "pending":
+            text.append("Starting", style="bold")
+        else:
+            text.append(f"{done} of {total} runs finished", style="bold")
+        text.append(f" · {elapsed}")
+        if source.paused:
+            what = "playback paused" if not self.live else "paused: the queue waits after this run"
+            text.append(f" · {what} (p resumes)", style="bold yellow")
+        return text
+
+    def _update_status(self) -> None:
+        line = self._status_line()
+        where = Text(no_wrap=True, overflow="ellipsis")
+        where.append("Session folder ", style="dim")
+        where.append(str(self.session_path))
+        combined = Text("\n").join([line, where])
+        plain = combined.plain
+        if plain != self._status_text:
+            self._status_text = plain
+            self.query_one("#status", Static).update(combined)
+
+    def _follow_log(self, log: RunLog) -> None:
+        run_id = self.model.current
+        if run_id is None:
+            started = [r for r in self.model.runs.values() if r.started_t is not None]
+            if not started:
+                return
+            run_id = max(started, key=lambda r: r.started_t or 0.0).spec.run_id
+        log.follow(self.session_path / "logs" / f"{run_id}.log", run_id)
+
+    # -- actions ------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        source = self.source
+        if action in ("stop_run", "skip_model"):
+            if self.finished:
+                return False  # hidden: the footer makes room for "New plan"
+            if not self.live:
+                return None  # shown dimmed: a replay has no runner to stop
+            return True if getattr(source, "current", None) is not None and not source.cancelled else None
+        if action == "pause":
+            return not self.finished and not source.paused
+        if action == "resume":
+            return source.paused and not self.finished
+        if action == "new_plan":
+            return self.live and self.finished
+        return True
+
+    def action_stop_run(self) -> None:
+        if not self.live:
+            self.notify("This is a replay: there is no runner to stop.")
+            return
+        run = self.model.current
+        self.source.stop_current()  # type: ignore[union-attr]
+        if run:
+            self.notify(f"Stopping {run}: it is recorded as stopped and the queue goes on.", markup=False)
+
+    def action_skip_model(self) -> None:
+        if not self.live:
+            self.notify("This is a replay: there is nothing to skip.")
+            return
+        run = self.model.current
+        self.source.skip_model()  # type: ignore[union-attr]
+        if run:
+            model = self.model.runs[run].spec.model
+            self.notify(f"Skipping {catalog.MODELS[model].label}: its remaining runs will not start.")
+
+    def action_pause(self) -> None:
+        self.source.pause()
+        self.notify("Playback paused." if not self.live else "Paused: the current run finishes, then the queue waits.")
+        self.tick()
+
+    def action_resume(self) -> None:
+        self.source.resume()
+        self.notify("Playback resumed." if not self.live else "Resumed.")
+        self.tick()
+
+    def action_toggle_log(self) -> None:
+        log = self.query_one("#log", RunLog)
+        log.display = not log.display
+        if log.display:
+            self._follow_log(log)
+            log.poll()
+
+    def action_new_plan(self) -> None:
+        self.app.show_plan(self.model.plan)  # type: ignore[attr-defined]
+
+    def action_export(self) -> None:
+        """Ask which format, then write it into the session folder (even mid-run: what is recorded so far)."""
+        from benchtui.screens.sessions import ExportChoice, export_in_background
+
+        def chosen(fmt: str | None) -> None:
+            if fmt:
+                export_in_background(self, self.session_path, fmt)
+
+        self.app.push_screen(ExportChoice(), chosen)

@@ -1,0 +1,171 @@
+"""Saved sessions: the list, the selected one's summary, and replay or export from there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, OptionList, Static
+
+from benchtui.core.store.session import list_sessions, sessions_dir
+
+EXPORT_FORMATS = (
+    ("md", "Markdown: the study's tables with the environment"),
+    ("csv", "CSV: one row per model and framework"),
+    ("json", "JSON: the full summary with the environment"),
+    ("html", "HTML: one self-contained report with plots"),
+)
+
+
+class ExportChoice(ModalScreen[str | None]):
+    """Which format to export; dismisses with "md", "csv", "json", "html" or None."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="export-cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="export-box"):
+            yield Static("Export the summary into the session folder as…", id="export-title")
+            yield OptionList(*(f"{name:<5} {text}" for name, text in EXPORT_FORMATS), id="export-formats")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    @on(OptionList.OptionSelected)
+    def chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(EXPORT_FORMATS[event.option_index][0])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def export_in_background(screen: Screen, path: Path, fmt: str) -> None:
+    """Export a session in a thread (a long session takes a moment) and say where it went."""
+
+    def job() -> None:
+        from benchtui.core.reporting.export import export_session
+
+        try:
+            written = export_session(path, fmt)
+        except Exception as exc:  # noqa: BLE001 - any failure is reported, never a crash
+            screen.app.call_from_thread(screen.notify, f"Export failed: {exc}", severity="error", markup=False)
+            return
+        screen.app.call_from_thread(screen.notify, f"Written: {written}", markup=False, timeout=8)
+
+    screen.run_worker(job, thread=True, group="export", exclusive=True)
+
+
+class SessionsScreen(Screen):
+    """The saved sessions, newest first, with the selected one's summary below."""
+
+    BINDINGS = [
+        Binding("r", "replay", "Replay", id="replay-session", tooltip="Play the selected session through the live screen"),
+        Binding("e", "export", "Export", id="export-session", tooltip="Write md, csv, json or html into its folder"),
+        Binding("escape", "back", "Back", id="sessions-back", tooltip="Back to where you came from"),
+    ]
+
+    def __init__(self, root: str | None = None) -> None:
+        super().__init__()
+        self.root = root
+        self.infos: list[dict[str, str]] = []
+        self.shown: Path | None = None  # the session whose summary is on screen
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="sessions-title")
+        yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="sessions-detail"):
+            yield Static(id="sessions-summary")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for column in ("Started (UTC)", "Name", "Device", "Frameworks", "Models", "Status"):
+            table.add_column(column)
+        self.infos = list_sessions(self.root)
+        folder = sessions_dir(self.root).resolve()
+        title = Text(f"Sessions in {folder}", style="bold")
+        if not self.infos:
+            title.append("\nNo sessions yet: run a plan and it is saved here.", style="dim")
+        self.query_one("#sessions-title", Static).update(title)
+        for info in self.infos:
+            name = info.get("label") or info["name"].partition("_")[2] or info["name"]
+            table.add_row(
+                info["started"], Text(name), info["device"], info["frameworks"], info["models"],
+                Text(info["status"], style={"complete": "green", "failed": "red"}.get(info["status"], "yellow")),
+                key=info["path"],
+            )
+        table.focus()
+        if self.selected is not None:
+            self.load_summary(self.selected)
+
+    @property
+    def selected(self) -> Path | None:
+        table = self.query_one(DataTable)
+        if not self.infos or table.cursor_row is None or table.cursor_row >= len(self.infos):
+            return None
+        return Path(self.infos[table.cursor_row]["path"])
+
+    @on(DataTable.RowHighlighted)
+    def highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self.selected is not None and self.selected != self.shown:
+            self.query_one("#sessions-summary", Static).update(Text("Loading…", style="dim"))
+            self.load_summary(self.selected)
+
+    @work(thread=True, exclusive=True, group="summary")
+    def load_summary(self, path: Path) -> None:
+        """Summarise in a thread: a long session takes a moment to fold."""
+        try:
+            view = summary_view(path, self.size.width)
+        except Exception as exc:  # noqa: BLE001 - a broken folder is shown as such
+            view = Text(f"Cannot read {path.name}: {exc}", style="red")
+        self.app.call_from_thread(self._show_summary, path, view)
+
+    def _show_summary(self, path: Path, view: Any) -> None:
+        if path == self.selected:  # the cursor may have moved on meanwhile
+            self.query_one("#sessions-summary", Static).update(view)
+            self.shown = path
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("replay", "export"):
+            return self.selected is not None
+        return True
+
+    def action_replay(self) -> None:
+        if self.selected is not None:
+            self.app.start_replay(self.selected, float("inf"), quit_on_error=False)  # type: ignore[attr-defined]
+
+    def action_export(self) -> None:
+        path = self.selected
+        if path is None:
+            return
+
+        def chosen(fmt: str | None) -> None:
+            if fmt:
+                export_in_background(self, path, fmt)
+
+        self.app.push_screen(ExportChoice(), chosen)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+def summary_view(path: Path, width: int) -> Group:
+    """The session's study table, its framework ratios and its warnings, as Rich renderables."""
+    from benchtui.core.running.headless import summary_notes, summary_table
+    from benchtui.core.store.session import load_session
+
+    loaded = load_session(path)
+    summary = loaded.model.summary()
+    parts: list[Any] = [summary_table(summary["rows"], f"{path.name} · {loaded.meta.get('status')}", width=width)]
+    parts += [Text.from_markup(note) for note in summary_notes(summary["rows"])]
+    from benchtui.core.model.analysis import model_label
+
+    parts += [Text(f"{model_label(r['model'])}: {r['text']}", style="bold") for r in summary.get("ratios") or []]
+    parts += [Text(f"warning: {w}", style="yellow") for w in loaded.warnings]
+    return Group(*parts)

@@ -1,0 +1,245 @@
+"""The results table: one row per (model, framework), redrawn by diff from the session model."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from benchtui_runners import catalog
+from rich.console import JustifyMethod
+from rich.text import Text
+from textual.widgets import DataTable
+
+from benchtui.core import fmt
+from benchtui.core.model.stats import warmup_cut
+from benchtui.core.model.summary import RunState, SessionModel
+
+LIVE = frozenset({"starting", "building", "running"})
+RECENT_BATCHES = 32  # "current" images/s: the median of this many latest batches
+MEDIAN_WINDOW = 4096  # batches of a live run the running median looks at (bounded cost per tick)
+
+# key, two-line header (all times in seconds, said in the table's title), shown when compact
+COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("model", "Model\n", True),
+    ("framework", "Framework\n", True),
+    ("state", "State\n", True),
+    ("ips", "img/s\n", True),
+    ("batch", "Batch\nmedian", True),
+    ("epoch", "Epoch\nmean", True),
+    ("first", "Epoch\nfirst", False),
+    ("excl", "Epoch\nexcl.1st", True),
+    ("build", "Build\n", False),
+    ("peak", "Peak\nmemory", True),
+    ("tflops", "TFLOP/s\n(% peak)", False),
+)
+STATE_STYLE = {
+    "done": "green",
+    "failed": "bold red",
+    "unavailable": "yellow",
+    "queued": "dim",
+    "stopped": "magenta",
+    "skipped": "magenta",
+    "interrupted": "magenta",
+}
+
+Cell = tuple[str, str]  # (text, style): compared as plain data, turned into Text when changed
+
+
+@dataclass
+class CellCache:
+    """The last summary row of a cell and the run statuses it was computed from."""
+
+    key: tuple[str, ...]
+    row: dict[str, Any]
+
+
+def row_key(framework: str, model: str) -> str:
+    return f"{model}|{framework}"
+
+
+def _median_tail(values: Any, n: int) -> float | None:
+    if not values:
+        return None
+    tail = values[-n:] if len(values) > n else values
+    return statistics.median(tail)
+
+
+def run_batch_size(run: RunState, model: SessionModel, model_id: str) -> int:
+    """The batch size the runner says it used (its hello), else the plan's."""
+    config = run.hello.get("config")
+    size = config.get("batch_size") if isinstance(config, dict) else None
+    return size if isinstance(size, int) and size > 0 else model.plan.batch_size(model_id, run.spec.framework)
+
+
+def run_state_label(run: RunState, compact: bool = False) -> str:
+    if run.status == "running":
+        epoch = max(run.current_epoch, 1)
+        return f"epoch {epoch}/{run.epochs_planned}" if compact else f"epoch {epoch} of {run.epochs_planned}"
+    if run.status == "starting":
+        return "starting"
+    return "building"
+
+
+def cell_state(runs: list[RunState], compact: bool = False) -> str:
+    """queued / starting / building / epoch e of E / done / failed / unavailable / stopped ..."""
+    live = [r for r in runs if r.status in LIVE]
+    if live:
+        return run_state_label(live[0], compact)
+    statuses = [r.status for r in runs]
+    if not runs or all(s == "queued" for s in statuses):
+        return "queued"
+    if "failed" in statuses:
+        return "failed"
+    if all(s == "unavailable" for s in statuses):
+        return "unavailable"
+    ok = statuses.count("ok")
+    if ok == len(runs):
+        return "done"
+    of = "/" if compact else " of "
+    if "queued" in statuses:
+        return f"{ok}{of}{len(runs)} runs" if ok else "queued"
+    if ok:
+        return f"done {ok}{of}{len(runs)}"
+    return next(s for s in statuses if s not in ("ok", "queued"))
+
+
+def cell_values(
+    model: SessionModel, framework: str, model_id: str, cache: dict[str, CellCache], compact: bool = False
+) -> dict[str, Cell]:
+    """The displayed text of one row. Finished runs come from ``SessionModel.row`` (cached
+    until a run of the cell changes status); a live run adds its figures so far."""
+    runs = model.cell_runs(framework, model_id)
+    key = row_key(framework, model_id)
+    statuses = tuple(r.status for r in runs)
+    cached = cache.get(key)
+    if cached is None or cached.key != statuses:
+        cached = CellCache(statuses, model.row(framework, model_id))
+        cache[key] = cached
+    row = cached.row
+    live = next((r for r in runs if r.status in LIVE), None)
+    state = cell_state(runs, compact)
+    info = catalog.MODELS.get(model_id)
+    values: dict[str, Cell] = {
+        "model": (info.label if info else model_id, ""),
+        "framework": (catalog.FRAMEWORK_LABELS.get(framework, framework), ""),
+        "state": (state, STATE_STYLE.get(state.split(" ")[0], "bold cyan" if live else "")),
+    }
+    if live is not None and not row["runs"]:
+        # No finished run yet: show the live run's figures so far.
+        figures = live.figures()
+        recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
+        seconds = live.batch_seconds  # after the detected warm-up, as the summary's median is
+        steady = seconds[max(warmup_cut(seconds), len(seconds) - MEDIAN_WINDOW) :]
+        batch = statistics.median(steady) if steady else None
+        bs = run_batch_size(live, model, model_id)
+        values.update(
+            ips=(fmt.rate(bs / recent) if recent else "–", "cyan"),
+            batch=(fmt.seconds(batch), ""),
+            epoch=(fmt.seconds(figures["mean_epoch_s"]), ""),
+            first=(fmt.seconds(figures["first_epoch_s"]), ""),
+            excl=(fmt.seconds(figures["mean_epoch_excl_first_s"]), ""),
+            build=(fmt.seconds(figures["build_s"]), ""),
+            peak=(fmt.bytes_(live.peak_bytes) if live.peak_bytes is not None else "–", ""),
+            tflops=(model.live_figures(live)["text"], "cyan"),
+        )
+        return values
+    ips = row.get("images_per_s")
+    if live is not None and live.batch_seconds:
+        # Later runs of a cell: the current rate, in the live colour.
+        recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
+        bs = run_batch_size(live, model, model_id)
+        values["ips"] = (fmt.rate(bs / recent) if recent else "–", "cyan")
+        values["tflops"] = (model.live_figures(live)["text"], "cyan")
+    else:
+        values["ips"] = (fmt.rate(ips), "")
+        values["tflops"] = (fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
+    peak = row.get("peak_memory_bytes")
+    values.update(
+        batch=(fmt.seconds(row.get("median_batch_s")), ""),
+        epoch=(fmt.seconds(row.get("mean_epoch_s")), ""),
+        first=(fmt.seconds(row.get("first_epoch_s")), ""),
+        excl=(fmt.seconds(row.get("mean_epoch_excl_first_s")), ""),
+        build=(fmt.seconds(row.get("build_s")), ""),
+        peak=(fmt.bytes_(peak) if peak is not None else "–", ""),
+    )
+    return values
+
+
+class ResultsTable(DataTable):
+    """The study's figures per (model, framework), updated cell by cell.
+
+    ``compact`` drops the first-epoch, build and TFLOP/s columns so the table fits 80 columns;
+    all three stay in the exported summary.
+    """
+
+    DEFAULT_CSS = """
+    ResultsTable {
+        height: auto;
+        max-height: 50vh;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(
+            id=id, classes=classes, header_height=2, cursor_type="row", zebra_stripes=True, show_cursor=False
+        )
+        self._compact = False
+        self._shown: dict[str, dict[str, Cell]] = {}
+        self._columns_built = False
+
+    @property
+    def compact(self) -> bool:
+        return self._compact
+
+    @property
+    def columns_shown(self) -> list[str]:
+        return [key for key, _, compact in COLUMNS if compact or not self._compact]
+
+    def set_compact(self, compact: bool) -> None:
+        """Switch the column set; the next ``show`` rebuilds the table."""
+        if compact != self._compact or not self._columns_built:
+            self._compact = compact
+            self._columns_built = False
+
+    def _build_columns(self) -> None:
+        self.clear(columns=True)
+        self._shown.clear()
+        for key, label, compact in COLUMNS:
+            if compact or not self._compact:
+                justify: JustifyMethod = "left" if key in ("model", "framework", "state") else "right"
+                self.add_column(Text(label, justify=justify), key=key)
+        self._columns_built = True
+
+    def show(self, rows: dict[str, dict[str, Cell]]) -> int:
+        """Bring the table to ``rows`` (row key -> column -> cell); return how many cells changed."""
+        if not self._columns_built:
+            self._build_columns()
+        columns = self.columns_shown
+        changed = 0
+        for key, values in rows.items():
+            shown = self._shown.get(key)
+            if shown is None:
+                self.add_row(*(_text(values[c], c) for c in columns), key=key)
+                self._shown[key] = dict(values)
+                changed += len(columns)
+                continue
+            for column in columns:
+                old = shown.get(column)
+                if old != values[column]:
+                    # Growing text widens its column; shrinking never narrows it (no jitter).
+                    wider = old is None or len(values[column][0]) > len(old[0])
+                    self.update_cell(key, column, _text(values[column], column), update_width=wider)
+                    shown[column] = values[column]
+                    changed += 1
+        return changed
+
+    def cell_text(self, key: str, column: str) -> str:
+        """The plain text shown in a cell (for tests and screen readers of the model)."""
+        return self._shown[key][column][0]
+
+
+def _text(cell: Cell, column: str) -> Text:
+    text, style = cell
+    justify: JustifyMethod = "left" if column in ("model", "framework", "state") else "right"
+    return Text(text, style=style, justify=justify)
