@@ -165,7 +165,7 @@ def test_json_full_summary_with_environment(session: Path, summary: dict[str, An
     data = json.loads(
         _export(session, "json", tmp_path), parse_constant=lambda c: pytest.fail(f"non-JSON {c}")
     )
-    assert data["schema"] == 1 and data["kind"] == "benchtui-summary-export"
+    assert data["schema"] == 2 and data["kind"] == "benchtui-summary-export"
     assert data["rows"] == json.loads(json.dumps(summary["rows"]))
     required = {
         "framework",
@@ -332,7 +332,7 @@ def test_warnings_for_spread_warm_up_and_outlier_runs(tmp_path: Path) -> None:
         run_factor={4: 1.6},
     )
     (row,) = load_session(path).model.rows()
-    text = " | ".join(row["warnings"])
+    text = " | ".join(w["message"] for w in row["warnings"])
     assert "batch times vary: IQR is" in text
     assert "slow warm-up: the first 3 batches are" in text
     assert "run 4 is an outlier" in text

@@ -232,7 +232,7 @@ def test_a_ratio_between_a_gpu_and_a_cpu_run_is_refused_in_every_view(tmp_path: 
     (refused,) = summary["refused_ratios"]
     assert refused["devices"] == {"torch": ["cuda"], "tensorflow": ["cpu"]}
     for row in summary["rows"]:
-        assert any("no ratio between PyTorch and tf.keras" in w for w in row["warnings"])
+        assert any("no ratio between PyTorch and tf.keras" in w["message"] for w in row["warnings"])
     assert {s["name"]: s["device"] for s in list_sessions(tmp_path)}[mixed.name] == "mixed: cpu/cuda"
     runs = {r.spec.framework: r for r in loaded.model.runs.values()}
     line = ratio_line([Series(fw, run, [0.05], 0.05) for fw, run in runs.items()]).plain

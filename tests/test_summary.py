@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from benchtui.core.model.stats import describe, quantile
+from benchtui.core.model.status import CautionKind
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan, run_order
 
@@ -109,7 +112,7 @@ def test_summary_contract() -> None:
     for event in _run_events(run_order(plan)[0].run_id, (0, 1), [1.0, 1.0, 1.0]):
         model.apply(event)
     summary = model.summary()
-    assert summary["schema"] == 1
+    assert summary["schema"] == 2
     required = {"framework", "model", "batch_size", "runs", "status", "mean_epoch_s", "first_epoch_s",
                 "mean_epoch_excl_first_s", "build_s", "images_per_s"}
     assert all(required <= set(row) for row in summary["rows"])
@@ -142,7 +145,10 @@ def test_load_from_other_processes_is_measured_per_run_and_flagged() -> None:
     assert runs[1].other_cpu_sum == 0.0 and runs[1].other_cpu_samples == 4
     row = model.row("torch", "resnet50")
     assert row["other_cpu_cores"] == pytest.approx(1.2)
-    assert any("other processes kept 1.2 core(s) busy" in w for w in row["warnings"])
+    assert any("other processes kept 1.2 core(s) busy" in w["message"] for w in row["warnings"])
+    # Each caution says its kind, as plain JSON: views pick kinds, never match sentences.
+    assert CautionKind.CPU_CONTENTION in [w["kind"] for w in row["warnings"]]
+    assert {"kind": "cpu-contention", "message": row["warnings"][-1]["message"]} in json.loads(json.dumps(row["warnings"]))
 
 
 def test_the_load_figure_is_recomputable_without_the_samples() -> None:
@@ -160,4 +166,4 @@ def test_the_load_figure_is_recomputable_without_the_samples() -> None:
             reloaded.apply(event)
     assert live.row("torch", "resnet50")["warnings"] == reloaded.row("torch", "resnet50")["warnings"]
     assert reloaded.row("torch", "resnet50")["other_cpu_cores"] == pytest.approx(0.9)
-    assert any("0.9 core(s)" in w for w in reloaded.row("torch", "resnet50")["warnings"])
+    assert any("0.9 core(s)" in w["message"] for w in reloaded.row("torch", "resnet50")["warnings"])

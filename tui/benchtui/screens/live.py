@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from benchtui.core.model.status import CautionKind
 from benchtui.widgets.comparison import BatchComparison
 from benchtui.widgets.log_pane import RunLog
 from benchtui.widgets.results_table import CellCache, ResultsTable, cell_values, row_key
@@ -198,7 +199,11 @@ class LiveScreen(Screen):
             row = cached.row
             if row.get("status") in ("failed", "unavailable", "incomplete") and row.get("reason"):
                 lines.append(f"{_label(fw, m)}: {row['status']}: {row['reason']}")
-            lines += [f"{_label(fw, m)}: caution: {w}" for w in row.get("warnings") or [] if w.startswith("other processes")]
+            lines += [
+                f"{_label(fw, m)}: caution: {w['message']}"
+                for w in row.get("warnings") or []
+                if w["kind"] in (CautionKind.CPU_CONTENTION, CautionKind.GPU_SHARING)
+            ]
         notes = self.query_one("#notes", Static)
         shown = lines[:4] + ([f"… and {len(lines) - 4} more (see the exported summary)"] if len(lines) > 4 else [])
         notes.update(Text("\n".join(shown), style="yellow", overflow="ellipsis", no_wrap=True))

@@ -9,6 +9,7 @@ from typing import Any
 from benchtui_runners import catalog
 
 from benchtui.core.model.runs import RunState
+from benchtui.core.model.status import Caution, CautionKind, caution
 from benchtui.core.model.stats import (
     OUTLIER_MIN_RELATIVE,
     WIDE_SPREAD,
@@ -169,22 +170,22 @@ def compare_cells(base: Sequence[RunState], other: Sequence[RunState]) -> dict[s
 
 def cell_warnings(
     runs: Sequence[RunState], spread: dict[str, Any], batch: dict[str, Any] | None = None
-) -> list[str]:
+) -> list[Caution]:
     """Visible cautions about a cell's numbers: wide spread, slow warm-up, outliers.
 
     ``batch`` is ``describe`` of the steady batch times when the caller has it already.
     """
-    out: list[str] = []
+    out: list[Caution] = []
     for name, what in (("mean_epoch_excl_first_s", "epoch time excl. first"), ("mean_epoch_s", "epoch time")):
         stats = spread.get(name)
         if stats and stats["n"] >= 2:
             if stats.get("iqr_ratio") is not None and stats["iqr_ratio"] > WIDE_SPREAD:
-                out.append(f"runs differ: IQR of the {what} is {stats['iqr_ratio']:.0%} of its median")
+                out.append(caution(CautionKind.RUNS_DIFFER, f"runs differ: IQR of the {what} is {stats['iqr_ratio']:.0%} of its median"))
             break
     if batch is None:
         batch = describe(cell_batches(runs, steady=True))
     if batch and batch["n"] >= 4 and batch["iqr_ratio"] is not None and batch["iqr_ratio"] > WIDE_SPREAD:
-        out.append(f"batch times vary: IQR is {batch['iqr_ratio']:.0%} of the median")
+        out.append(caution(CautionKind.BATCHES_VARY, f"batch times vary: IQR is {batch['iqr_ratio']:.0%} of the median"))
     factors = []
     for run in runs:
         steady = sorted_batches(run)[1]
@@ -193,10 +194,11 @@ def cell_warnings(
             if rest > 0:
                 factors.append(median(run.batch_seconds[:WARMUP_BATCHES]) / rest)
     if factors and max(factors) >= WARMUP_FACTOR:
-        out.append(
+        out.append(caution(
+            CautionKind.SLOW_WARMUP,
             f"slow warm-up: the first {WARMUP_BATCHES} batches are {max(factors):.1f}× slower "
-            "than the rest (median)"
-        )
+            "than the rest (median)",
+        ))
     if len(runs) >= 3:
         means = [sum(g) / len(g) for g in (epochs_of(r)[1:] or epochs_of(r) for r in runs) if g]
         if len(means) == len(runs):
@@ -204,14 +206,16 @@ def cell_warnings(
             center = median(means)
             for run, value, flag in zip(runs, means, flags, strict=True):
                 if flag:
-                    out.append(
-                        f"run {run.spec.index} is an outlier (mean epoch {value:.3g} s, median of runs {center:.3g} s)"
-                    )
+                    out.append(caution(
+                        CautionKind.OUTLIER_RUN,
+                        f"run {run.spec.index} is an outlier (mean epoch {value:.3g} s, median of runs {center:.3g} s)",
+                    ))
     if batch and batch["n"] >= 20 and batch["outliers"] / batch["n"] > OUTLIER_SHARE:
-        out.append(
+        out.append(caution(
+            CautionKind.OUTLIER_BATCHES,
             f"{batch['outliers']} outlier batches ({batch['outliers'] / batch['n']:.1%}: "
-            "over 3.5 MADs and 5% from the median)"
-        )
+            "over 3.5 MADs and 5% from the median)",
+        ))
     return out
 
 

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchtui.core.model.stats import mean
+from benchtui.core.model.status import FINAL, RunStatus
 from benchtui.core.plan.plan import RunSpec
-
-FINAL = frozenset({"ok", "failed", "unavailable", "stopped", "skipped", "interrupted"})
 
 
 @dataclass
@@ -18,7 +17,7 @@ class RunState:
 
     spec: RunSpec
     epochs_planned: int
-    status: str = "queued"
+    status: RunStatus = RunStatus.QUEUED
     reason: str = ""
     phase: str = ""
     hello: dict[str, Any] = field(default_factory=dict)

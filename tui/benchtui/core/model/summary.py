@@ -12,11 +12,12 @@ from typing import Any
 from benchtui_runners import catalog
 
 from benchtui.core.model import analysis, efficiency
-from benchtui.core.model.runs import FINAL, RunState
+from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import Ratio, describe, mean
+from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
 from benchtui.core.plan.plan import Plan, run_order
 
-SUMMARY_SCHEMA = 1
+SUMMARY_SCHEMA = 2  # 2: a row's warnings are {kind, message} (were sentences)
 #: Mean CPU (in cores) used by other processes during a run above which its times are flagged.
 OTHER_LOAD_WARN_CORES = 0.5
 HEADLINE = (
@@ -86,7 +87,7 @@ class SessionModel:
         """Count the CPU that processes other than the runner used while it trained."""
         run = self.runs.get(sample.get("run")) if isinstance(sample.get("run"), str) else None
         host = sample.get("host")
-        if run is None or run.status != "running" or not isinstance(host, dict):
+        if run is None or run.status is not RunStatus.RUNNING or not isinstance(host, dict):
             return
         busy, mine = host.get("system_busy_cores"), host.get("cpu_percent")
         if isinstance(busy, (int, float)) and isinstance(mine, (int, float)):
@@ -102,13 +103,13 @@ class SessionModel:
                 run.other_gpu_mem = max(mem, run.other_gpu_mem or 0)
 
     def _on_run_start(self, run: RunState, event: dict[str, Any]) -> None:
-        run.status = "starting"
+        run.status = RunStatus.STARTING
         run.started_t = event.get("t")
         self.current = run.spec.run_id
 
     def _on_hello(self, run: RunState, event: dict[str, Any]) -> None:
         run.hello = event
-        run.status = "building"
+        run.status = RunStatus.BUILDING
 
     def _on_phase(self, run: RunState, event: dict[str, Any]) -> None:
         name, edge = str(event["name"]), str(event["edge"])
@@ -116,7 +117,7 @@ class SessionModel:
         run.phases.setdefault(name, {})[edge] = t
         run.phase = name if edge == "start" else ""
         if name == "first_batch" and edge == "start":
-            run.status = "running"
+            run.status = RunStatus.RUNNING
             run.current_epoch = 1
 
     def _on_batch(self, run: RunState, event: dict[str, Any]) -> None:
@@ -124,7 +125,7 @@ class SessionModel:
         run.batch_epochs.append(int(event["epoch"]))
         run.current_epoch = int(event["epoch"])
         run.current_step = int(event["step"])
-        run.status = "running"
+        run.status = RunStatus.RUNNING
 
     def _on_epoch(self, run: RunState, event: dict[str, Any]) -> None:
         epoch = int(event["epoch"])
@@ -149,12 +150,11 @@ class SessionModel:
     def _on_error(self, run: RunState, event: dict[str, Any]) -> None:
         kind = event.get("kind", "exception")
         message = str(event.get("message", ""))
-        run.status = "unavailable" if kind == "unavailable" else "failed"
+        run.status = RunStatus.UNAVAILABLE if kind == "unavailable" else RunStatus.FAILED
         run.reason = message if kind != "oom" else f"out of memory: {message}"
 
     def _on_run_end(self, run: RunState, event: dict[str, Any]) -> None:
-        status = str(event.get("status", "failed"))
-        run.status = status
+        run.status = RunStatus.parse(event.get("status", "failed"))
         if event.get("reason"):
             run.reason = str(event["reason"])
         run.malformed = int(event.get("malformed") or 0)
@@ -182,9 +182,9 @@ class SessionModel:
     def row(self, framework: str, model: str) -> dict[str, Any]:
         """The summary row of one (framework, model): the contract of summary.json."""
         runs = self.cell_runs(framework, model)
-        ok = [r for r in runs if r.status == "ok"]
-        failed = [r for r in runs if r.status == "failed"]
-        unavailable = [r for r in runs if r.status == "unavailable"]
+        ok = [r for r in runs if r.status is RunStatus.OK]
+        failed = [r for r in runs if r.status is RunStatus.FAILED]
+        unavailable = [r for r in runs if r.status is RunStatus.UNAVAILABLE]
         row: dict[str, Any] = {
             "framework": framework,
             "model": model,
@@ -194,19 +194,19 @@ class SessionModel:
             "failed_runs": len(failed),
         }
         if unavailable and not ok:
-            row["status"], row["reason"] = "unavailable", unavailable[0].reason
+            row["status"], row["reason"] = CellStatus.UNAVAILABLE, unavailable[0].reason
         elif failed:
-            row["status"], row["reason"] = "failed", failed[0].reason or "runner failed"
+            row["status"], row["reason"] = CellStatus.FAILED, failed[0].reason or "runner failed"
         elif ok:
-            row["status"] = "ok"
-            unfinished = [r for r in runs if r.status != "ok"]
+            row["status"] = CellStatus.OK
+            unfinished = [r for r in runs if r.status is not RunStatus.OK]
             if unfinished:
                 row["reason"] = f"{len(unfinished)} of {len(runs)} runs did not finish ({unfinished[0].status})"
-        elif any(r.status in ("stopped", "skipped", "interrupted") for r in runs):
-            row["status"] = "incomplete"
-            row["reason"] = next(r.reason or r.status for r in runs if r.status in FINAL)
+        elif any(r.status in CUT_SHORT for r in runs):
+            row["status"] = CellStatus.INCOMPLETE
+            row["reason"] = next(r.reason or str(r.status) for r in runs if r.status in FINAL)
         else:
-            row["status"] = "pending"
+            row["status"] = CellStatus.PENDING
         per_run = [r.figures() for r in ok]
         row["spread"] = {}
         for name in HEADLINE:
@@ -236,19 +236,21 @@ class SessionModel:
         loads = [r.other_cpu for r in ok if r.other_cpu is not None]
         row["other_cpu_cores"] = max(loads) if loads else None
         if loads and max(loads) >= OTHER_LOAD_WARN_CORES:
-            row["warnings"].append(
+            row["warnings"].append(caution(
+                CautionKind.CPU_CONTENTION,
                 f"other processes kept {max(loads):.1f} core(s) busy during a run: on a shared CPU "
-                "its times measure the contention as much as the framework"
-            )
+                "its times measure the contention as much as the framework",
+            ))
         others = [r.other_gpu_procs for r in ok if r.other_gpu_procs]
         row["other_gpu_processes"] = max(others) if others else (0 if any(r.other_gpu_procs == 0 for r in ok) else None)
         if others:
             mem = max((r.other_gpu_mem or 0 for r in ok), default=0)
-            row["warnings"].append(
+            row["warnings"].append(caution(
+                CautionKind.GPU_SHARING,
                 f"{max(others)} other process(es) used the GPU during a run"
                 + (f" ({mem / 2**20:.0f} MiB)" if mem else "")
-                + ": its times measure the sharing as much as the framework"
-            )
+                + ": its times measure the sharing as much as the framework",
+            ))
         kinds = sorted({k for r in ok if (k := r.device_kind)})
         row["device_kind"] = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else None)
         joules = [j for r in ok if (j := r.joules_per_image()) is not None]
@@ -286,7 +288,7 @@ class SessionModel:
         for refusal in refused:  # every view shows a row's warnings: none can miss the refusal
             for row in rows:
                 if row["model"] == refusal["model"] and row["framework"] in (refusal["base"], refusal["framework"]):
-                    row["warnings"].append(refusal["text"])
+                    row["warnings"].append(caution(CautionKind.MIXED_DEVICES, refusal["text"]))
         return {
             "schema": SUMMARY_SCHEMA,
             "rows": rows,
@@ -335,7 +337,7 @@ def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[di
     refused: list[dict[str, Any]] = []
     for m in model.plan.models:
         cells = [
-            (fw, [r for r in model.cell_runs(fw, m) if r.status == "ok"]) for fw in model.plan.frameworks
+            (fw, [r for r in model.cell_runs(fw, m) if r.status is RunStatus.OK]) for fw in model.plan.frameworks
         ]
         cells = [(fw, runs) for fw, runs in cells if runs]
         if len(cells) < 2:

@@ -198,7 +198,7 @@ def all_warnings(loaded: LoadedSession, summary: dict[str, Any]) -> list[str]:
     out = list(loaded.warnings)
     for row in summary["rows"]:
         for w in row.get("warnings") or []:
-            out.append(f"{model_label(row['model'])} · {framework_label(row['framework'])}: {w}")
+            out.append(f"{model_label(row['model'])} · {framework_label(row['framework'])}: {w['message']}")
     if summary.get("malformed_lines"):
         out.append(f"{summary['malformed_lines']} malformed event line(s) were skipped during the runs")
     return out
@@ -506,7 +506,7 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
             rec[key] = row.get(key)
         ci = (row.get("ci") or {}).get("achieved_tflops") or [None, None]
         rec["achieved_tflops_ci_low"], rec["achieved_tflops_ci_high"] = ci
-        rec["warnings"] = "; ".join(row.get("warnings") or [])
+        rec["warnings"] = "; ".join(w["message"] for w in row.get("warnings") or [])
         rec["run_ids"] = ";".join(row.get("run_ids") or [])
         yield rec
 

@@ -27,7 +27,7 @@ def ratio_table(ratios: list[dict[str, Any]]) -> Table | None:
 def cell_warnings(rows: list[dict[str, Any]]) -> list[str]:
     """'Model · Framework: caution' for every caution in the summary rows."""
     return [
-        f"{model_label(row['model'])} · {framework_label(row['framework'])}: {w}"
+        f"{model_label(row['model'])} · {framework_label(row['framework'])}: {w['message']}"
         for row in rows
         for w in row.get("warnings") or []
     ]

@@ -113,7 +113,7 @@ def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
         if row.get("reason"):
             # Reasons are runner error messages: brackets in them must print, not style.
             out.append(f"* {escape(label)}: {escape(row['status'])}: {escape(row['reason'])}")
-        out += [f"* {escape(label)}: caution: {escape(w)}" for w in row.get("warnings") or []]
+        out += [f"* {escape(label)}: caution: {escape(w['message'])}" for w in row.get("warnings") or []]
     return out
 
 
