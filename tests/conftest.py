@@ -22,14 +22,16 @@ TINY = [
 ]
 
 
-def benchtui(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def benchtui(
+    *args: str, timeout: float = 600, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a fresh process, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "benchtui", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=ROOT,
+        cwd=cwd,
         env={**os.environ, **(env or {})},
         stdin=subprocess.DEVNULL,
     )

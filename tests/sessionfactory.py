@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan, run_order
+from benchtui.core.provenance import benchtui_version
 from benchtui.core.store.session import SESSION_SCHEMA, slugify
 from benchtui_runners import catalog
 
@@ -333,6 +334,8 @@ def make_session(
             "cpu_count": 32,
             "memory_bytes": 256 * GIB,
         },
+        # This version, so that loading it says nothing about another version (a test can override).
+        "benchtui": {"version": benchtui_version(), "commit": None, "runner_hash": "0" * 64},
         "status": status or ("failed" if failed_any else "complete"),
         "started": started,
         "started_monotonic": 1000.0,

@@ -1,4 +1,4 @@
-"""Entry point of a runner process: ``python -m runners --config JSON`` or ``--doctor FRAMEWORK``.
+"""Entry point of a runner process: ``python -m benchtui_runners --config JSON`` or ``--doctor FRAMEWORK``.
 
 Everything that happens is reported as events on the pipe; exceptions become
 ``error`` events (kind oom / exception / unavailable) and a non-zero exit.
@@ -7,10 +7,12 @@ Everything that happens is reported as events on the pipe; exceptions become
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
 import traceback
+from types import ModuleType
 
 _T0 = time.monotonic()  # before any framework import: the import phase starts here
 
@@ -54,7 +56,7 @@ def _configure_backend(framework: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runners")
+    parser = argparse.ArgumentParser(prog="python -m benchtui_runners")
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--config", help="the run's configuration as JSON")
     group.add_argument("--doctor", metavar="FRAMEWORK", help="report versions and devices")
@@ -113,12 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         writer.close()
 
 
-def _runner_module(framework: str):  # noqa: ANN202 - a module
+def _runner_module(framework: str) -> ModuleType:
     try:
-        if catalog.family(framework) == "torch":
-            from benchtui_runners import torch_runner as module
-        else:
-            from benchtui_runners import keras_runner as module
+        module = importlib.import_module(
+            "benchtui_runners.torch_runner" if catalog.family(framework) == "torch" else "benchtui_runners.keras_runner"
+        )
     except ImportError as exc:
         extra = catalog.FRAMEWORKS[framework][2]
         raise Unavailable(

@@ -9,7 +9,6 @@ from typing import Any
 from benchtui_runners import catalog
 
 from benchtui.core.model.runs import RunState
-from benchtui.core.model.status import Caution, CautionKind, caution
 from benchtui.core.model.stats import (
     OUTLIER_MIN_RELATIVE,
     WIDE_SPREAD,
@@ -21,6 +20,7 @@ from benchtui.core.model.stats import (
     ratio_ci,
     warmup_cut,
 )
+from benchtui.core.model.status import Caution, CautionKind, caution
 
 #: How many of a run's first batches are compared with the rest for the warm-up warning.
 WARMUP_BATCHES = 3

@@ -85,7 +85,8 @@ class SessionModel:
 
     def _note_load(self, sample: dict[str, Any]) -> None:
         """Count the CPU that processes other than the runner used while it trained."""
-        run = self.runs.get(sample.get("run")) if isinstance(sample.get("run"), str) else None
+        run_id = sample.get("run")
+        run = self.runs.get(run_id) if isinstance(run_id, str) else None
         host = sample.get("host")
         if run is None or run.status is not RunStatus.RUNNING or not isinstance(host, dict):
             return

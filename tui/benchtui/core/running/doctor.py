@@ -24,9 +24,8 @@ async def probe(
     with tempfile.TemporaryFile() as log:
         proc = await start_runner(python, ["--doctor", framework], log, env_extra=env)
         try:
-            async with asyncio.timeout(timeout):
-                events = await collect_events(proc)
-        except TimeoutError:
+            events = await asyncio.wait_for(collect_events(proc), timeout)  # asyncio.timeout is 3.11+
+        except asyncio.TimeoutError:
             await proc.terminate()
             return {"ok": False, "reason": f"no answer within {timeout:.0f} s"}
         finally:
@@ -110,9 +109,12 @@ def run_doctor() -> int:
         if python != sys.executable:
             console.print(f"{fw} runs with {python} (its own environment)")
     console.print(f"GPU telemetry: {sampler.status}")
-    for gpu in gpus:
-        mig = " · MIG enabled" if gpu.get("mig_mode") == "enabled" else ""
-        console.print(f"  GPU {gpu['index']}: {gpu['name']}, driver {gpu['driver']}, {gpu.get('pci_bus_id')}{mig}")
+    for gpu_info in gpus:
+        mig = " · MIG enabled" if gpu_info.get("mig_mode") == "enabled" else ""
+        console.print(
+            f"  GPU {gpu_info['index']}: {gpu_info['name']}, driver {gpu_info['driver']}, "
+            f"{gpu_info.get('pci_bus_id')}{mig}"
+        )
     if sampler.nvml is None:
         console.print("  Without NVML, the live screen shows the runner's CPU and memory (psutil) instead.")
     sampler.stop()

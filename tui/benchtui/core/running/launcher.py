@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -24,12 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import benchtui_runners
 from benchtui_runners.protocol import FD_ENV
 
+from benchtui.core.provenance import RUNNER_PACKAGE, runner_code_hash
 from benchtui.core.wire.events import Malformed, parse_line
 
-RUNNER_PACKAGE = Path(benchtui_runners.__file__).resolve().parent
 #: Extra folders for a runner's ``sys.path``, after the runner package's (site hooks, say: the
 #: tests' fake GPU). The parent's own ``PYTHONPATH`` never reaches a runner.
 EXTRA_PATH_ENV = "BENCHTUI_RUNNER_PYTHONPATH"
@@ -43,22 +41,13 @@ class LocalLauncher:
         return [python, "-m", RUNNER_PACKAGE.name, *args]
 
 
-@functools.cache
-def runner_code_hash(package: Path = RUNNER_PACKAGE) -> str:
-    """SHA-256 of the runner package's Python files (names and bytes): which runner code ran."""
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
 def _cache_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "benchtui"
 
 
 @functools.cache
-def runner_root(package: Path = RUNNER_PACKAGE) -> Path:
+def runner_root(package: Path) -> Path:
     """A folder holding the runner package and nothing else: the whole of a runner's ``PYTHONPATH``.
 
     In a source checkout the package's own parent is such a folder. Installed, the package
@@ -93,7 +82,7 @@ def runner_env(fd: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env[FD_ENV] = str(fd)
     extra_path = env.pop(EXTRA_PATH_ENV, "")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(runner_root()), extra_path) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(runner_root(RUNNER_PACKAGE)), extra_path) if p)
     env["PYTHONSAFEPATH"] = "1"  # Python 3.11+: the working directory is not put on sys.path either
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("KERAS_BACKEND", None)  # the runner sets its own
@@ -164,7 +153,7 @@ async def start_runner(
             pass_fds=(write_fd,),
             start_new_session=True,  # own process group: stop and kill reach its children too
             env=runner_env(write_fd, env_extra),
-            cwd=cwd or runner_root(),
+            cwd=cwd or runner_root(RUNNER_PACKAGE),
         )
     except BaseException:
         os.close(read_fd)

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from benchtui.core.model.summary import SessionModel
-from benchtui.core.plan.plan import Plan
 from benchtui.core.running.control import Pausable
-from benchtui.core.store.session import SessionError, iter_events, read_meta
+from benchtui.core.store.session import SessionFolder
 
 Listener = Callable[[dict[str, Any]], None]
 
@@ -61,14 +60,10 @@ class Replayer(Pausable):
     ) -> None:
         if not speed > 0:
             raise ValueError(f"replay speed must be positive, got {speed}")
-        self.path = Path(path)
-        if not self.path.is_dir():
-            raise SessionError(f"no session folder at {self.path}")
-        self.meta = read_meta(self.path)
-        try:
-            self.plan = Plan.from_dict(self.meta["plan"])
-        except (KeyError, TypeError) as exc:
-            raise SessionError(f"{self.path}/session.json has no usable plan ({exc})") from exc
+        self.folder = SessionFolder.open(path)
+        self.path = self.folder.path
+        self.meta = self.folder.read_meta()
+        self.plan = self.folder.read_plan(self.meta)  # the same checks as loading
         self.model = SessionModel(self.plan)
         self.speed = speed
         self.listener = listener
@@ -80,7 +75,7 @@ class Replayer(Pausable):
         super().__init__()  # pause, resume, cancel: what is played stays in the model
 
     def log_path(self, run_id: str) -> Path:
-        return self.path / "logs" / f"{run_id}.log"
+        return self.folder.log_path(run_id)
 
     # -- playback -------------------------------------------------------------------------
     def _apply(self, event: dict[str, Any]) -> None:
@@ -94,7 +89,7 @@ class Replayer(Pausable):
         started = self._clock()
         paused_for = 0.0  # wall seconds spent paused, added to every later deadline
         burst = 0
-        for offset, event in schedule(iter_events(self.path, self.warnings), self.max_gap):
+        for offset, event in schedule(self.folder.events(self.warnings), self.max_gap):
             # Wait for the event's time, in short sleeps so pause and cancel act at once.
             while not self._cancelled:
                 if self.paused:
@@ -124,7 +119,7 @@ class Replayer(Pausable):
 def replay_all(path: str | Path) -> Replayer:
     """A replayer with every event already applied (no waiting): the session's final state."""
     replayer = Replayer(path)
-    for _, event in schedule(iter_events(replayer.path, replayer.warnings), replayer.max_gap):
+    for _, event in schedule(replayer.folder.events(replayer.warnings), replayer.max_gap):
         replayer._apply(event)
     replayer.status = str(replayer.meta.get("status") or "complete")
     return replayer

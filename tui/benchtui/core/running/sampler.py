@@ -67,6 +67,7 @@ class Sampler:
     ) -> None:
         self.interval = interval
         self.on_sample = on_sample
+        self.nvml: Any  # the pynvml module (or a fake with its API), None without NVML
         if nvml is not None:
             self.nvml, self.status = init_nvml(nvml)
         elif use_nvml:
@@ -223,8 +224,11 @@ class Sampler:
         graphics = self._first(("nvmlDeviceGetGraphicsRunningProcesses",), handle)
         if compute is None and graphics is None:
             return None, None, None
-        procs = {getattr(p, "pid", None): getattr(p, "usedGpuMemory", None) for p in [*(compute or []), *(graphics or [])]}
-        procs.pop(None, None)
+        procs: dict[int, Any] = {
+            p.pid: getattr(p, "usedGpuMemory", None)
+            for p in [*(compute or []), *(graphics or [])]
+            if isinstance(getattr(p, "pid", None), int)
+        }
         if not _pids_visible(procs):
             return None, None, None
         mine = [used for p, used in procs.items() if p in family]

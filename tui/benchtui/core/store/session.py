@@ -1,10 +1,13 @@
-"""Session folders: writing them as a run goes, and loading them back.
+"""Session folders: writing them as a run goes, and loading and replaying them back.
 
     <UTC timestamp>_<slug>/
-      session.json   schema, plan, host, status, start and end
+      session.json   schema, plan, host, provenance (benchtui version, commit, runner hash), status
       events.jsonl   append-only: every runner event tagged with its run, every GPU sample
       logs/<run>.log runner stdout/stderr
       summary.json   derived at the end; recomputable from events.jsonl
+
+``SessionFolder`` is the one place that knows these paths and reads them back (with every
+check); ``SessionWriter`` writes a new one.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ import re
 import socket
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from benchtui.core.model.status import RunStatus
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan
+from benchtui.core.provenance import cpu_model, provenance, recorded_by_other
 
 SESSION_SCHEMA = 1
 _DECODER = json.JSONDecoder()
@@ -54,6 +60,7 @@ def host_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
     }
     try:
         import psutil
@@ -70,18 +77,105 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class SessionFolder:
+    """One session's folder: every path in it, its checked session.json and plan, its events."""
+
+    META = "session.json"
+    EVENTS = "events.jsonl"
+    SUMMARY = "summary.json"
+    LOGS = "logs"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> SessionFolder:
+        """An existing folder (SessionError when there is none)."""
+        folder = cls(path)
+        if not folder.path.is_dir():
+            raise SessionError(f"no session folder at {folder.path}")
+        return folder
+
+    def __repr__(self) -> str:
+        return f"SessionFolder({str(self.path)!r})"
+
+    # -- paths ------------------------------------------------------------------------------
+    @property
+    def meta_path(self) -> Path:
+        return self.path / self.META
+
+    @property
+    def events_path(self) -> Path:
+        return self.path / self.EVENTS
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / self.SUMMARY
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.path / self.LOGS
+
+    def log_path(self, run_id: str) -> Path:
+        """A runner's (or probe's) stdout and stderr."""
+        return self.logs_dir / f"{run_id}.log"
+
+    # -- reading ----------------------------------------------------------------------------
+    def read_meta(self) -> dict[str, Any]:
+        """session.json, checked: a benchtui session of a schema this version reads."""
+        return read_meta(self.path)
+
+    def read_plan(self, meta: dict[str, Any] | None = None) -> Plan:
+        """The session's plan, checked: every framework and model known, counts that make sense."""
+        meta = self.read_meta() if meta is None else meta
+        try:
+            plan = Plan.from_dict(meta["plan"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SessionError(f"{self.meta_path} has no usable plan ({exc})") from exc
+        _check_plan(plan, self.path)
+        return plan
+
+    def events(self, warnings: list[str], gpu_tail: GpuTail | None = None) -> Iterator[dict[str, Any]]:
+        """events.jsonl's events, damaged lines skipped with a warning (see ``iter_events``)."""
+        return iter_events(self.path, warnings, gpu_tail)
+
+    def load(self, keep_events: bool = False) -> LoadedSession:
+        """Fold the events into a fresh model; warnings say what was skipped, cut off or recorded by other code."""
+        meta = self.read_meta()
+        plan = self.read_plan(meta)
+        model = SessionModel(plan)
+        warnings: list[str] = []
+        other = recorded_by_other(meta.get("benchtui"))
+        if other:
+            warnings.append(other)
+        kept: list[dict[str, Any]] = []
+        # Without keep_events only the model's window of GPU samples is parsed (same model).
+        tail = None if keep_events else GpuTail(model.gpu_samples.maxlen)
+        for event in self.events(warnings, tail):
+            model.apply(event)
+            if keep_events:
+                kept.append(event)
+        if tail is not None:
+            model.events += tail.dropped
+        if meta.get("status") == "running":
+            warnings.append(_unfinished(self.path, model))
+        return LoadedSession(self.path, meta, plan, model, kept, warnings)
+
+
 class SessionWriter:
     """Writes one session folder. Events are appended and flushed line by line."""
 
     def __init__(self, path: Path, plan: Plan, extra: dict[str, Any] | None = None) -> None:
         self.path = path
-        (path / "logs").mkdir(parents=True, exist_ok=False)
+        self.folder = SessionFolder(path)
+        self.folder.logs_dir.mkdir(parents=True, exist_ok=False)
         self.meta: dict[str, Any] = {
             "schema": SESSION_SCHEMA,
             "kind": "benchtui-session",
             "name": plan.name or path.name,
             "plan": plan.to_dict(),
             "host": host_info(),
+            "benchtui": provenance(),
             "status": "running",
             "started": _utc_now(),
             "started_monotonic": time.monotonic(),
@@ -89,7 +183,7 @@ class SessionWriter:
             **(extra or {}),
         }
         self.write_meta()
-        self._events: IO[str] = open(path / "events.jsonl", "a", encoding="utf-8")
+        self._events: IO[str] = open(self.folder.events_path, "a", encoding="utf-8")
 
     @classmethod
     def create(cls, plan: Plan, root: str | os.PathLike[str] | None = None, **extra: Any) -> SessionWriter:
@@ -111,14 +205,14 @@ class SessionWriter:
         raise SessionError(f"could not create a session folder in {base}")
 
     def write_meta(self) -> None:
-        _write_json_atomic(self.path / "session.json", self.meta)
+        _write_json_atomic(self.folder.meta_path, self.meta)
 
     def update_meta(self, **fields: Any) -> None:
         self.meta.update(fields)
         self.write_meta()
 
     def log_path(self, run_id: str) -> Path:
-        return self.path / "logs" / f"{run_id}.log"
+        return self.folder.log_path(run_id)
 
     def append(self, event: dict[str, Any]) -> None:
         self._events.write(json.dumps(event, separators=(",", ":")) + "\n")
@@ -129,13 +223,8 @@ class SessionWriter:
         self._events.write(line + "\n")
         self._events.flush()
 
-    def append_many(self, events: list[dict[str, Any]]) -> None:
-        if events:
-            self._events.write("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
-            self._events.flush()
-
     def finish(self, status: str, summary: dict[str, Any]) -> None:
-        _write_json_atomic(self.path / "summary.json", summary)
+        _write_json_atomic(self.folder.summary_path, summary)
         self.update_meta(status=status, finished=_utc_now())
         self.close()
 
@@ -159,9 +248,13 @@ class LoadedSession:
     events: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def folder(self) -> SessionFolder:
+        return SessionFolder(self.path)
+
 
 def read_meta(path: Path) -> dict[str, Any]:
-    meta_path = path / "session.json"
+    meta_path = path / SessionFolder.META
     if not meta_path.is_file():
         raise SessionError(f"{path} is not a benchtui session (no session.json)")
     try:
@@ -200,13 +293,13 @@ class GpuTail:
         return self.count - len(self.lines)
 
 
-def iter_events(path: Path, warnings: list[str], gpu_tail: GpuTail | None = None):  # noqa: ANN201 - generator of dicts
+def iter_events(path: Path, warnings: list[str], gpu_tail: GpuTail | None = None) -> Iterator[dict[str, Any]]:
     """Events of ``events.jsonl``; a half-written last line or a bad line is skipped with a warning.
 
     With ``gpu_tail``, GPU samples are held back and only the newest are parsed and
     yielded, after every other event (a damaged sample older than those goes uncounted).
     """
-    events_path = path / "events.jsonl"
+    events_path = path / SessionFolder.EVENTS
     if not events_path.exists():
         warnings.append("events.jsonl is missing: the session recorded nothing")
         return
@@ -255,29 +348,7 @@ def iter_events(path: Path, warnings: list[str], gpu_tail: GpuTail | None = None
 
 def load_session(path: str | os.PathLike[str], keep_events: bool = False) -> LoadedSession:
     """Read a session folder and fold its events into a fresh model."""
-    folder = Path(path)
-    if not folder.is_dir():
-        raise SessionError(f"no session folder at {folder}")
-    meta = read_meta(folder)
-    try:
-        plan = Plan.from_dict(meta["plan"])
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise SessionError(f"{folder}/session.json has no usable plan ({exc})") from exc
-    _check_plan(plan, folder)
-    model = SessionModel(plan)
-    warnings: list[str] = []
-    kept: list[dict[str, Any]] = []
-    # Without keep_events only the model's window of GPU samples is parsed (same model).
-    tail = None if keep_events else GpuTail(model.gpu_samples.maxlen)
-    for event in iter_events(folder, warnings, tail):
-        model.apply(event)
-        if keep_events:
-            kept.append(event)
-    if tail is not None:
-        model.events += tail.dropped
-    if meta.get("status") == "running":
-        warnings.append(_unfinished(folder, model))
-    return LoadedSession(folder, meta, plan, model, kept, warnings)
+    return SessionFolder.open(path).load(keep_events)
 
 
 def _check_plan(plan: Plan, folder: Path) -> None:
@@ -310,20 +381,20 @@ LIVE_WINDOW_S = 60.0
 def _unfinished(folder: Path, model: SessionModel) -> str:
     """One line on what a session that never finished lost; cut-off runs become "interrupted"."""
     try:
-        age = time.time() - (folder / "events.jsonl").stat().st_mtime
+        age = time.time() - (folder / SessionFolder.EVENTS).stat().st_mtime
     except OSError:
         age = float("inf")
     if age < LIVE_WINDOW_S:
         return f"the session is still being written (last event {age:.0f} s ago): figures are partial"
-    cut = [r for r in model.runs.values() if r.status != "queued" and not r.finished]
-    queued = [r for r in model.runs.values() if r.status == "queued"]
+    cut = [r for r in model.runs.values() if r.status is not RunStatus.QUEUED and not r.finished]
+    queued = [r for r in model.runs.values() if r.status is RunStatus.QUEUED]
     never = len(queued)
     # The same states the engine records when a session is interrupted: the run in
     # progress is "interrupted", the runs it never reached are "skipped".
     for run in cut:
-        run.status, run.reason = "interrupted", "cut off: the session stopped during this run"
+        run.status, run.reason = RunStatus.INTERRUPTED, "cut off: the session stopped during this run"
     for run in queued:
-        run.status, run.reason = "skipped", "never started: the session was cut off before this run"
+        run.status, run.reason = RunStatus.SKIPPED, "never started: the session was cut off before this run"
     where = ""
     if cut:
         run = cut[-1]
@@ -370,7 +441,7 @@ def _device_label(meta: dict[str, Any], plan: dict[str, Any], folder: Path) -> s
     gpu = placement.get("gpu") if isinstance(placement.get("gpu"), dict) else {}
     label = str(gpu.get("name") or placement.get("kind") or "?")
     try:  # the devices the runs reported, when the session has finished
-        frameworks = json.loads((folder / "summary.json").read_text()).get("frameworks") or {}
+        frameworks = json.loads((folder / SessionFolder.SUMMARY).read_text()).get("frameworks") or {}
         kinds = {str((env.get("device") or {}).get("type")) for env in frameworks.values() if isinstance(env, dict)}
     except (OSError, ValueError, AttributeError):
         kinds = set()
@@ -394,7 +465,7 @@ def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, 
             if not isinstance(plan, dict):
                 raise SessionError("no usable plan")
         except SessionError as exc:
-            if not (folder / "session.json").exists():
+            if not (folder / SessionFolder.META).exists():
                 continue  # not a session at all (a stray folder): nothing to say
             unreadable.append({
                 "name": folder.name, "path": str(folder), "started": "", "device": "", "frameworks": "",
