@@ -153,17 +153,28 @@ def test_load_from_other_processes_is_measured_per_run_and_flagged() -> None:
 
 def test_the_load_figure_is_recomputable_without_the_samples() -> None:
     # The engine writes each run's measured load into its run_end; a loader that folds GPU
-    # samples last (or keeps only the newest) must get the same row.
+    # samples last (as load_session does) or not at all must get the same row as the live fold,
+    # which saw the samples while the run trained (and measured another figure from them).
     plan = _plan(frameworks=["torch"], runs=1)
     run = run_order(plan)[0].run_id
-    events = _run_events(run, (0, 1), [1.0, 1.0, 1.0])
-    events[-1] = {**events[-1], "other_cpu_cores": 0.9}
-    live, reloaded = SessionModel(plan), SessionModel(plan)
+    sample = {"type": "gpu", "run": run, "t": 0, "host": {"cpu_percent": 100.0, "rss": 1, "system_busy_cores": 1.4}}
+    events: list[dict] = []
+    for event in _run_events(run, (0, 1), [1.0, 1.0, 1.0]):
+        events.append(event)
+        if event["type"] == "phase" and event["name"] == "first_batch" and event["edge"] == "start":
+            events += [sample] * 4  # 0.4 cores busy elsewhere, as sampled during the run
+    events[-1] = {**events[-1], "other_cpu_cores": 0.9}  # the run_end, as the engine records it
+    live, samples_last, no_samples = SessionModel(plan), SessionModel(plan), SessionModel(plan)
     for event in events:
         live.apply(event)
+    for event in [e for e in events if e["type"] != "gpu"] + [e for e in events if e["type"] == "gpu"]:
+        samples_last.apply(event)
     for event in events:
         if event["type"] != "gpu":
-            reloaded.apply(event)
-    assert live.row("torch", "resnet50")["warnings"] == reloaded.row("torch", "resnet50")["warnings"]
-    assert reloaded.row("torch", "resnet50")["other_cpu_cores"] == pytest.approx(0.9)
+            no_samples.apply(event)
+    assert live.runs[run].other_cpu_samples == 4 and samples_last.runs[run].other_cpu_samples == 0
+    rows = [m.row("torch", "resnet50") for m in (live, samples_last, no_samples)]
+    assert [r["other_cpu_cores"] for r in rows] == [pytest.approx(0.9)] * 3
+    assert rows[0]["warnings"] == rows[1]["warnings"] == rows[2]["warnings"]
+    reloaded = no_samples
     assert any("0.9 core(s)" in w["message"] for w in reloaded.row("torch", "resnet50")["warnings"])

@@ -23,8 +23,6 @@ FRAMEWORK_LABELS = {
     "keras-torch": "Keras/torch",
 }
 
-KERAS_FRAMEWORKS = tuple(f for f, (family, _, _) in FRAMEWORKS.items() if family == "keras")
-
 
 @dataclass(frozen=True)
 class ModelInfo:

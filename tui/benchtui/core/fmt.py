@@ -46,14 +46,6 @@ def with_spread(value: float | None, stats: dict[str, Any] | None, fmt=seconds) 
     return f"{text} ({extra})" if extra else text
 
 
-def maybe(value: Any, suffix: str = "", digits: int = 0) -> str:
-    if value is None:
-        return NA
-    if isinstance(value, float):
-        return f"{value:.{digits}f}{suffix}"
-    return f"{value}{suffix}"
-
-
 def tflops(value: float | None) -> str:
     """Achieved TFLOP/s with three significant digits: '0.0532', '1.23', '123'."""
     if value is None:

@@ -16,6 +16,19 @@ from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import Ratio, describe, mean
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
 from benchtui.core.plan.plan import Plan, run_order
+from benchtui.core.wire.events import (
+    BatchEvent,
+    DoneEvent,
+    EnergyEvent,
+    EpochEvent,
+    ErrorEvent,
+    FlopsEvent,
+    HelloEvent,
+    MemoryEvent,
+    PhaseEvent,
+    RunEndEvent,
+    RunStartEvent,
+)
 
 SUMMARY_SCHEMA = 2  # 2: a row's warnings are {kind, message} (were sentences)
 #: Mean CPU (in cores) used by other processes during a run above which its times are flagged.
@@ -103,16 +116,16 @@ class SessionModel:
             if isinstance(mem, int):
                 run.other_gpu_mem = max(mem, run.other_gpu_mem or 0)
 
-    def _on_run_start(self, run: RunState, event: dict[str, Any]) -> None:
+    def _on_run_start(self, run: RunState, event: RunStartEvent) -> None:
         run.status = RunStatus.STARTING
         run.started_t = event.get("t")
         self.current = run.spec.run_id
 
-    def _on_hello(self, run: RunState, event: dict[str, Any]) -> None:
-        run.hello = event
+    def _on_hello(self, run: RunState, event: HelloEvent) -> None:
+        run.hello = dict(event)
         run.status = RunStatus.BUILDING
 
-    def _on_phase(self, run: RunState, event: dict[str, Any]) -> None:
+    def _on_phase(self, run: RunState, event: PhaseEvent) -> None:
         name, edge = str(event["name"]), str(event["edge"])
         t = float(event.get("at", event["t"]))
         run.phases.setdefault(name, {})[edge] = t
@@ -121,40 +134,41 @@ class SessionModel:
             run.status = RunStatus.RUNNING
             run.current_epoch = 1
 
-    def _on_batch(self, run: RunState, event: dict[str, Any]) -> None:
+    def _on_batch(self, run: RunState, event: BatchEvent) -> None:
         run.batch_seconds.append(float(event["seconds"]))
         run.batch_epochs.append(int(event["epoch"]))
         run.current_epoch = int(event["epoch"])
         run.current_step = int(event["step"])
         run.status = RunStatus.RUNNING
 
-    def _on_epoch(self, run: RunState, event: dict[str, Any]) -> None:
+    def _on_epoch(self, run: RunState, event: EpochEvent) -> None:
         epoch = int(event["epoch"])
         run.epoch_times[epoch] = float(event["seconds"])
         run.epoch_samples[epoch] = int(event.get("samples") or 0)
 
-    def _on_memory(self, run: RunState, event: dict[str, Any]) -> None:
-        if event.get("peak_bytes") is not None:
-            run.peak_bytes = int(event["peak_bytes"])
+    def _on_memory(self, run: RunState, event: MemoryEvent) -> None:
+        peak = event.get("peak_bytes")
+        if peak is not None:
+            run.peak_bytes = int(peak)
         run.memory_source = str(event.get("source", ""))
 
-    def _on_flops(self, run: RunState, event: dict[str, Any]) -> None:
-        run.flops = efficiency.flops_of_event(event)
+    def _on_flops(self, run: RunState, event: FlopsEvent) -> None:
+        run.flops = efficiency.flops_of_event(dict(event))
 
-    def _on_energy(self, run: RunState, event: dict[str, Any]) -> None:
+    def _on_energy(self, run: RunState, event: EnergyEvent) -> None:
         run.energy_mj[int(event["epoch"])] = float(event["mj"])
 
-    def _on_done(self, run: RunState, event: dict[str, Any]) -> None:
+    def _on_done(self, run: RunState, event: DoneEvent) -> None:
         run.done = True
         self._on_memory(run, event)
 
-    def _on_error(self, run: RunState, event: dict[str, Any]) -> None:
+    def _on_error(self, run: RunState, event: ErrorEvent) -> None:
         kind = event.get("kind", "exception")
         message = str(event.get("message", ""))
         run.status = RunStatus.UNAVAILABLE if kind == "unavailable" else RunStatus.FAILED
         run.reason = message if kind != "oom" else f"out of memory: {message}"
 
-    def _on_run_end(self, run: RunState, event: dict[str, Any]) -> None:
+    def _on_run_end(self, run: RunState, event: RunEndEvent) -> None:
         run.status = RunStatus.parse(event.get("status", "failed"))
         if event.get("reason"):
             run.reason = str(event["reason"])

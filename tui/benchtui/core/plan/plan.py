@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from benchtui_runners import catalog
@@ -226,6 +226,3 @@ def from_preset(name: str, **overrides: Any) -> Plan:
     values = {**PRESETS[name], **overrides, "preset": name}
     return Plan.from_dict(values)
 
-
-def with_overrides(plan: Plan, **overrides: Any) -> Plan:
-    return replace(plan, **overrides)
