@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -11,42 +12,55 @@ import pytest
 
 from tests.conftest import ROOT, benchtui, only_session, read_events
 
+# One process per framework applies every precision in turn (the framework is imported once:
+# a fresh process per case cost the fast suite a minute and a half). TF32 comes before fp32, so
+# fp32 must switch off what the case before switched on, as a fresh process never would show.
+PRECISIONS = ["tf32", "fp32", "amp-fp16", "amp-bf16"]
 PROBE = r"""
 import json, os, sys
 from benchtui_runners.config import RunConfig
-fw, precision, autotune = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-cfg = RunConfig(framework=fw, model="resnet50", precision=precision, cudnn_autotune=autotune, compile=True)
-if fw == "torch":
-    import torch
-    from benchtui_runners import torch_runner
-    print(json.dumps(torch_runner._settings(cfg, torch.device("cpu"))))
-else:
-    os.environ["KERAS_BACKEND"] = "tensorflow"
-    from benchtui_runners import keras_runner
-    keras_runner._pre_import_settings(cfg)
-    print(json.dumps(keras_runner._settings(cfg, "tensorflow")))
+fw = sys.argv[1]
+out = {}
+for precision in sys.argv[2:]:
+    autotune = precision != "fp32" if fw == "torch" else precision == "fp32"
+    cfg = RunConfig(framework=fw, model="resnet50", precision=precision, cudnn_autotune=autotune, compile=True)
+    if fw == "torch":
+        import torch
+        from benchtui_runners import torch_runner
+        out[precision] = torch_runner._settings(cfg, torch.device("cpu"))
+    else:
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        from benchtui_runners import keras_runner
+        keras_runner._pre_import_settings(cfg)
+        out[precision] = keras_runner._settings(cfg, "tensorflow")
+print(json.dumps(out))
 """
 
 
-def _settings(framework: str, precision: str, autotune: bool) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, framework, precision, "1" if autotune else "0"],
+@functools.cache
+def _all_settings(framework: str) -> dict[str, dict]:
+    out = subprocess.run([sys.executable, "-c", PROBE, framework, *PRECISIONS],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16"])
+def _settings(framework: str, precision: str) -> dict:
+    return _all_settings(framework)[precision]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 def test_torch_applies_each_precision(precision: str) -> None:
-    s = _settings("torch", precision, autotune=precision != "fp32")
+    s = _settings("torch", precision)
     assert s["precision"] == precision
     assert s["tf32_matmul"] is s["tf32_cudnn"] is (precision == "tf32")  # off unless asked: plain fp32 is fp32
     assert s["cudnn_benchmark"] is (precision != "fp32")
     assert s["compile"] == "torch.compile"
 
 
-@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "amp-bf16"])
+@pytest.mark.parametrize("precision", PRECISIONS)
 def test_tensorflow_applies_each_precision(precision: str) -> None:
-    s = _settings("tensorflow", precision, autotune=precision == "fp32")
+    s = _settings("tensorflow", precision)
     assert s["precision"] == precision
     # TensorFlow turns TF32 on by default: "fp32" must switch it off.
     assert s["tf32"] is (precision == "tf32")
