@@ -63,7 +63,7 @@ def test_headless_torch_and_tensorflow_end_to_end(sessions_root: Path) -> None:
     assert tf_log.strip(), "TensorFlow always says something at start-up"
 
     summary = json.loads((session / "summary.json").read_text())
-    assert summary["schema"] == 1
+    assert summary["schema"] == 2  # cautions became {kind, message}
     rows = {r["framework"]: r for r in summary["rows"]}
     for fw in ("torch", "tensorflow"):
         row = rows[fw]
