@@ -154,3 +154,29 @@ def test_not_a_session_is_a_session_error(tmp_path: Path) -> None:
         Replayer(tmp_path / "empty")
     with pytest.raises(ValueError):
         Replayer(TINY, speed=0)
+
+
+def test_the_engine_and_the_replayer_are_both_session_sources(tmp_path: Path) -> None:
+    """The live screen drives either through SessionSource alone: both have every member, and say what differs."""
+    from benchtui.core.running.engine import Engine
+    from benchtui.core.running.source import SessionSource
+    from benchtui.core.store.session import SessionWriter
+
+    replayer = Replayer(TINY)
+    plan = Plan(frameworks=["torch"], models=["resnet50"], runs=1, epochs=1, samples=16,
+                batch_sizes={"resnet50": 8}, image_size=32, device="cpu")
+    writer = SessionWriter.create(plan, tmp_path)
+    engine = Engine(plan, writer)
+    try:
+        assert isinstance(replayer, SessionSource)
+        assert isinstance(engine, SessionSource)
+        assert replayer.is_replay and not engine.is_replay
+        assert not replayer.runner_active and not engine.runner_active  # nothing started yet
+        assert engine.path == writer.path and engine.meta is writer.meta
+        assert engine.log_path("r1") == writer.path / "logs" / "r1.log"
+        assert replayer.log_path("r1") == TINY / "logs" / "r1.log"
+        replayer.stop_current()  # nothing to stop in a recording: no error, nothing changes
+        replayer.skip_model()
+        assert replayer.status == "pending" and not replayer.cancelled
+    finally:
+        writer.close()

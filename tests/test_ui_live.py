@@ -390,3 +390,37 @@ async def test_an_app_exit_mid_run_still_stops_the_runner_and_marks_interrupted(
         time.sleep(0.1)
     assert not [p for p in pids if alive(p)]
     assert session_meta(app)["status"] == "interrupted"
+
+
+@pytest.mark.asyncio
+async def test_the_plan_screen_asks_to_start_and_the_live_screen_asks_for_a_new_plan(tmp_path: Path) -> None:
+    """Screens post messages; the app starts the plan on one and shows the plan screen on the other."""
+    from textual.message import Message
+
+    posted: list[Message] = []
+    plan = tiny_plan(frameworks=["torch"], image_size=40)
+    app = make_app(
+        plan,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.0"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(100, 30), message_hook=posted.append) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, PlanScreen)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
+        # One message (the hook sees it at each hop as it bubbles up to the app)
+        started = list({id(m): m for m in posted if isinstance(m, PlanScreen.StartRequested)}.values())
+        assert len(started) == 1 and started[0].plan.frameworks == ["torch"] and started[0].plan.image_size == 40
+        assert app.engine is not None and app.screen.source is app.engine
+        await wait_for(pilot, lambda: not app.runs_going, timeout=30)
+        await pilot.pause()
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        asked = {id(m): m for m in posted if isinstance(m, LiveScreen.NewPlanRequested)}
+        assert [m.plan for m in asked.values()] == [app.engine.model.plan]
+        again = app.screen.build_plan()
+        assert again.frameworks == ["torch"] and again.image_size == 40  # the form is the session's plan
+    assert len(list(tmp_path.iterdir())) == 1  # one session: the new plan has not started

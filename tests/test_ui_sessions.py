@@ -65,3 +65,26 @@ async def test_sessions_screen_from_the_palette_with_no_sessions(tmp_path: Path)
         assert app.screen.check_action("replay", ()) is False
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, SessionsScreen))
+
+
+@pytest.mark.asyncio
+async def test_a_replay_request_the_app_cannot_read_is_said_and_the_app_stays(root: Path) -> None:
+    """r posts ReplayRequested with the selected folder; one that is no longer a session is an error notice."""
+    from textual.message import Message
+
+    posted: list[Message] = []
+    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(120, 40), message_hook=posted.append) as pilot:
+        app.show_sessions()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.shown is not None and screen.shown == screen.selected)
+        selected = screen.selected
+        assert selected is not None
+        shutil.rmtree(selected)  # gone since the list was read
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        requests = {id(m): m for m in posted if isinstance(m, SessionsScreen.ReplayRequested)}  # the hook sees each hop
+        assert [m.path for m in requests.values()] == [selected]
+        assert isinstance(app.screen, SessionsScreen) and app.is_running and app.replayer is None
+        assert any("Cannot replay" in n.message for n in app._notifications)

@@ -122,8 +122,19 @@ class BenchApp(App[int]):
             self.probe = probe_gpus(self.use_nvml)
         self._show(PlanScreen(plan, self.probe))
 
-    def on_plan_screen_start(self, message: PlanScreen.Start) -> None:
+    # -- what the screens ask for (their messages bubble up to the app) -----------------------
+    def on_plan_screen_start_requested(self, message: PlanScreen.StartRequested) -> None:
         self.start_plan(message.plan)
+
+    def on_plan_screen_sessions_requested(self, message: PlanScreen.SessionsRequested) -> None:
+        self.show_sessions()
+
+    def on_sessions_screen_replay_requested(self, message: SessionsScreen.ReplayRequested) -> None:
+        # At once: the sessions were recorded; a failure to read one is said, and the app stays.
+        self.start_replay(message.path, float("inf"), quit_on_error=False)
+
+    def on_live_screen_new_plan_requested(self, message: LiveScreen.NewPlanRequested) -> None:
+        self.show_plan(message.plan)
 
     def start_plan(self, plan: Plan) -> None:
         """Create the session, start the engine in a worker on this loop, show the live screen."""
@@ -143,7 +154,7 @@ class BenchApp(App[int]):
             return
         sampler = Sampler(plan.interval, lambda sample: None, use_nvml=self.use_nvml)
         engine = Engine(plan, writer, sampler=sampler, launcher=self.launcher)
-        screen = LiveScreen(engine, writer.path, writer.meta, live=True)
+        screen = LiveScreen(engine)
         engine.listener = screen.note_event  # marks the screen dirty; the tick redraws
         self.engine, self.session_path, self.session_status = engine, writer.path, None
         self._show(screen)
@@ -188,7 +199,7 @@ class BenchApp(App[int]):
             self.exit_code = 2
             self.exit(2, return_code=2, message=f"benchtui: error: {exc}")
             return
-        screen = LiveScreen(replayer, Path(path), replayer.meta, live=False, speed=speed)
+        screen = LiveScreen(replayer, speed=speed)
         replayer.listener = screen.note_event
         self.replayer, self.session_path = replayer, Path(path)
         self._show(screen)

@@ -14,10 +14,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from benchtui.core.model.status import CautionKind
+from benchtui.core.model.status import CautionKind, status_style
 from benchtui.widgets.comparison import BatchComparison
 from benchtui.widgets.log_pane import RunLog
 from benchtui.widgets.results_table import CellCache, ResultsTable, cell_values, row_key
@@ -25,13 +26,12 @@ from benchtui.widgets.telemetry import TelemetryPanel
 
 if TYPE_CHECKING:
     from benchtui.core.model.summary import SessionModel
-    from benchtui.core.running.engine import Engine
-    from benchtui.core.running.replay import Replayer
+    from benchtui.core.plan.plan import Plan
+    from benchtui.core.running.source import SessionSource
 
 TICK_S = 0.25  # redraw period: 4 Hz is smooth for people and cheap at any event rate
 COMPACT_BELOW = 100  # terminal columns under which the table drops three columns
 FINISHED = frozenset({"complete", "failed", "interrupted", "incomplete"})
-STATUS_STYLE = {"complete": "bold green", "failed": "bold red", "interrupted": "bold magenta", "incomplete": "bold yellow"}
 
 
 def clock(seconds: float | None) -> str:
@@ -47,7 +47,14 @@ def _label(framework: str, model: str) -> str:
 
 
 class LiveScreen(Screen):
-    """Shows a running Engine, or a Replayer playing a recorded session, from its model."""
+    """Shows a session from its source's model: an Engine running a plan, or a Replayer playing one back."""
+
+    class NewPlanRequested(Message):
+        """The user asked for the plan screen again, filled in with this session's plan."""
+
+        def __init__(self, plan: Plan) -> None:
+            super().__init__()
+            self.plan = plan
 
     BINDINGS = [
         Binding("s", "stop_run", "Stop run", id="stop-run",
@@ -65,21 +72,11 @@ class LiveScreen(Screen):
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
-    def __init__(
-        self,
-        source: Engine | Replayer,
-        session_path: Path,
-        meta: dict[str, Any],
-        *,
-        live: bool,
-        speed: float = 1.0,
-    ) -> None:
+    def __init__(self, source: SessionSource, *, speed: float = 1.0) -> None:
         super().__init__()
         self.source = source
-        self.session_path = session_path
-        self.meta = meta  # the writer's dict while live: gpus/telemetry appear once the engine starts
-        self.live = live
-        self.speed = speed
+        self.live = not source.is_replay
+        self.speed = speed  # a replay's pace, shown in the status line
         self._dirty = True
         self._gpu_dirty = True
         self._last_t: float | None = None
@@ -91,6 +88,14 @@ class LiveScreen(Screen):
     @property
     def model(self) -> SessionModel:
         return self.source.model
+
+    @property
+    def session_path(self) -> Path:
+        return self.source.path
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.source.meta  # while live, the writer's dict: gpus/telemetry appear once the engine starts
 
     @property
     def finished(self) -> bool:
@@ -185,7 +190,7 @@ class LiveScreen(Screen):
         if log.display:
             self._follow_log(log)
             log.poll()
-        controls = (self.source.status, self.source.paused, model.current, getattr(self.source, "cancelled", False))
+        controls = (self.source.status, self.source.paused, model.current, self.source.cancelled)
         if controls != self._controls:
             self._controls = controls
             self.refresh_bindings()
@@ -227,7 +232,7 @@ class LiveScreen(Screen):
             shown = recorded if not self.live else status
             if not self.live and status == "interrupted":
                 text.append("replay stopped · ", style="magenta")
-            text.append(f"{shown.capitalize()}", style=STATUS_STYLE.get(shown, "bold"))
+            text.append(f"{shown.capitalize()}", style=status_style(shown, "bold"))
             text.append(f" · {ok} of {total} runs ok · {elapsed}")
             return text
         current = model.runs.get(model.current) if model.current else None
@@ -268,7 +273,7 @@ class LiveScreen(Screen):
             if not started:
                 return
             run_id = max(started, key=lambda r: r.started_t or 0.0).spec.run_id
-        log.follow(self.session_path / "logs" / f"{run_id}.log", run_id)
+        log.follow(self.source.log_path(run_id), run_id)
 
     # -- actions ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -278,7 +283,7 @@ class LiveScreen(Screen):
                 return False  # hidden: the footer makes room for "New plan"
             if not self.live:
                 return None  # shown dimmed: a replay has no runner to stop
-            return True if getattr(source, "current", None) is not None and not source.cancelled else None
+            return True if source.runner_active else None
         if action == "pause":
             return not self.finished and not source.paused
         if action == "resume":
@@ -292,7 +297,7 @@ class LiveScreen(Screen):
             self.notify("This is a replay: there is no runner to stop.")
             return
         run = self.model.current
-        self.source.stop_current()  # type: ignore[union-attr]
+        self.source.stop_current()
         if run:
             self.notify(f"Stopping {run}: it is recorded as stopped and the queue goes on.", markup=False)
 
@@ -301,7 +306,7 @@ class LiveScreen(Screen):
             self.notify("This is a replay: there is nothing to skip.")
             return
         run = self.model.current
-        self.source.skip_model()  # type: ignore[union-attr]
+        self.source.skip_model()
         if run:
             model = self.model.runs[run].spec.model
             self.notify(f"Skipping {catalog.MODELS[model].label}: its remaining runs will not start.")
@@ -324,7 +329,7 @@ class LiveScreen(Screen):
             log.poll()
 
     def action_new_plan(self) -> None:
-        self.app.show_plan(self.model.plan)  # type: ignore[attr-defined]
+        self.post_message(self.NewPlanRequested(self.model.plan))
 
     def action_export(self) -> None:
         """Ask which format, then write it into the session folder (even mid-run: what is recorded so far)."""

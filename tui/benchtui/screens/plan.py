@@ -96,15 +96,18 @@ class PlanScreen(Screen):
                 tooltip="Browse, replay and export the sessions saved here"),
     ]
 
-    def action_sessions(self) -> None:
-        self.app.show_sessions()  # type: ignore[attr-defined]
-
-    class Start(Message):
+    class StartRequested(Message):
         """The user asked to run this (validated) plan."""
 
         def __init__(self, plan: Plan) -> None:
             super().__init__()
             self.plan = plan
+
+    class SessionsRequested(Message):
+        """The user asked for the saved sessions."""
+
+    def action_sessions(self) -> None:
+        self.post_message(self.SessionsRequested())
 
     def __init__(self, plan: Plan | None, probe: GpuProbe) -> None:
         super().__init__()
@@ -284,4 +287,4 @@ class PlanScreen(Screen):
             self.show_error(user_message(exc))
             return
         self.show_error("")
-        self.post_message(self.Start(plan))
+        self.post_message(self.StartRequested(plan))

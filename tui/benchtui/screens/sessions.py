@@ -11,6 +11,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, OptionList, Static
 
@@ -63,6 +64,13 @@ def export_in_background(screen: Screen, path: Path, fmt: str) -> None:
 
 class SessionsScreen(Screen):
     """The saved sessions, newest first, with the selected one's summary below."""
+
+    class ReplayRequested(Message):
+        """The user asked to play this session through the live screen."""
+
+        def __init__(self, path: Path) -> None:
+            super().__init__()
+            self.path = path
 
     BINDINGS = [
         Binding("r", "replay", "Replay", id="replay-session", tooltip="Play the selected session through the live screen"),
@@ -138,7 +146,7 @@ class SessionsScreen(Screen):
 
     def action_replay(self) -> None:
         if self.selected is not None:
-            self.app.start_replay(self.selected, float("inf"), quit_on_error=False)  # type: ignore[attr-defined]
+            self.post_message(self.ReplayRequested(self.selected))
 
     def action_export(self) -> None:
         path = self.selected

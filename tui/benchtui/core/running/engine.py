@@ -12,8 +12,8 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from benchtui_runners import catalog
 from benchtui_runners.config import RunConfig
@@ -25,10 +25,9 @@ from benchtui.core.running.batchsearch import choose, search_largest_batch
 from benchtui.core.running.control import Pausable
 from benchtui.core.running.launcher import LocalLauncher, RunnerProcess, config_args, start_runner
 from benchtui.core.running.sampler import Sampler
+from benchtui.core.running.source import Listener, SessionSource
 from benchtui.core.store.session import SessionWriter
 from benchtui.core.wire.events import Malformed, parse_line
-
-Listener = Callable[[dict[str, Any]], None]
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -71,6 +70,24 @@ class Engine(Pausable):
         self._no_fit: dict[tuple[str, str], str] = {}  # cells the batch search found no size for
         # Chosen once when the session starts (from the sampler's NVML view), the same for every run.
         self.placement = Placement("unchecked", plan.device)
+
+    # -- what a view reads (SessionSource) ---------------------------------------------
+    is_replay = False
+
+    @property
+    def path(self) -> Path:
+        return self.writer.path
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.writer.meta
+
+    @property
+    def runner_active(self) -> bool:
+        return self.current is not None and not self.cancelled
+
+    def log_path(self, run_id: str) -> Path:
+        return self.writer.log_path(run_id)
 
     # -- control (pause, resume, paused, cancelled: Pausable) -----------------------------
     def stop_current(self) -> None:
@@ -348,3 +365,6 @@ class Engine(Pausable):
         if mj is not None:
             self._parent_event("energy", run_id, epoch=epoch, mj=mj)
 
+
+if TYPE_CHECKING:
+    _source: type[SessionSource] = Engine  # mypy checks that the live screen can drive an engine

@@ -1,7 +1,6 @@
 """Replaying a recorded session: its events fed into a fresh SessionModel at the recorded pace.
 
-A ``Replayer`` looks like the engine to a view (``model``, ``plan``, ``status``,
-``paused``, ``pause``/``resume``/``cancel``, ``run``), so the live screen can show a
+A ``Replayer`` is a ``SessionSource`` like the engine, so the live screen can show a
 session recorded elsewhere, for example on a GPU machine. It never starts a process.
 """
 
@@ -12,13 +11,12 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.running.control import Pausable
+from benchtui.core.running.source import Listener, SessionSource
 from benchtui.core.store.session import SessionFolder
-
-Listener = Callable[[dict[str, Any]], None]
 
 # Recorded gaps longer than this (seconds) are shortened to it: a framework import or a
 # pause between runs would otherwise leave the screen still for half a minute.
@@ -74,8 +72,18 @@ class Replayer(Pausable):
         self._clock = clock
         super().__init__()  # pause, resume, cancel: what is played stays in the model
 
+    # -- what a view reads (SessionSource) ---------------------------------------------
+    is_replay = True
+    runner_active = False  # a recording has no process to stop
+
     def log_path(self, run_id: str) -> Path:
         return self.folder.log_path(run_id)
+
+    def stop_current(self) -> None:
+        """Nothing to stop: the recorded run goes on as it went."""
+
+    def skip_model(self) -> None:
+        """Nothing to skip: a replay shows the whole recording."""
 
     # -- playback -------------------------------------------------------------------------
     def _apply(self, event: dict[str, Any]) -> None:
@@ -123,3 +131,7 @@ def replay_all(path: str | Path) -> Replayer:
         replayer._apply(event)
     replayer.status = str(replayer.meta.get("status") or "complete")
     return replayer
+
+
+if TYPE_CHECKING:
+    _source: type[SessionSource] = Replayer  # mypy checks that the live screen can drive a replay
