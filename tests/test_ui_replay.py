@@ -129,3 +129,18 @@ async def test_replay_of_a_folder_that_is_not_a_session_exits_2(tmp_path: Path) 
     async with app.run_test() as pilot:
         await pilot.pause()
     assert app.return_code == 2
+
+
+def test_views_colour_statuses_from_the_one_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The results table and the headless progress lines take their colours from model/status.py's map."""
+    from benchtui.core.model import status
+    from benchtui.core.running import headless
+    from benchtui.core.running.replay import replay_all
+    from benchtui.widgets.results_table import cell_values
+
+    monkeypatch.setitem(status.STATUS_STYLE, "done", "italic blue")
+    monkeypatch.setitem(status.STATUS_STYLE, "ok", "underline")
+    model = replay_all(TINY).model
+    assert cell_values(model, "torch", "resnet50", {})["state"] == ("done", "italic blue")
+    run_id = next(r for r, run in model.runs.items() if run.spec.framework == "torch")
+    assert headless._run_line(model, run_id).startswith("[underline]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, OptionList, Static
 
+from benchtui.core.model.status import status_style
 from benchtui.core.store.session import list_sessions, sessions_dir
 
 EXPORT_FORMATS = (
@@ -105,7 +106,7 @@ class SessionsScreen(Screen):
             name = info.get("label") or info["name"].partition("_")[2] or info["name"]
             table.add_row(
                 info["started"], Text(name), info["device"], info["frameworks"], info["models"],
-                Text(info["status"], style={"complete": "green", "failed": "red"}.get(info["status"], "yellow")),
+                Text(info["status"], style=status_style(info["status"], "yellow")),
                 key=info["path"],
             )
         table.focus()
@@ -128,13 +129,14 @@ class SessionsScreen(Screen):
     @work(thread=True, exclusive=True, group="summary")
     def load_summary(self, path: Path) -> None:
         """Summarise in a thread: a long session takes a moment to fold."""
+        view: RenderableType
         try:
             view = summary_view(path, self.size.width)
         except Exception as exc:  # noqa: BLE001 - a broken folder is shown as such
             view = Text(f"Cannot read {path.name}: {exc}", style="red")
         self.app.call_from_thread(self._show_summary, path, view)
 
-    def _show_summary(self, path: Path, view: Any) -> None:
+    def _show_summary(self, path: Path, view: RenderableType) -> None:
         if path == self.selected:  # the cursor may have moved on meanwhile
             self.query_one("#sessions-summary", Static).update(view)
             self.shown = path

@@ -13,6 +13,7 @@ from textual.widgets import DataTable
 
 from benchtui.core import fmt
 from benchtui.core.model.stats import warmup_cut
+from benchtui.core.model.status import RunStatus, status_style
 from benchtui.core.model.summary import RunState, SessionModel
 
 LIVE = frozenset({"starting", "building", "running"})
@@ -33,15 +34,6 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("peak", "Peak\nmemory", True),
     ("tflops", "TFLOP/s\n(% peak)", False),
 )
-STATE_STYLE = {
-    "done": "green",
-    "failed": "bold red",
-    "unavailable": "yellow",
-    "queued": "dim",
-    "stopped": "magenta",
-    "skipped": "magenta",
-    "interrupted": "magenta",
-}
 
 Cell = tuple[str, str]  # (text, style): compared as plain data, turned into Text when changed
 
@@ -93,7 +85,7 @@ def cell_state(runs: list[RunState], compact: bool = False) -> str:
         return "failed"
     if all(s == "unavailable" for s in statuses):
         return "unavailable"
-    ok = statuses.count("ok")
+    ok = statuses.count(RunStatus.OK)
     if ok == len(runs):
         return "done"
     of = "/" if compact else " of "
@@ -123,7 +115,7 @@ def cell_values(
     values: dict[str, Cell] = {
         "model": (info.label if info else model_id, ""),
         "framework": (catalog.FRAMEWORK_LABELS.get(framework, framework), ""),
-        "state": (state, STATE_STYLE.get(state.split(" ")[0], "bold cyan" if live else "")),
+        "state": (state, status_style(state.split(" ")[0], "bold cyan" if live else "")),
     }
     if live is not None and not row["runs"]:
         # No finished run yet: show the live run's figures so far.

@@ -111,6 +111,7 @@ def caution(kind: CautionKind, message: str) -> Caution:
 #: Rich style per status word, for every view that colours one (run, cell or session).
 STATUS_STYLE: dict[str, str] = {
     "ok": "green",
+    "done": "green",  # a results-table cell whose runs are all ok
     "complete": "bold green",
     "failed": "bold red",
     "unavailable": "yellow",
@@ -128,4 +129,5 @@ STATUS_STYLE: dict[str, str] = {
 
 
 def status_style(status: object, default: str = "") -> str:
+    """The style of a status word (an enum or its value); ``default`` for a word the map does not know."""
     return STATUS_STYLE.get(str(status), default)

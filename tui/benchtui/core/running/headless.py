@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from benchtui.core import fmt
+from benchtui.core.model.status import status_style
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan
 from benchtui.core.running.engine import Engine
@@ -120,7 +121,7 @@ def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
 def _run_line(model: SessionModel, run_id: str) -> str:
     run = model.runs[run_id]
     figures = run.figures()
-    style = {"ok": "green", "failed": "red", "unavailable": "yellow"}.get(run.status, "magenta")
+    style = status_style(run.status, "magenta")
     detail = escape(run.reason) or (
         f"mean epoch {fmt.seconds(figures['mean_epoch_s'])} s, "
         f"{fmt.rate(figures['images_per_s'])} img/s, build {fmt.seconds(figures['build_s'])} s"
