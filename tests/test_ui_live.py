@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchtui.app import BenchApp, make_app
@@ -424,3 +425,81 @@ async def test_the_plan_screen_asks_to_start_and_the_live_screen_asks_for_a_new_
         again = app.screen.build_plan()
         assert again.frameworks == ["torch"] and again.image_size == 40  # the form is the session's plan
     assert len(list(tmp_path.iterdir())) == 1  # one session: the new plan has not started
+
+
+def test_the_app_and_the_headless_run_start_a_session_the_same_way(tmp_path: Path) -> None:
+    """Both go through start_session: the same folder layout, session.json fields, events and exit code.
+
+    The plan's one cell is unavailable (no PNASNet in Keras), so no framework starts.
+    """
+    import asyncio
+
+    from benchtui.core.running.headless import run_headless
+    from benchtui.core.store.session import SessionWriter
+
+    plan = tiny_plan(frameworks=["tensorflow"], models=["pnasnet_large"], image_size=64, samples=8,
+                     batch_sizes={"pnasnet_large": 4}, epochs=1).validate()
+    headless_code = run_headless(plan, SessionWriter.create(plan, tmp_path / "headless"), use_nvml=False)
+
+    app = make_app(plan, autostart=True, sessions_dir=str(tmp_path / "app"), use_nvml=False, probe=NO_GPU)
+
+    async def in_the_app() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.engine is not None and not app.runs_going, timeout=30)
+            await pilot.press("q")
+
+    asyncio.run(in_the_app())
+    assert headless_code == app.exit_code == 0
+
+    def layout(root: Path) -> tuple[Any, ...]:
+        (folder,) = root.iterdir()
+        files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+        meta = json.loads((folder / "session.json").read_text())
+        events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+        kinds = [(e["type"], e.get("run"), e.get("status")) for e in events if e["type"] != "gpu"]
+        return files, sorted(meta), meta["status"], meta["telemetry"], meta["placement"], kinds
+
+    assert layout(tmp_path / "headless") == layout(tmp_path / "app")
+    assert layout(tmp_path / "app")[2] == "complete"
+
+
+def test_exit_codes_and_the_pieces_start_session_wires(tmp_path: Path) -> None:
+    from benchtui.core.model.status import SessionStatus
+    from benchtui.core.running.session_run import exit_code, start_session
+    from benchtui.core.store.session import SessionWriter
+
+    assert [exit_code(s) for s in ("complete", "failed", "incomplete", "interrupted", "running")] == [0, 1, 1, 130, 1]
+    assert exit_code(SessionStatus.INTERRUPTED) == 130
+    plan = tiny_plan()
+    launcher = FakeLauncher()
+    session = start_session(plan, tmp_path, use_nvml=False, listener=print, launcher=launcher)
+    assert session.path.parent == tmp_path and (session.path / "logs").is_dir()
+    assert session.engine.writer is session.writer and session.engine.sampler is session.sampler
+    assert session.engine.launcher is launcher and session.engine.listener is print
+    session.writer.close()
+    writer = SessionWriter.create(plan, tmp_path / "given")
+    assert start_session(plan, writer=writer, use_nvml=False).writer is writer  # headless: the CLI made the folder
+    writer.close()
+
+
+@pytest.mark.parametrize("hang_up", [True, False])
+def test_signals_stop_the_session_and_a_hang_up_has_its_own_handler(hang_up: bool) -> None:
+    """SIGINT and SIGTERM call stop; SIGHUP calls hang_up (the app's) or stop (the headless run's)."""
+    import asyncio
+
+    from benchtui.core.running.session_run import stop_on_signals
+
+    calls: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop_on_signals(loop, lambda: calls.append("stop"), hang_up=(lambda: calls.append("hang up")) if hang_up else None)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            os.kill(os.getpid(), sig)
+            for _ in range(50):
+                await asyncio.sleep(0.01)
+                if len(calls) == [signal.SIGINT, signal.SIGTERM, signal.SIGHUP].index(sig) + 1:
+                    break
+
+    asyncio.run(main())
+    assert calls == ["stop", "stop", "hang up" if hang_up else "stop"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
     from benchtui.core.running.launcher import LocalLauncher
     from benchtui.core.running.replay import Replayer
 
-EXIT_CODES = {"complete": 0, "failed": 1, "incomplete": 1, "interrupted": 130}
 QUIT_WAIT_S = 15.0  # the engine needs ~3 s (SIGTERM grace) + the SIGKILL; this is a safety net
 
 
@@ -100,10 +98,9 @@ class BenchApp(App[int]):
     # -- start --------------------------------------------------------------------------------
     def on_mount(self) -> None:
         if self.handle_signals:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.action_interrupt)
-            loop.add_signal_handler(signal.SIGHUP, self._hang_up)
+            from benchtui.core.running.session_run import stop_on_signals
+
+            stop_on_signals(asyncio.get_running_loop(), self.action_interrupt, hang_up=self._hang_up)
         if self.replay_path is not None:
             self.start_replay(self.replay_path, self.speed)
         elif self.autostart and self.plan is not None:
@@ -138,12 +135,11 @@ class BenchApp(App[int]):
 
     def start_plan(self, plan: Plan) -> None:
         """Create the session, start the engine in a worker on this loop, show the live screen."""
-        from benchtui.core.running.engine import Engine
-        from benchtui.core.running.sampler import Sampler
-        from benchtui.core.store.session import SessionError, SessionWriter
+        from benchtui.core.running.session_run import start_session
+        from benchtui.core.store.session import SessionError
 
         try:
-            writer = SessionWriter.create(plan, self.sessions_dir)
+            session = start_session(plan, self.sessions_dir, use_nvml=self.use_nvml, launcher=self.launcher)
         except (OSError, SessionError) as exc:
             message = f"Cannot create the session folder: {exc}"
             if isinstance(self.screen, PlanScreen):
@@ -152,17 +148,18 @@ class BenchApp(App[int]):
                 self.show_plan(plan)
                 self.notify(message, severity="error", timeout=10, markup=False)
             return
-        sampler = Sampler(plan.interval, lambda sample: None, use_nvml=self.use_nvml)
-        engine = Engine(plan, writer, sampler=sampler, launcher=self.launcher)
+        engine = session.engine
         screen = LiveScreen(engine)
         engine.listener = screen.note_event  # marks the screen dirty; the tick redraws
-        self.engine, self.session_path, self.session_status = engine, writer.path, None
+        self.engine, self.session_path, self.session_status = engine, session.path, None
         self._show(screen)
         self.engine_worker = self.run_worker(
             self._run_engine(engine), name="engine", group="engine", exclusive=True, exit_on_error=False
         )
 
     async def _run_engine(self, engine: Engine) -> str:
+        from benchtui.core.running.session_run import exit_code
+
         task = asyncio.ensure_future(engine.run())
         try:
             # Shielded: if the app goes away without our quit path (an error, a cancelled
@@ -179,7 +176,7 @@ class BenchApp(App[int]):
             self.session_status, self.exit_code = "failed", 1
             self.notify(f"The engine stopped with an error: {exc}", severity="error", timeout=30, markup=False)
             raise
-        self.session_status, self.exit_code = status, EXIT_CODES.get(status, 1)
+        self.session_status, self.exit_code = status, exit_code(status)
         self._final_tick()
         if not self._quitting:
             severity: SeverityLevel = "information" if status == "complete" else "warning"

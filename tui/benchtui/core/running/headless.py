@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from typing import Any
 
@@ -19,8 +18,7 @@ from benchtui.core import fmt
 from benchtui.core.model.status import status_style
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan
-from benchtui.core.running.engine import Engine
-from benchtui.core.running.sampler import Sampler
+from benchtui.core.running.session_run import exit_code, start_session, stop_on_signals
 from benchtui.core.store.session import SessionWriter
 
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "unavailable": "yellow", "incomplete": "magenta"}
@@ -144,8 +142,9 @@ def run_headless(plan: Plan, writer: SessionWriter, use_nvml: bool = True) -> in
     if not err.is_terminal:  # a log file: no wrapping at 80 columns
         err = Console(stderr=True, width=200)
     out = _stdout_console()
-    sampler = Sampler(plan.interval, lambda s: None, use_nvml=use_nvml)
-    err.print(f"[bold]benchtui[/] session [cyan]{writer.path}[/] · {sampler.status}")
+    session = start_session(plan, writer=writer, use_nvml=use_nvml)
+    engine = session.engine
+    err.print(f"[bold]benchtui[/] session [cyan]{writer.path}[/] · {session.sampler.status}")
 
     progress = Progress(
         TextColumn("{task.description}"),
@@ -155,7 +154,6 @@ def run_headless(plan: Plan, writer: SessionWriter, use_nvml: bool = True) -> in
         console=err,
         transient=True,
     )
-    engine: Engine
     overall = progress.add_task("runs", total=0)
     current = progress.add_task("", total=1, visible=False)
 
@@ -189,14 +187,12 @@ def run_headless(plan: Plan, writer: SessionWriter, use_nvml: bool = True) -> in
             progress.update(overall, completed=engine.model.done_runs)
             progress.console.print(_run_line(engine.model, run_id))
 
-    engine = Engine(plan, writer, listener=listener, sampler=sampler)
+    engine.listener = listener
     progress.update(overall, total=len(engine.specs))
 
     async def main() -> str:
-        loop = asyncio.get_running_loop()
         # Ctrl+C, kill, or the terminal closing: stop the runner's group, keep what was recorded.
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, engine.cancel)
+        stop_on_signals(asyncio.get_running_loop(), engine.cancel)
         return await engine.run()
 
     with progress:
@@ -206,9 +202,7 @@ def run_headless(plan: Plan, writer: SessionWriter, use_nvml: bool = True) -> in
     err.print(f"session {status}: [cyan]{writer.path}[/]")
     if engine.model.malformed:
         err.print(f"[yellow]{engine.model.malformed} malformed event line(s) were skipped (see logs/)[/]")
-    if status == "interrupted":
-        return 130
-    return 1 if status in ("failed", "incomplete") else 0
+    return exit_code(status)
 
 
 def _stdout_console(file: Any = None) -> Console:

@@ -1,0 +1,79 @@
+"""Starting a session one way for the app and the headless run: folder, GPU sampler, engine, signals, exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchtui.core.model.status import SessionStatus
+from benchtui.core.plan.plan import Plan
+from benchtui.core.running.engine import Engine
+from benchtui.core.running.launcher import LocalLauncher
+from benchtui.core.running.sampler import Sampler
+from benchtui.core.running.source import Listener
+from benchtui.core.store.session import SessionWriter
+
+#: What the command line returns for a session that ended so (the docs' exit codes).
+EXIT_CODES: dict[str, int] = {
+    SessionStatus.COMPLETE: 0,
+    SessionStatus.FAILED: 1,
+    SessionStatus.INCOMPLETE: 1,  # runs stopped or skipped: the plan was not carried out whole
+    SessionStatus.INTERRUPTED: 130,  # 128 + SIGINT, as shells report a Ctrl+C
+}
+
+
+def exit_code(status: str) -> int:
+    """0 when every run succeeded, 130 when interrupted, 1 otherwise (any status this version does not know)."""
+    return EXIT_CODES.get(str(status), 1)
+
+
+@dataclass
+class SessionRun:
+    """A session ready to run: its folder being written, the sampler the engine starts, the engine."""
+
+    engine: Engine
+    writer: SessionWriter
+    sampler: Sampler
+
+    @property
+    def path(self) -> Path:
+        return self.writer.path
+
+
+def start_session(
+    plan: Plan,
+    sessions_dir: str | os.PathLike[str] | None = None,
+    *,
+    writer: SessionWriter | None = None,
+    use_nvml: bool = True,
+    listener: Listener | None = None,
+    launcher: LocalLauncher | None = None,
+) -> SessionRun:
+    """Create the session folder (or take ``writer``'s) and wire the sampler and the engine to it.
+
+    Nothing runs yet: ``await run.engine.run()`` starts the sampler and the runs. Raises
+    OSError or SessionError when the folder cannot be created.
+    """
+    if writer is None:
+        writer = SessionWriter.create(plan, sessions_dir)
+    # The engine points the sampler at itself (on_sample) when it starts.
+    sampler = Sampler(plan.interval, lambda sample: None, use_nvml=use_nvml)
+    engine = Engine(plan, writer, listener=listener, sampler=sampler, launcher=launcher)
+    return SessionRun(engine, writer, sampler)
+
+
+def stop_on_signals(
+    loop: asyncio.AbstractEventLoop, stop: Callable[[], object], hang_up: Callable[[], object] | None = None
+) -> None:
+    """Ctrl+C (SIGINT) and kill (SIGTERM) call ``stop``; the terminal closing (SIGHUP) calls ``hang_up``, else ``stop``.
+
+    Either way the caller cancels the engine, which stops the runner's process group and
+    keeps what was recorded, marked interrupted.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+    loop.add_signal_handler(signal.SIGHUP, hang_up or stop)
