@@ -116,6 +116,7 @@ class SessionsScreen(Screen):
     @work(thread=True, exclusive=True, group="summary")
     def load_summary(self, path: Path) -> None:
         """Summarise in a thread: a long session takes a moment to fold."""
+        view: Group | Text
         try:
             view = summary_view(path, self.size.width)
         except Exception as exc:  # noqa: BLE001 - a broken folder is shown as such

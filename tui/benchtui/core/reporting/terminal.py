@@ -76,10 +76,9 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
         body.append(cells)
     if not wide and title:
         title += " · times in seconds"
-    table = Table(
-        title=title or None, title_justify="left", header_style="bold",
-        **({} if wide else {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False}),
-    )
+    table = Table(title=title or None, title_justify="left", header_style="bold")
+    if not wide:  # a thin frame: the columns need the room
+        table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False
     for i, (header, justify) in enumerate(columns):
         if justify == "right":  # a figure: never narrower than its longest value
             longest = max([len(part) for part in header.split("\n")] + [len(r[i]) for r in body])
