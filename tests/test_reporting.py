@@ -5,7 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 from html import escape
+from pathlib import Path
 from typing import IO
 
 import pytest
@@ -170,3 +173,20 @@ def _export_help() -> str:
 def test_unknown_formats_are_refused(loaded: LoadedSession, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", str(loaded.path), "--format", "txt"]) == 2
     assert "invalid choice: 'txt'" in capsys.readouterr().err
+
+
+# -- the commands ------------------------------------------------------------------------------
+def test_a_headless_run_ends_with_the_study_table_on_stdout(tmp_path: Path) -> None:
+    """A real headless run (an unavailable cell, so no framework starts): progress on stderr, table on stdout."""
+    cmd = [
+        sys.executable, "-m", "benchtui", "run", "--headless", "--frameworks", "tensorflow",
+        "--models", "pnasnet_large", "--image-size", "64", "--samples", "8", "--batch-size", "4",
+        "--epochs", "1", "--runs", "1", "--device", "cpu", "--no-nvml", "--sessions-dir", str(tmp_path),
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    (folder,) = tmp_path.iterdir()
+    assert f"benchtui · {folder.name}" in result.stdout and "unavailable" in result.stdout
+    assert all(col.header in result.stdout for col in STUDY_COLUMNS)
+    assert "* PNASNet · tf.keras: unavailable:" in result.stdout
+    assert "Mean epoch" not in result.stderr and "session" in result.stderr
