@@ -1,7 +1,8 @@
 """The ``benchtui`` command line: one vocabulary for the app, headless runs and the docs.
 
-Only argparse is imported up front so ``benchtui --help`` answers at once; each
-command imports what it needs when it runs.
+The parser and a lazy dispatch into ``benchtui.commands``: only argparse, the commands
+package's exit codes and the export-format registry (standard library only) are imported
+up front, so ``benchtui --help`` answers at once; each command imports what it needs when it runs.
 """
 
 from __future__ import annotations

@@ -64,7 +64,6 @@ WARMUP_NOTE = (
 )
 SIDE_BY_SIDE_TITLE = "The study's four figures, side by side (seconds)"
 CI_NOTE = "in brackets the 95% bootstrap confidence interval (seeded; over runs, then epochs within runs)."
-RATIO_NOTE = "A difference is not significant when its 95% CI contains 1."
 
 
 @dataclass
