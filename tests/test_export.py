@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from benchtui.cli import main
 from benchtui.core import fmt
-from benchtui.core.reporting.export import export_session, render_md
+from benchtui.core.reporting import markdown
+from benchtui.core.reporting.files import export_session
+from benchtui.core.reporting.model import build_report
 from benchtui.core.reporting.plots import downsample_minmax, nice_ticks
 from benchtui.core.store.session import load_session
 from sessionfactory import cut_off, make_session
@@ -272,7 +274,7 @@ def test_default_outputs_inside_the_session(tmp_path: Path) -> None:
 def test_cli_export_to_stdout_and_html_default(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", str(session), "--format", "md"]) == 0
     out = capsys.readouterr().out
-    assert out == render_md(load_session(session))
+    assert out == markdown.render(build_report(load_session(session)))
     assert main(["export", str(session), "--format", "html"]) == 0
     printed = capsys.readouterr().out.strip()
     assert printed == str(session / "report.html") and (session / "report.html").is_file()
@@ -308,8 +310,10 @@ def test_export_of_a_cut_off_session(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_headless_modules_stay_headless() -> None:
     code = (
-        "import sys; import benchtui.core.reporting.export, benchtui.core.reporting.compare, benchtui.core.reporting.report, benchtui.core.reporting.plots, "
-        "benchtui.core.model.analysis, benchtui.core.model.stats, benchtui.core.reporting.tables; "
+        "import sys; import benchtui.core.reporting.files, benchtui.core.reporting.compare, benchtui.core.reporting.plots, "
+        "benchtui.core.reporting.markdown, benchtui.core.reporting.csvfile, benchtui.core.reporting.jsonfile, "
+        "benchtui.core.reporting.htmlreport, benchtui.core.reporting.terminal, "
+        "benchtui.core.model.analysis, benchtui.core.model.stats; "
         "bad = [m for m in ('textual', 'torch', 'tensorflow', 'keras', 'jax', 'numpy') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -19,9 +19,9 @@ from benchtui.core import fmt
 from benchtui.core.model import gpu_peaks
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan, run_order
-from benchtui.core.reporting.export import efficiency_rows, render_json, render_md, write_summary_csv
-from benchtui.core.reporting.report import render_html
-from benchtui.core.running.headless import print_summary
+from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown
+from benchtui.core.reporting.model import build_report
+from benchtui.core.reporting.terminal import print_summary
 from benchtui.core.store.session import load_session
 from benchtui_runners.flops import emit_flops
 from benchtui_runners.protocol import EventWriter
@@ -294,14 +294,14 @@ def test_rows_exports_and_table_show_tflops(session: Path) -> None:
     assert row["peak_tflops"] == 67.0  # the factory's sessions ran fp32 on an H100 80GB HBM3
     assert row["peak_fraction"] == pytest.approx(row["achieved_tflops"] / 67.0)
 
-    md = render_md(loaded, summary)
+    md = markdown.render(build_report(loaded, summary))
     section = md.split("## Compute efficiency")[1].split("\n## ")[0]
     assert fmt.tflops(row["achieved_tflops"]) in section and fmt.percent(row["peak_fraction"]) in section
     assert "FLOPs / step" in section and "hand-written" in section and "H100 SXM" in section
     assert "not available" in section  # PNASNet in tf.keras
 
     buf = io.StringIO()
-    write_summary_csv(summary, buf)
+    csvfile.write(build_report(loaded, summary), buf)
     records = list(csv.DictReader(io.StringIO(buf.getvalue())))
     rec = next(r for r in records if r["model"] == "resnet50" and r["framework"] == "torch")
     assert float(rec["achieved_tflops"]) == pytest.approx(row["achieved_tflops"])
@@ -309,11 +309,11 @@ def test_rows_exports_and_table_show_tflops(session: Path) -> None:
     assert float(rec["flops_per_step"]) == pytest.approx(row["flops_per_step"])
     assert rec["achieved_tflops_ci_low"] and rec["flops_method"] == "hand-written"
 
-    exported = json.loads(render_json(loaded, summary))
+    exported = json.loads(jsonfile.render(build_report(loaded, summary)))
     jrow = next(r for r in exported["rows"] if r["model"] == "resnet50" and r["framework"] == "torch")
     assert jrow["achieved_tflops"] == pytest.approx(row["achieved_tflops"]) and jrow["flops_method"] == "hand-written"
 
-    html = render_html(loaded, summary)
+    html = htmlreport.render(build_report(loaded, summary))
     assert "<h3>Compute efficiency</h3>" in html and fmt.percent(row["peak_fraction"]) in html
 
     out = io.StringIO()
@@ -326,9 +326,9 @@ def test_rows_exports_and_table_show_tflops(session: Path) -> None:
 def test_sessions_without_counts_export_no_section(tmp_path: Path) -> None:
     loaded = load_session(make_session(tmp_path, runs=1, epochs=2, steps=3))
     summary = loaded.model.summary()
-    assert efficiency_rows(summary) == []
-    assert "## Compute efficiency" not in render_md(loaded, summary)
-    assert "Compute efficiency" not in render_html(loaded, summary)
+    assert build_report(loaded, summary).efficiency is None
+    assert "## Compute efficiency" not in markdown.render(build_report(loaded, summary))
+    assert "Compute efficiency" not in htmlreport.render(build_report(loaded, summary))
     out = io.StringIO()
     print_summary(summary["rows"], "t", file=out)
     assert "TFLOP/s" in out.getvalue() and "% peak" not in out.getvalue()

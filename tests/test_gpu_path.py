@@ -417,6 +417,7 @@ def test_doctor_on_a_gpu_machine_says_which_framework_sees_it_and_the_fix(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],  # noqa: ANN001
 ) -> None:
+    from benchtui.commands.setup import cmd_doctor
     from benchtui.core.running import doctor
 
     fake_gpu("torch")  # PyTorch sees the GPU; TensorFlow and JAX here are the CPU builds
@@ -424,7 +425,7 @@ def test_doctor_on_a_gpu_machine_says_which_framework_sees_it_and_the_fix(
     monkeypatch.setattr(
         doctor, "Sampler", lambda interval, on_sample: Sampler(interval, on_sample, nvml=FakeNVML())
     )
-    assert doctor.run_doctor() == 0
+    assert cmd_doctor() == 0
     out = capsys.readouterr().out
     rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
     assert "sees it" in rows["torch"] and "sees it" in rows["keras-torch"]

@@ -289,7 +289,6 @@ async def test_footer_keys_palette_and_log(tmp_path: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_export_writes_markdown_into_the_session(tmp_path: Path) -> None:
-    pytest.importorskip("benchtui.core.reporting.export")
     app = make_app(
         tiny_plan(),
         autostart=True,

@@ -1,21 +1,19 @@
 """The ``benchtui`` command line: one vocabulary for the app, headless runs and the docs.
 
-Only argparse is imported up front so ``benchtui --help`` answers at once; each
-command imports what it needs when it runs.
+The parser and a lazy dispatch into ``benchtui.commands``: only argparse, the commands
+package's exit codes and the export-format registry (standard library only) are imported
+up front, so ``benchtui --help`` answers at once; each command imports what it needs when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import importlib
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-
-
-class BadInput(Exception):
-    """Bad input from the user: one line on stderr, exit 2."""
+from benchtui.commands import EXIT_BAD_INPUT, EXIT_OK, BadInput
+from benchtui.core.reporting.registry import WRITERS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,11 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--speed", type=float, default=1.0, help="playback speed factor (default 1)")
     replay.add_argument("--sessions-dir", metavar="DIR")
 
-    export = sub.add_parser("export", help="export a session: md, csv, json or html")
+    export = sub.add_parser("export", help=f"export a session: {', '.join(WRITERS)}")
     export.add_argument("session")
-    export.add_argument("--format", required=True, choices=["md", "csv", "json", "html"])
+    export.add_argument("--format", required=True, choices=list(WRITERS))
     export.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (html: default SESSION/report.html)")
-    export.add_argument("--per-batch", action="store_true", help="csv: one row per batch")
+    batch_formats = ", ".join(w.name for w in WRITERS.values() if w.per_batch)
+    export.add_argument("--per-batch", action="store_true", help=f"{batch_formats}: one row per batch")
     export.add_argument("--sessions-dir", metavar="DIR")
 
     compare = sub.add_parser("compare", help="two sessions side by side, ratios with 95%% CIs")
@@ -118,198 +117,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def plan_from_args(args: argparse.Namespace) -> Any:
-    """Build and validate a Plan from parsed flags (raises PlanError)."""
-    from benchtui_runners import catalog
-
-    from benchtui.core.plan.plan import Plan, PlanError, from_preset
-
-    plan = from_preset(args.preset) if args.preset else Plan()
-    overrides: dict[str, Any] = {}
-    if args.frameworks is not None:
-        overrides["frameworks"] = args.frameworks
-    if args.models is not None:
-        overrides["models"] = list(catalog.MODEL_ORDER) if args.models == ["all"] else args.models
-    for name in (
-        "image_size", "samples", "epochs", "runs", "device", "data", "precision", "compile",
-        "cudnn_autotune", "channels_last", "order", "num_classes", "name", "interval", "memory_limit_mb",
-        "batch_policy", "max_batch_size", "threads",
-    ):
-        value = getattr(args, name)
-        if value is not None:
-            overrides[name] = value
-    for key, value in overrides.items():
-        setattr(plan, key, value)
-    if args.batch_size == "auto":
-        plan.batch_auto, plan.batch_sizes = True, {}
-    elif args.batch_size is not None:
-        plan.batch_sizes = _batch_sizes(args.batch_size, plan.models, PlanError)
-    for item in args.python:
-        fw, sep, path = item.partition("=")
-        if not sep or not path:
-            raise PlanError(f"--python takes FRAMEWORK=INTERPRETER, got {item!r}")
-        plan.python[fw] = path
-    plan.validate()
-    for fw, path in plan.python.items():
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            raise PlanError(f"--python {fw}={path}: no executable interpreter there")
-    return plan
-
-
-def _batch_sizes(text: str, models: list[str], error: type[Exception]) -> dict[str, int]:
-    try:
-        if "=" not in text:
-            size = int(text)
-            return {m: size for m in models}
-        sizes = {}
-        for part in _csv(text):
-            model, _, value = part.partition("=")
-            sizes[model.strip()] = int(value)
-        return sizes
-    except ValueError:
-        raise error(f"--batch-size must be a number or MODEL=N,..., got {text!r}") from None
-
-
-def check_device(device: str) -> None:
-    """Refuse a CUDA device that this machine does not have (nothing started yet)."""
-    if not device.startswith("cuda"):
-        return
-    from benchtui.core.plan.plan import PlanError
-    from benchtui.core.running.sampler import load_nvml
-
-    nvml, status = load_nvml()
-    if nvml is None:
-        raise PlanError(f"--device {device}: no NVIDIA GPU found ({status})")
-    count = nvml.nvmlDeviceGetCount()
-    index = int(device.split(":")[1]) if ":" in device else 0
-    if index >= count:
-        raise PlanError(f"--device {device}: this machine has {count} GPU(s) (cuda:0..cuda:{count - 1})")
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    plan = plan_from_args(args)
-    check_device(plan.device)
-    from benchtui.core.store.session import SessionWriter
-
-    if args.headless:
-        from benchtui.core.running.headless import run_headless
-
-        writer = SessionWriter.create(plan, args.sessions_dir)
-        return run_headless(plan, writer, use_nvml=not args.no_nvml)
-    from benchtui.app import run_app
-
-    return run_app(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=not args.no_nvml)
-
-
-def cmd_app(args: argparse.Namespace) -> int:
-    from benchtui.app import run_app
-
-    return run_app(None, autostart=False, sessions_dir=None)
-
-
-def cmd_replay(args: argparse.Namespace) -> int:
-    from benchtui.app import replay_app
-    from benchtui.core.store.session import resolve_session
-
-    if not args.speed > 0:
-        raise BadInput(f"--speed must be positive, got {args.speed}")
-    return replay_app(resolve_session(args.session, args.sessions_dir), speed=args.speed)
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from benchtui.core.reporting.export import cmd_export as run
-
-    return run(args)
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from benchtui.core.reporting.compare import cmd_compare as run
-
-    return run(args)
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from benchtui.core.running.doctor import run_doctor
-
-    return run_doctor()
-
-
-def cmd_envs(args: argparse.Namespace) -> int:
-    from benchtui_runners import catalog
-
-    from benchtui.core.plan import envs
-
-    if args.envs_action == "create":
-        unknown = [fw for fw in args.frameworks if fw not in catalog.FRAMEWORKS]
-        if unknown:
-            raise BadInput(f"unknown framework {unknown[0]!r}; choose from {', '.join(catalog.FRAMEWORKS)}")
-        return envs.create(args.frameworks or list(catalog.FRAMEWORKS), args.gpu, args.dry_run)
-    print(f"Environments in {envs.envs_dir()} (used instead of this Python when present):")
-    for env in envs.describe():
-        print(f"  {env['framework']:<12} {env['python'] or 'none (runs use ' + sys.executable + ')'}")
-    return EXIT_OK
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
-    from benchtui.core.reporting.tables import ratio_table
-    from benchtui.core.running.headless import _stdout_console, print_summary
-    from benchtui.core.store.session import load_session, resolve_session
-
-    loaded = load_session(resolve_session(args.session, args.sessions_dir))
-    for warning in loaded.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    summary = loaded.model.summary()
-    print_summary(summary["rows"], f"{loaded.path.name} · {escape(str(loaded.meta.get('status')))}")
-    console = _stdout_console()
-    ratios = ratio_table(summary.get("ratios") or [])
-    if ratios is not None:
-        console.print(ratios)
-        console.print("95% CIs by seeded bootstrap; 'not significant' when the CI contains 1.", style="dim")
-    return EXIT_OK
-
-
-def cmd_sessions(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from benchtui.core.store.session import list_sessions, sessions_dir
-
-    infos = list_sessions(args.sessions_dir)
-    if not infos:
-        print(f"no sessions in {sessions_dir(args.sessions_dir)}", file=sys.stderr)
-        return EXIT_OK
-    table = Table(header_style="bold")
-    for col in ("Started (UTC)", "Session", "Name", "Device", "Frameworks", "Models", "Status"):
-        table.add_column(col)
-    for info in infos:
-        status = info["status"]
-        style = {"complete": "green", "failed": "red", "running": "magenta", "interrupted": "yellow", "incomplete": "yellow"}.get(status, "dim")
-        # Text, not markup: names and errors come from session files.
-        cells = [info["started"], info["name"], info.get("label", ""), info["device"], info["frameworks"], info["models"]]
-        status_text = Text(status, style=style)
-        if info.get("error"):
-            status_text.append(f" {info['error']}")
-        table.add_row(*(Text(c) for c in cells), status_text)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)
-    console.print(table)
-    return EXIT_OK
-
-
+#: command -> (module under benchtui.commands, function): imported only when that command runs.
 COMMANDS = {
-    "run": cmd_run,
-    "doctor": cmd_doctor,
-    "show": cmd_show,
-    "sessions": cmd_sessions,
-    "replay": cmd_replay,
-    "export": cmd_export,
-    "compare": cmd_compare,
-    "envs": cmd_envs,
+    "run": ("run", "cmd_run"),
+    "doctor": ("setup", "cmd_doctor"),
+    "envs": ("setup", "cmd_envs"),
+    "show": ("report", "cmd_show"),
+    "export": ("report", "cmd_export"),
+    "compare": ("report", "cmd_compare"),
+    "sessions": ("sessions", "cmd_sessions"),
+    "replay": ("run", "cmd_replay"),
+    None: ("run", "cmd_app"),
 }
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the command ``args`` names (the app when none)."""
+    module, name = COMMANDS[args.command]
+    return int(getattr(importlib.import_module(f"benchtui.commands.{module}"), name)(args))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,9 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             except PackageNotFoundError:
                 print("benchtui (not installed)")
             return EXIT_OK
-        if args.command is None:
-            return cmd_app(args)
-        return COMMANDS[args.command](args)
+        return dispatch(args)
     except BadInput as exc:
         print(f"benchtui: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -16,14 +15,10 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, OptionList, Static
 
 from benchtui.core.model.status import status_style
+from benchtui.core.reporting.registry import WRITERS
 from benchtui.core.store.session import list_sessions, sessions_dir
 
-EXPORT_FORMATS = (
-    ("md", "Markdown: the study's tables with the environment"),
-    ("csv", "CSV: one row per model and framework"),
-    ("json", "JSON: the full summary with the environment"),
-    ("html", "HTML: one self-contained report with plots"),
-)
+EXPORT_FORMATS = tuple((w.name, w.description) for w in WRITERS.values())
 
 
 class ExportChoice(ModalScreen[str | None]):
@@ -51,7 +46,7 @@ def export_in_background(screen: Screen, path: Path, fmt: str) -> None:
     """Export a session in a thread (a long session takes a moment) and say where it went."""
 
     def job() -> None:
-        from benchtui.core.reporting.export import export_session
+        from benchtui.core.reporting.files import export_session
 
         try:
             written = export_session(path, fmt)
@@ -167,15 +162,8 @@ class SessionsScreen(Screen):
 
 def summary_view(path: Path, width: int) -> Group:
     """The session's study table, its framework ratios and its warnings, as Rich renderables."""
-    from benchtui.core.running.headless import summary_notes, summary_table
+    from benchtui.core.reporting import terminal
+    from benchtui.core.reporting.model import build_report
     from benchtui.core.store.session import load_session
 
-    loaded = load_session(path)
-    summary = loaded.model.summary()
-    parts: list[Any] = [summary_table(summary["rows"], f"{path.name} · {loaded.meta.get('status')}", width=width)]
-    parts += [Text.from_markup(note) for note in summary_notes(summary["rows"])]
-    from benchtui.core.model.analysis import model_label
-
-    parts += [Text(f"{model_label(r['model'])}: {r['text']}", style="bold") for r in summary.get("ratios") or []]
-    parts += [Text(f"warning: {w}", style="yellow") for w in loaded.warnings]
-    return Group(*parts)
+    return terminal.summary_view(build_report(load_session(path)), width)

@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from benchtui.core import fmt
-from benchtui.core.model.analysis import (
-    BASIS_LABELS,
-    framework_label,
-    mixed_devices,
-    model_label,
-    pair_groups,
-    timing_groups,
-)
+from benchtui.core.model.analysis import framework_label, mixed_devices, pair_groups, timing_groups
 from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
-from benchtui.core.store.session import LoadedSession, SessionError, load_session, resolve_session
+from benchtui.core.store.session import LoadedSession, load_session
 
 #: Plan fields that change what an epoch is or how fast it runs: differences are pointed out.
 PLAN_FIELDS = (
@@ -205,85 +193,3 @@ def compare_sessions(
                 row.time_b = grouped_mean(gb)
         out.rows.append(row)
     return out
-
-
-def comparison_table(cmp: Comparison) -> Table:
-    table = Table(
-        title=f"B {cmp.b.path.name}  vs  A {cmp.a.path.name}", title_justify="left", header_style="bold"
-    )
-    for col, justify in (
-        ("Model", "left"),
-        ("Framework", "left"),
-        ("A (s)", "right"),
-        ("B (s)", "right"),
-        ("B/A", "right"),
-        ("B compared with A", "left"),
-        ("Times", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for row in cmp.rows:
-        if row.ratio is not None:
-            r = row.ratio
-            style = "dim" if r.significant is False else ("green" if r.faster else "red")
-            verdict = f"[{style}]{r.phrase()}[/]"
-            ratio_text = f"{r.value:.3f}"
-        else:
-            verdict, ratio_text = f"[yellow]{row.note}[/]", "–"
-        table.add_row(
-            model_label(row.model),
-            framework_label(row.framework),
-            fmt.seconds(row.time_a, 4),
-            fmt.seconds(row.time_b, 4),
-            ratio_text,
-            verdict,
-            BASIS_LABELS.get(row.basis, row.basis),
-        )
-    return table
-
-
-def cmd_compare(args: Any) -> int:
-    """``benchtui compare A B [--fail-above PCT]``: exit 1 when B is slower than A by more than PCT on any row."""
-    pct = args.fail_above
-    if pct is not None and not pct >= 0:
-        raise SessionError(f"--fail-above takes a percentage of at least 0, got {pct}")
-    pa = resolve_session(args.a, args.sessions_dir)
-    pb = resolve_session(args.b, args.sessions_dir)
-    la, lb = load_session(pa), load_session(pb)
-    for tag, loaded in (("A", la), ("B", lb)):
-        for warning in loaded.warnings:
-            print(f"warning: {tag} {loaded.path.name}: {warning}", file=sys.stderr)
-    cmp = compare_sessions(la, lb)
-    console = Console(file=sys.stdout) if sys.stdout.isatty() else Console(file=sys.stdout, width=200)
-    console.print(comparison_table(cmp))
-    if cmp.differences:
-        console.print("[yellow]The sessions differ in:[/] " + "; ".join(cmp.differences), highlight=False)
-    console.print(
-        "B/A is the ratio of times (below 1: B is faster); 95% CIs by seeded hierarchical bootstrap "
-        "(runs, then epochs or batches); 'not significant' when the CI contains 1.",
-        style="dim",
-        highlight=False,
-    )
-    if pct is None:
-        return 0
-    failing = cmp.failing(pct)
-    for row in cmp.rows:
-        if row.ratio is not None and row.ratio.percent > pct and row.ratio.significant is not True:
-            print(
-                f"not failing: {model_label(row.model)} · {framework_label(row.framework)} is "
-                f"{row.ratio.percent:+.1f}% but {row.ratio.phrase()}",
-                file=sys.stderr,
-            )
-    if not failing:
-        print(f"ok: no row of B is slower than A by more than {pct:g}%", file=sys.stderr)
-        return 0
-    for row in failing:
-        if row.ratio is not None and row.ratio.percent > pct:
-            what = f"{row.ratio.percent:+.1f}% ({row.ratio.phrase()})"
-        else:
-            what = row.note or f"B {row.status_b} where A {row.status_a}"
-        print(
-            f"FAIL: {model_label(row.model)} · {framework_label(row.framework)}: {what}",
-            file=sys.stderr,
-        )
-    print(f"{len(failing)} row(s) of B are slower than A by more than {pct:g}%", file=sys.stderr)
-    return 1

@@ -1,4 +1,4 @@
-"""``benchtui doctor``: what is installed, what each framework sees, NVML status."""
+"""What ``benchtui doctor`` reports, as data: what is installed, what each framework sees, NVML status."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ import asyncio
 import os
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchtui_runners import catalog
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from benchtui.core.running.launcher import collect_events, start_runner
 from benchtui.core.running.sampler import Sampler
@@ -40,15 +38,6 @@ async def probe(
         return {"ok": False, "reason": tail[-1] if tail else f"runner exited with {proc.process.returncode}"}
 
 
-def _versions(info: dict[str, Any]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in info.get("versions", {}).items() if v and k != "python")
-
-
-def _devices(info: dict[str, Any]) -> str:
-    names = [f"{d.get('type')}: {d.get('name')}" for d in info.get("devices", [])]
-    return "; ".join(names) or "none"
-
-
 def verdicts(frameworks: list[str], results: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per framework: installed or not, whether it sees the GPU that NVML sees, and the fix when not.
 
@@ -73,50 +62,46 @@ def verdicts(frameworks: list[str], results: list[dict[str, Any]], gpus: list[di
     return out
 
 
-def run_doctor() -> int:
+@dataclass
+class Diagnosis:
+    """What ``benchtui doctor`` found: per framework its probe and verdict, the GPUs NVML sees, this Python."""
+
+    frameworks: list[str]
+    results: list[dict[str, Any]]  # each framework's probe (see ``probe``)
+    verdicts: list[dict[str, Any]]  # each framework's verdict (see ``verdicts``)
+    pythons: dict[str, str]  # the interpreter each framework's runners use
+    gpus: list[dict[str, Any]]
+    telemetry: str  # the sampler's status line
+    nvml: bool
+    python: str = sys.executable
+    cpus: int | None = field(default_factory=os.cpu_count)
+
+
+def diagnose() -> Diagnosis:
+    """Ask every framework, each in its own process, what it sees; and NVML what GPUs there are."""
     from benchtui.core.plan.plan import Plan
 
-    console = Console()
     sampler = Sampler(1.0, lambda s: None)
-    gpus = sampler.gpus()
-    plan = Plan()
-    frameworks = list(catalog.FRAMEWORKS)
-    pythons = {fw: plan.python_for(fw) for fw in frameworks}
-    # The same view of the GPUs as a run has: PCI order, so CUDA's indices are NVML's.
-    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    try:
+        gpus = sampler.gpus()
+        plan = Plan()
+        frameworks = list(catalog.FRAMEWORKS)
+        pythons = {fw: plan.python_for(fw) for fw in frameworks}
+        # The same view of the GPUs as a run has: PCI order, so CUDA's indices are NVML's.
+        env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
-    async def gather() -> list[dict[str, Any]]:
-        return list(await asyncio.gather(*(probe(fw, pythons[fw], env=env) for fw in frameworks)))
+        async def gather() -> list[dict[str, Any]]:
+            return list(await asyncio.gather(*(probe(fw, pythons[fw], env=env) for fw in frameworks)))
 
-    with console.status("Asking each framework what it sees (each one is imported in its own process)…"):
         results = asyncio.run(gather())
-    table = Table(title="benchtui doctor", title_justify="left", header_style="bold")
-    for col in ("Framework", "Status", "GPU", "Versions", "Devices"):
-        table.add_column(col)
-    rows = verdicts(frameworks, results, gpus)
-    for row, info in zip(rows, results, strict=True):
-        fw = row["framework"]
-        gpu = {"sees it": "[green]sees it[/]", "no GPU": "[red]no GPU[/]"}.get(row["gpu"], "–")
-        if row["ok"]:
-            table.add_row(fw, "[green]ok[/]", gpu, _versions(info), _devices(info))
-        else:
-            table.add_row(fw, "[yellow]missing[/]", "–", row["fix"], escape(row["reason"][:120]))
-    console.print(table)
-    for row in rows:
-        if row["gpu"] == "no GPU":
-            console.print(f"[red]✗[/] {escape(row['fix'])}")
-    for fw, python in pythons.items():
-        if python != sys.executable:
-            console.print(f"{fw} runs with {python} (its own environment)")
-    console.print(f"GPU telemetry: {sampler.status}")
-    for gpu_info in gpus:
-        mig = " · MIG enabled" if gpu_info.get("mig_mode") == "enabled" else ""
-        console.print(
-            f"  GPU {gpu_info['index']}: {gpu_info['name']}, driver {gpu_info['driver']}, "
-            f"{gpu_info.get('pci_bus_id')}{mig}"
+        return Diagnosis(
+            frameworks=frameworks,
+            results=results,
+            verdicts=verdicts(frameworks, results, gpus),
+            pythons=pythons,
+            gpus=gpus,
+            telemetry=str(sampler.status),
+            nvml=sampler.nvml is not None,
         )
-    if sampler.nvml is None:
-        console.print("  Without NVML, the live screen shows the runner's CPU and memory (psutil) instead.")
-    sampler.stop()
-    console.print(f"Python: {sys.executable} · CPUs: {os.cpu_count()}")
-    return 0
+    finally:
+        sampler.stop()

@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from html import escape
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import epochs_of, framework_label, model_label, steady_batches
 from benchtui.core.model.stats import median
-from benchtui.core.reporting.export import (
-    EFFICIENCY_HEADER,
-    EFFICIENCY_NOTE,
-    TABLES,
-    WARMUP_HEADER,
-    WARMUP_NOTE,
-    all_warnings,
-    cell_text,
-    efficiency_methods,
-    efficiency_rows,
-    environment,
-    header_facts,
-    problems,
-    study_side_by_side,
-    warmup_rows,
-)
+from benchtui.core.reporting.model import CI_NOTE, Report, Table
 from benchtui.core.reporting.plots import Band, Bar, Series, bar_chart, color_for, line_chart
 from benchtui.core.store.session import LoadedSession
 
@@ -62,28 +45,13 @@ def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-def gpu_samples(path: Path) -> list[dict[str, Any]]:
-    """Every GPU/host sample of a session, in order (a cheap second pass over events.jsonl)."""
-    out: list[dict[str, Any]] = []
-    events = path / "events.jsonl"
-    if not events.exists():
-        return out
-    with open(events, "rb") as fh:
-        for raw in fh:
-            # Only lines that can be samples are parsed: most lines are batches.
-            if b'"gpu"' not in raw or not raw.endswith(b"\n"):
-                continue
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            if (
-                isinstance(event, dict)
-                and event.get("type") == "gpu"
-                and isinstance(event.get("t"), (int, float))
-            ):
-                out.append(event)
-    return out
+def gpu_samples(loaded: LoadedSession) -> list[dict[str, Any]]:
+    """Every GPU/host sample of a session, in order (a second pass over its events)."""
+    return [
+        event
+        for event in loaded.folder.events([])
+        if event.get("type") == "gpu" and isinstance(event.get("t"), (int, float))
+    ]
 
 
 # -- tables ---------------------------------------------------------------------------
@@ -95,60 +63,36 @@ def _status_cell(row: dict[str, Any]) -> str:
     return text
 
 
-def _plain_table(title: str, header: list[str], rows: list[list[str]], note: str = "", numeric_from: int = 1) -> str:
-    parts = [f"<h3>{_e(title)}</h3><table><tr>"] + [f"<th>{_e(h)}</th>" for h in header] + ["</tr>"]
-    for row in rows:
+def _table(table: Table, notes: list[str] | None = None) -> str:
+    """A report table under its title, numbers right-aligned, its notes below."""
+    parts = [f"<h3>{_e(table.title)}</h3><table><tr>"] + [f"<th>{_e(h)}</th>" for h in table.header] + ["</tr>"]
+    for row in table.rows:
         parts.append("<tr>")
         parts += [
-            f'<td class="num">{_e(c)}</td>' if i >= numeric_from else f"<td>{_e(c)}</td>" for i, c in enumerate(row)
+            f'<td class="num">{_e(c)}</td>' if align == "r" else f"<td>{_e(c)}</td>"
+            for c, align in zip(row, table.align, strict=False)
         ]
         parts.append("</tr>")
     parts.append("</table>")
-    if note:
-        parts.append(f'<p class="note">{_e(note)}</p>')
+    notes = [table.note] if notes is None and table.note else notes or []
+    if notes:
+        parts.append('<p class="note">' + "<br>".join(_e(n) for n in notes) + "</p>")
     return "".join(parts)
 
 
-def _study_tables(loaded: LoadedSession, summary: dict[str, Any]) -> str:
-    plan = loaded.plan
-    cells = {(r["model"], r["framework"]): r for r in summary["rows"]}
-    header, rows = study_side_by_side(plan, summary)
-    parts = [_plain_table("The study's four figures, side by side (seconds)", header, rows)]
-    for name, label, formatter in TABLES:
-        parts.append(f"<h3>{_e(label)}</h3><table><tr><th>Model</th>")
-        parts += [f"<th>{_e(framework_label(fw))}</th>" for fw in plan.frameworks]
-        parts.append("</tr>")
-        for m in plan.models:
-            parts.append(f"<tr><td>{_e(model_label(m))}</td>")
-            for fw in plan.frameworks:
-                row = cells.get((m, fw), {})
-                parts.append(f'<td class="num">{_e(cell_text(row, name, formatter))}</td>')
-            parts.append("</tr>")
-        parts.append("</table>")
-    parts.append(
-        '<p class="note">Mean over runs; in brackets the 95% bootstrap confidence interval '
-        "(seeded; over runs, then epochs within runs).</p>"
-    )
+def _study_tables(report: Report) -> str:
+    parts = [_table(report.side_by_side)] + [_table(t) for t in report.figure_tables]
+    parts.append(f'<p class="note">Mean over runs; {_e(CI_NOTE)}</p>')
     return "".join(parts)
 
 
-def _efficiency_table(summary: dict[str, Any]) -> str:
+def _efficiency_table(report: Report) -> str:
     """FLOPs per step, achieved TFLOP/s and % of the GPU's peak per cell ('' when nothing was counted)."""
-    rows = efficiency_rows(summary)
-    if not rows:
+    if report.efficiency is None:
         return ""
-    parts = ["<h3>Compute efficiency</h3><table><tr>"]
-    parts += [f"<th>{_e(h)}</th>" for h in EFFICIENCY_HEADER]
-    parts.append("</tr>")
-    for cells in rows:
-        parts.append(f"<tr><td>{_e(cells[0])}</td><td>{_e(cells[1])}</td>")
-        parts += [f'<td class="num">{_e(c)}</td>' for c in cells[2:]]
-        parts.append("</tr>")
-    parts.append("</table>")
-    notes = [EFFICIENCY_NOTE] + [f"{fw}: {method}." for fw, method in efficiency_methods(summary)]
-    notes += sorted({f"Peak: {r['peak_source']}." for r in summary["rows"] if r.get("peak_source")})
-    parts.append('<p class="note">' + "<br>".join(_e(n) for n in notes) + "</p>")
-    return "".join(parts)
+    notes = [report.efficiency.note] + [f"{fw}: {method}." for fw, method in report.efficiency_methods]
+    notes += [f"Peak: {p}." for p in report.peak_sources]
+    return _table(report.efficiency, notes)
 
 
 def _detail_table(summary: dict[str, Any]) -> str:
@@ -173,8 +117,8 @@ def _detail_table(summary: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _ratio_table(summary: dict[str, Any]) -> str:
-    ratios = summary.get("ratios") or []
+def _ratio_table(report: Report) -> str:
+    ratios = report.ratios
     if not ratios:
         return '<p class="note">Only one framework has results: nothing to compare.</p>'
     parts = ["<table><tr><th>Model</th><th>Result</th><th>From</th></tr>"]
@@ -189,22 +133,23 @@ def _ratio_table(summary: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _problems(loaded: LoadedSession, summary: dict[str, Any]) -> str:
-    bad = problems(summary)
-    if not bad:
+def _problems(report: Report) -> str:
+    loaded = report.session
+    if not report.problems:
         return ""
     parts = [
         "<h2>Failures and gaps</h2><table><tr><th>Model</th><th>Framework</th><th>Status</th><th>Reason</th></tr>"
     ]
-    for m, fw, status, reason in bad:
+    for p in report.problems:
         parts.append(
-            f'<tr><td>{_e(m)}</td><td>{_e(fw)}</td><td class="{_e(status)}">{_e(status)}</td><td>{_e(reason)}</td></tr>'
+            f'<tr><td>{_e(p.model)}</td><td>{_e(p.framework)}</td><td class="{_e(p.status)}">{_e(p.status)}</td>'
+            f"<td>{_e(p.reason)}</td></tr>"
         )
     parts.append("</table>")
     for rid, run in loaded.model.runs.items():
         if run.status not in ("failed", "stopped", "interrupted"):
             continue
-        log = loaded.path / "logs" / f"{rid}.log"
+        log = loaded.folder.log_path(rid)
         tail = ""
         if log.is_file():
             with open(log, "rb") as fh:
@@ -423,12 +368,12 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
 
 
 # -- the page -------------------------------------------------------------------------
-def render_html(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> str:
+def render(report: Report) -> str:
     """The whole report as one HTML string; nothing in it loads anything from anywhere."""
-    summary = summary or loaded.model.summary()
-    title = str(loaded.meta.get("name") or loaded.path.name)
-    facts = " · ".join(f"<b>{_e(k)}</b> {_e(v)}" for k, v in header_facts(loaded))
-    warnings = all_warnings(loaded, summary)
+    loaded, summary = report.session, report.summary
+    title = report.title
+    facts = " · ".join(f"<b>{_e(k)}</b> {_e(v)}" for k, v in report.facts)
+    warnings = [w.text for w in report.warnings]
     warn_html = (
         '<div class="warn"><b>Warnings</b><ul>'
         + "".join(f"<li>{_e(w)}</li>" for w in warnings)
@@ -436,7 +381,7 @@ def render_html(loaded: LoadedSession, summary: dict[str, Any] | None = None) ->
         if warnings
         else ""
     )
-    env_rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in environment(loaded, summary))
+    env_rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in report.environment)
     has_epochs = any(epochs_of(r) for r in loaded.model.runs.values())
     steady_name = "mean_epoch_excl_first_s" if loaded.plan.epochs > 1 else "mean_epoch_s"
     body = [
@@ -444,11 +389,11 @@ def render_html(loaded: LoadedSession, summary: dict[str, Any] | None = None) ->
         f'<p class="facts">{facts}</p>',
         warn_html,
         "<h2>Results</h2>",
-        _study_tables(loaded, summary),
-        _plain_table("Warm-up and steady state", WARMUP_HEADER, warmup_rows(summary), WARMUP_NOTE, numeric_from=2),
-        _efficiency_table(summary),
+        _study_tables(report),
+        _table(report.warmup),
+        _efficiency_table(report),
         "<h2>Frameworks compared</h2>",
-        _ratio_table(summary),
+        _ratio_table(report),
         "<h2>Epoch time per model</h2>",
         "<figure>"
         + _bars(
@@ -471,10 +416,10 @@ def render_html(loaded: LoadedSession, summary: dict[str, Any] | None = None) ->
         "<h2>Time per batch</h2>",
         _batch_plots(loaded),
         "<h2>Telemetry over time</h2>",
-        _gpu_plots(loaded, gpu_samples(loaded.path)),
+        _gpu_plots(loaded, gpu_samples(loaded)),
         "<h2>Details per cell</h2>",
         _detail_table(summary),
-        _problems(loaded, summary),
+        _problems(report),
         "<h2>Environment</h2>",
         f'<table class="env">{env_rows}</table>',
         f"<footer>Generated by benchtui from {_e(loaded.path.name)}/events.jsonl. Confidence intervals: "
@@ -489,3 +434,7 @@ def render_html(loaded: LoadedSession, summary: dict[str, Any] | None = None) ->
         + "".join(body)
         + "</body></html>\n"
     )
+
+
+def write(report: Report, fh: IO[str]) -> None:
+    fh.write(render(report))

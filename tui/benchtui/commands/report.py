@@ -1,0 +1,73 @@
+"""``benchtui show``, ``export`` and ``compare``: a session's report on the terminal or in a file, two sessions compared."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from pathlib import Path
+
+from benchtui.commands import EXIT_FAILED, EXIT_OK, BadInput, load
+from benchtui.core.model.analysis import framework_label, model_label
+from benchtui.core.reporting import files, terminal
+from benchtui.core.reporting.compare import compare_sessions
+from benchtui.core.reporting.model import build_report
+from benchtui.core.reporting.registry import writer_for
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``benchtui show SESSION``: the study's table, its notes and the framework ratios."""
+    terminal.print_report(build_report(load(args.session, args.sessions_dir)))
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``benchtui export SESSION --format F [-o FILE] [--per-batch]``: md/csv/json to stdout, html to SESSION/report.html."""
+    writer_for(args.format, args.per_batch)  # wrong combinations fail before the session is read
+    loaded = load(args.session, args.sessions_dir)
+    output = args.output
+    if output is None and args.format == "html":
+        output = str(files.default_output(loaded.path, "html"))
+    if output is None or output == "-":
+        if args.per_batch:  # streamed: a long session's batches need not fit in memory
+            files.render(loaded, args.format, sys.stdout, per_batch=True)
+        else:  # built in memory first: a failure prints nothing half-done
+            buf = io.StringIO()
+            files.render(loaded, args.format, buf)
+            sys.stdout.write(buf.getvalue())
+        sys.stdout.flush()
+        return EXIT_OK
+    print(files.write_file(Path(output), loaded, args.format, args.per_batch))
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``benchtui compare A B [--fail-above PCT]``: exit 1 when B is slower than A by more than PCT on any row."""
+    pct = args.fail_above
+    if pct is not None and not pct >= 0:
+        raise BadInput(f"--fail-above takes a percentage of at least 0, got {pct}")
+    la = load(args.a, args.sessions_dir, "A")
+    lb = load(args.b, args.sessions_dir, "B")
+    cmp = compare_sessions(la, lb)
+    terminal.print_comparison(cmp)
+    if pct is None:
+        return EXIT_OK
+    failing = cmp.failing(pct)
+    for row in cmp.rows:
+        if row.ratio is not None and row.ratio.percent > pct and row.ratio.significant is not True:
+            print(
+                f"not failing: {model_label(row.model)} · {framework_label(row.framework)} is "
+                f"{row.ratio.percent:+.1f}% but {row.ratio.phrase()}",
+                file=sys.stderr,
+            )
+    if not failing:
+        print(f"ok: no row of B is slower than A by more than {pct:g}%", file=sys.stderr)
+        return EXIT_OK
+    for row in failing:
+        if row.ratio is not None and row.ratio.percent > pct:
+            what = f"{row.ratio.percent:+.1f}% ({row.ratio.phrase()})"
+        else:
+            what = row.note or f"B {row.status_b} where A {row.status_a}"
+        print(f"FAIL: {model_label(row.model)} · {framework_label(row.framework)}: {what}", file=sys.stderr)
+    print(f"{len(failing)} row(s) of B are slower than A by more than {pct:g}%", file=sys.stderr)
+    return EXIT_FAILED

@@ -1,0 +1,112 @@
+"""``benchtui run``, ``replay`` and the app: a plan from the command line, run headless or in the app."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from benchtui.commands import BadInput
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def plan_from_args(args: argparse.Namespace) -> Any:
+    """Build and validate a Plan from parsed flags (raises PlanError)."""
+    from benchtui_runners import catalog
+
+    from benchtui.core.plan.plan import Plan, PlanError, from_preset
+
+    plan = from_preset(args.preset) if args.preset else Plan()
+    overrides: dict[str, Any] = {}
+    if args.frameworks is not None:
+        overrides["frameworks"] = args.frameworks
+    if args.models is not None:
+        overrides["models"] = list(catalog.MODEL_ORDER) if args.models == ["all"] else args.models
+    for name in (
+        "image_size", "samples", "epochs", "runs", "device", "data", "precision", "compile",
+        "cudnn_autotune", "channels_last", "order", "num_classes", "name", "interval", "memory_limit_mb",
+        "batch_policy", "max_batch_size", "threads",
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            overrides[name] = value
+    for key, value in overrides.items():
+        setattr(plan, key, value)
+    if args.batch_size == "auto":
+        plan.batch_auto, plan.batch_sizes = True, {}
+    elif args.batch_size is not None:
+        plan.batch_sizes = _batch_sizes(args.batch_size, plan.models, PlanError)
+    for item in args.python:
+        fw, sep, path = item.partition("=")
+        if not sep or not path:
+            raise PlanError(f"--python takes FRAMEWORK=INTERPRETER, got {item!r}")
+        plan.python[fw] = path
+    plan.validate()
+    for fw, path in plan.python.items():
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise PlanError(f"--python {fw}={path}: no executable interpreter there")
+    return plan
+
+
+def _batch_sizes(text: str, models: list[str], error: type[Exception]) -> dict[str, int]:
+    try:
+        if "=" not in text:
+            size = int(text)
+            return {m: size for m in models}
+        sizes = {}
+        for part in _csv(text):
+            model, _, value = part.partition("=")
+            sizes[model.strip()] = int(value)
+        return sizes
+    except ValueError:
+        raise error(f"--batch-size must be a number or MODEL=N,..., got {text!r}") from None
+
+
+def check_device(device: str) -> None:
+    """Refuse a CUDA device that this machine does not have (nothing started yet)."""
+    if not device.startswith("cuda"):
+        return
+    from benchtui.core.plan.plan import PlanError
+    from benchtui.core.running.sampler import load_nvml
+
+    nvml, status = load_nvml()
+    if nvml is None:
+        raise PlanError(f"--device {device}: no NVIDIA GPU found ({status})")
+    count = nvml.nvmlDeviceGetCount()
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= count:
+        raise PlanError(f"--device {device}: this machine has {count} GPU(s) (cuda:0..cuda:{count - 1})")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    check_device(plan.device)
+    from benchtui.core.store.session import SessionWriter
+
+    if args.headless:
+        from benchtui.core.reporting.terminal import print_summary
+        from benchtui.core.running.headless import run_headless
+
+        writer = SessionWriter.create(plan, args.sessions_dir)
+        return run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=print_summary)
+    from benchtui.app import run_app
+
+    return run_app(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=not args.no_nvml)
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    from benchtui.app import run_app
+
+    return run_app(None, autostart=False, sessions_dir=None)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from benchtui.app import replay_app
+    from benchtui.core.store.session import resolve_session
+
+    if not args.speed > 0:
+        raise BadInput(f"--speed must be positive, got {args.speed}")
+    return replay_app(resolve_session(args.session, args.sessions_dir), speed=args.speed)

@@ -1,0 +1,155 @@
+"""The CSV writers: one flat row per (model, framework) with every summary field, or one row per batch."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from typing import IO, Any
+
+from benchtui.core.model.analysis import framework_label, model_label
+from benchtui.core.model.summary import HEADLINE
+from benchtui.core.reporting.model import Report
+from benchtui.core.store.session import LoadedSession
+
+STAT_FIELDS = ("n", "median", "q1", "q3", "iqr", "min", "max", "p5", "p95", "mad", "outliers")  # and ci_low/high
+BATCH_STATS = ("n", "mean", "median", "iqr", "p5", "p95", "min", "max", "mad", "outliers")
+SCALAR_COLUMNS = (
+    "model",
+    "model_label",
+    "framework",
+    "framework_label",
+    "batch_size",
+    "runs",
+    "runs_planned",
+    "failed_runs",
+    "status",
+    "reason",
+    *HEADLINE,
+    "median_batch_s",
+    "peak_memory_bytes",
+    "memory_source",
+    "epochs",
+    "device_kind",
+    "joules_per_image",
+    "other_gpu_processes",
+)
+#: Compute efficiency (FLOPs counted by the runners, achieved TFLOP/s, fraction of the GPU's peak).
+EFFICIENCY_COLUMNS = (
+    "flops_per_step",
+    "flops_per_image",
+    "achieved_tflops",
+    "achieved_tflops_ci_low",
+    "achieved_tflops_ci_high",
+    "peak_tflops",
+    "peak_fraction",
+    "flops_counted",
+    "flops_method",
+    "flops_reason",
+    "peak_source",
+)
+RATIO_COLUMNS = (
+    "vs_framework",
+    "time_ratio",
+    "time_ratio_ci_low",
+    "time_ratio_ci_high",
+    "ratio_significant",
+    "ratio_basis",
+)
+BATCH_COLUMNS = ("run_id", "framework", "model", "run_index", "epoch", "step", "seconds", "samples", "images_per_s", "t")
+
+
+def summary_columns() -> list[str]:
+    cols = list(SCALAR_COLUMNS)
+    for name in HEADLINE:
+        cols += [f"{name}_ci_low", f"{name}_ci_high"] + [f"{name}_{s}" for s in STAT_FIELDS]
+    cols += [f"batch_{s}" for s in BATCH_STATS]
+    cols += [*RATIO_COLUMNS, *EFFICIENCY_COLUMNS, "warnings", "run_ids"]
+    return cols
+
+
+def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """One flat record per (model, framework): every summary field, for pandas."""
+    ratios = {(r["model"], r["framework"]): r for r in summary.get("ratios") or []}
+    for row in summary["rows"]:
+        rec: dict[str, Any] = {k: row.get(k) for k in SCALAR_COLUMNS}
+        rec["model_label"] = model_label(row["model"])
+        rec["framework_label"] = framework_label(row["framework"])
+        for name in HEADLINE:
+            ci = (row.get("ci") or {}).get(name) or [None, None]
+            rec[f"{name}_ci_low"], rec[f"{name}_ci_high"] = ci
+            stats = (row.get("spread") or {}).get(name) or {}
+            for s in STAT_FIELDS:
+                rec[f"{name}_{s}"] = stats.get(s)
+        batch = row.get("batch") or {}
+        for s in BATCH_STATS:
+            rec[f"batch_{s}"] = batch.get(s)
+        ratio = ratios.get((row["model"], row["framework"]))
+        if ratio:
+            rec.update(
+                vs_framework=ratio["base"],
+                time_ratio=ratio["ratio"],
+                time_ratio_ci_low=ratio["ci_low"],
+                time_ratio_ci_high=ratio["ci_high"],
+                ratio_significant=ratio["significant"],
+                ratio_basis=ratio["basis"],
+            )
+        for key in EFFICIENCY_COLUMNS:
+            rec[key] = row.get(key)
+        ci = (row.get("ci") or {}).get("achieved_tflops") or [None, None]
+        rec["achieved_tflops_ci_low"], rec["achieved_tflops_ci_high"] = ci
+        rec["warnings"] = "; ".join(w["message"] for w in row.get("warnings") or [])
+        rec["run_ids"] = ";".join(row.get("run_ids") or [])
+        yield rec
+
+
+def csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)  # full precision, round-trips
+    return value
+
+
+def write(report: Report, fh: IO[str]) -> None:
+    """summary.csv: one row per (model, framework)."""
+    cols = summary_columns()
+    writer = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for rec in summary_records(report.summary):
+        writer.writerow({k: csv_value(rec.get(k)) for k in cols})
+
+
+def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
+    """batches.csv: one row per recorded batch, streamed from the session's events; returns the row count."""
+    specs = {rid: run.spec for rid, run in loaded.model.runs.items()}
+    writer = csv.writer(fh, lineterminator="\n")
+    writer.writerow(BATCH_COLUMNS)
+    count = 0
+    for event in loaded.folder.events([]):
+        if event.get("type") != "batch":
+            continue
+        spec = specs.get(event.get("run"))  # type: ignore[arg-type]
+        if spec is None:
+            continue
+        seconds, samples = event.get("seconds"), event.get("samples")
+        rate = (
+            samples / seconds
+            if isinstance(seconds, (int, float)) and seconds > 0 and isinstance(samples, int)
+            else None
+        )
+        writer.writerow(
+            [
+                spec.run_id,
+                spec.framework,
+                spec.model,
+                spec.index,
+                event.get("epoch"),
+                event.get("step"),
+                csv_value(seconds),
+                csv_value(samples),
+                csv_value(rate),
+                csv_value(event.get("t")),
+            ]
+        )
+        count += 1
+    return count

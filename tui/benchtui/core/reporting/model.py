@@ -1,0 +1,411 @@
+"""The report of a session, built once and format-neutral: every writer (terminal, md, csv, json, html) renders it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchtui.core import fmt
+from benchtui.core.model.analysis import framework_label, model_label
+from benchtui.core.store.session import LoadedSession
+
+Formatter = Callable[[Any], str]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One of the study's figures: its summary key, how each view titles it, and how it is written."""
+
+    key: str
+    title: str  # a table of its own: "Mean epoch time (s)"
+    short: str  # next to the others: "Mean epoch"
+    narrow: str  # a narrow terminal, two lines: "Epoch\nmean"
+    unit: str  # "s" or "images/s"
+    formatter: Formatter = fmt.seconds
+
+    @property
+    def header(self) -> str:
+        """The column's header in a table of several figures: "Mean epoch (s)", "Images/s"."""
+        return f"{self.short} ({self.unit})" if self.unit == "s" else self.short
+
+
+#: The study's figures, in its order: the one list every view takes its columns from.
+STUDY_COLUMNS: tuple[Column, ...] = (
+    Column("mean_epoch_s", "Mean epoch time (s)", "Mean epoch", "Epoch\nmean", "s"),
+    Column("first_epoch_s", "First epoch (s)", "First epoch", "Epoch\nfirst", "s"),
+    Column("mean_epoch_excl_first_s", "Mean epoch time excluding the first (s)", "Excl. first", "Excl.\n1st", "s"),
+    Column("build_s", "Build time (s): construct, move to device, compile", "Build", "Build", "s"),
+    Column(
+        "images_per_s", "Throughput (images/s, excluding the first epoch)", "Images/s", "Img/s", "images/s", fmt.rate
+    ),
+)
+#: The study's four timings (seconds), side by side.
+TIMING_COLUMNS = tuple(c for c in STUDY_COLUMNS if c.unit == "s")
+
+EFFICIENCY_HEADER = [
+    "Model", "Framework", "FLOPs / step", "FLOPs / image", "TFLOP/s", "% of peak", "Peak (dense)", "J / image",
+]
+EFFICIENCY_NOTE = (
+    "FLOPs of one training step (forward + loss + backward; convolution and matmul multiply-adds "
+    "counted as 2 FLOPs; element-wise ops and the optimizer update not counted), counted by each "
+    "framework at the run's batch and image size. TFLOP/s: FLOPs per step × the steps of the epochs "
+    "after the first, over their time (the same data as images/s). % of peak: of the GPU's dense peak "
+    "for the run's precision (NVIDIA datasheets); none on CPU, a MIG slice, a laptop part or an unknown GPU. "
+    "J / image: the GPU's energy (NVML's counter) over the epochs after the first, per image; none on CPU."
+)
+WARMUP_HEADER = [
+    "Model", "Framework", "Warm-up batches (per run)", "Warm-up time (s)", "First batch (s)",
+    "Steady median batch (s)", "Steady images/s",
+]
+WARMUP_NOTE = (
+    "Warm-up is detected from each run's batch times: the first batches until a window of them stays "
+    "within 10% (plus 3 robust SDs) of the median of the run's second half."
+)
+SIDE_BY_SIDE_TITLE = "The study's four figures, side by side (seconds)"
+CI_NOTE = "in brackets the 95% bootstrap confidence interval (seeded; over runs, then epochs within runs)."
+
+
+@dataclass
+class Table:
+    """A table of text: a header, rows, each column's alignment ("l" or "r") and a note under it."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    align: list[str]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A warning about the session: its kind (for code: "load", "malformed" or a caution's kind) and its text."""
+
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A cell that did not simply succeed."""
+
+    model: str
+    framework: str
+    status: str
+    reason: str
+
+
+@dataclass
+class Report:
+    """Everything a writer shows about a session, computed once."""
+
+    session: LoadedSession  # for what only some writers need: plots, per-batch rows
+    summary: dict[str, Any]
+    title: str
+    facts: list[tuple[str, str]]
+    environment: list[tuple[str, str]]
+    side_by_side: Table
+    figure_tables: list[Table]
+    max_runs: int
+    warmup: Table
+    efficiency: Table | None
+    efficiency_methods: list[tuple[str, str]]
+    peak_sources: list[str]
+    ratios: list[dict[str, Any]]
+    problems: list[Problem]
+    warnings: list[Notice] = field(default_factory=list)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The summary's rows: one per (model, framework), every figure with its CI and spread."""
+        return list(self.summary["rows"])
+
+    @property
+    def folder(self) -> str:
+        return self.session.path.name
+
+    @property
+    def status(self) -> str:
+        return str(self.session.meta.get("status"))
+
+
+# -- figures as text -----------------------------------------------------------------------
+def cell_text(row: dict[str, Any], name: str, formatter: Formatter = fmt.seconds) -> str:
+    """A figure with its 95% CI in brackets, or why there is none."""
+    value = row.get(name)
+    if value is None:
+        status = row.get("status", "")
+        return {"unavailable": "not available", "failed": "failed", "incomplete": "incomplete"}.get(
+            status, "–"
+        )
+    text = formatter(value)
+    ci = (row.get("ci") or {}).get(name)
+    if ci and ci[0] is not None and ci[1] is not None and row.get("runs", 0) >= 1 and ci[1] > ci[0]:
+        text += f" [{formatter(ci[0])}–{formatter(ci[1])}]"
+    if row.get("status") == "failed":
+        text += " (some runs failed)"
+    return text
+
+
+def joules(value: Any) -> str:
+    return "–" if value is None else f"{value:.3g} J"
+
+
+def device_text(device: dict[str, Any]) -> str:
+    """'cuda:0 NVIDIA H100 80GB HBM3, 80.0 GiB, compute capability 9.0' from a runner's hello."""
+    if not device:
+        return "unknown"
+    kind = str(device.get("type", "?"))
+    head = f"{kind}:{device['index']}" if "index" in device else kind
+    parts = [f"{head} {device.get('name', '')}".strip()]
+    if device.get("memory_bytes"):
+        parts.append(fmt.bytes_(device["memory_bytes"]))
+    if device.get("capability"):
+        parts.append(f"compute capability {device['capability']}")
+    if device.get("threads"):
+        parts.append(f"{device['threads']} threads")
+    known = {"type", "index", "name", "memory_bytes", "capability", "threads"}
+    parts += [f"{k} {v}" for k, v in device.items() if k not in known and v not in (None, "")]
+    return ", ".join(parts)
+
+
+def _join(items: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in items.items() if v not in (None, ""))
+
+
+def _listed(*parts: Any) -> str:
+    return ", ".join(str(x) for x in parts if x)
+
+
+# -- the pieces ----------------------------------------------------------------------------
+def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) lines describing where and how the session ran: GPU, driver, versions, settings."""
+    meta, plan = loaded.meta, loaded.plan
+    items: list[tuple[str, str]] = []
+    gpus = meta.get("gpus") or []
+    for gpu in gpus:
+        mem = fmt.bytes_(gpu.get("memory_total")) if gpu.get("memory_total") else None
+        cuda = gpu.get("cuda_driver")
+        cuda_text = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else cuda
+        items.append(
+            (
+                f"GPU {gpu.get('index', '')}".strip(),
+                _listed(
+                    gpu.get("name"),
+                    mem,
+                    gpu.get("driver") and f"driver {gpu.get('driver')}",
+                    cuda_text and f"CUDA driver {cuda_text}",
+                    gpu.get("max_sm_clock_mhz") and f"max SM clock {gpu.get('max_sm_clock_mhz')} MHz",
+                    gpu.get("power_limit_w") and f"power limit {gpu.get('power_limit_w'):.0f} W",
+                ),
+            )
+        )
+    # Clocks, temperature and throttle reasons at the start and the end: did the GPU slow down?
+    for when, key in (("start", "gpus"), ("end", "gpus_end")):
+        for gpu in meta.get(key) or []:
+            throttle = gpu.get("throttle")
+            state = _listed(
+                gpu.get("sm_clock_mhz") is not None and f"SM clock {gpu['sm_clock_mhz']} MHz",
+                gpu.get("temp_c") is not None and f"{gpu['temp_c']} °C",
+                throttle is not None and ("throttle: " + (", ".join(throttle) or "none")),
+            )
+            if state:
+                items.append((f"GPU {gpu.get('index', '')} at {when}", state))
+    if not gpus:
+        items.append(("GPU", "none recorded"))
+    items.append(("Telemetry", str(meta.get("telemetry") or "not recorded")))
+    host = meta.get("host") or {}
+    items.append(
+        (
+            "Host",
+            _listed(
+                host.get("hostname"),
+                host.get("platform"),
+                host.get("python") and f"Python {host.get('python')}",
+                host.get("cpu_count") and f"{host.get('cpu_count')} CPUs",
+                host.get("memory_bytes") and f"{fmt.bytes_(host.get('memory_bytes'))} RAM",
+            ),
+        )
+    )
+    for fw, env in (summary.get("frameworks") or {}).items():
+        label = framework_label(fw)
+        versions = env.get("versions") or {}
+        items.append((f"{label} versions", _join(versions) or "unknown"))
+        items.append((f"{label} device", device_text(env.get("device") or {})))
+        settings = env.get("settings") or {}
+        items.append((f"{label} settings", ", ".join(f"{k}={v}" for k, v in settings.items()) or "unknown"))
+    sizes = ", ".join(f"{model_label(m)} {plan.batch_size(m)}" for m in plan.models)
+    items.append(
+        (
+            "Plan",
+            (
+                f"{plan.image_size}×{plan.image_size} px, {plan.samples} samples, {plan.epochs} epochs, "
+                f"{plan.runs} runs, order {plan.order}, device {plan.device}, data {plan.data}, "
+                f"precision {plan.precision}, compile {'on' if plan.compile else 'off'}, "
+                f"cuDNN autotune {'on' if plan.cudnn_autotune else 'off'}, channels_last "
+                f"{'on' if plan.channels_last else 'off'}, {plan.num_classes} classes"
+                + (f", preset {plan.preset}" if plan.preset else "")
+            ),
+        )
+    )
+    items.append(("Batch sizes", sizes))
+    return items
+
+
+def header_facts(loaded: LoadedSession) -> list[tuple[str, str]]:
+    meta = loaded.meta
+    return [
+        ("Session", loaded.path.name),
+        ("Status", str(meta.get("status", "?"))),
+        ("Started", str(meta.get("started") or "?")),
+        ("Finished", str(meta.get("finished") or "never (cut off)")),
+    ]
+
+
+def notices(loaded: LoadedSession, summary: dict[str, Any]) -> list[Notice]:
+    """Load warnings, then per-cell cautions as 'Model · Framework: ...', then skipped lines."""
+    out = [Notice("load", w) for w in loaded.warnings]
+    for row in summary["rows"]:
+        for w in row.get("warnings") or []:
+            out.append(
+                Notice(
+                    str(w.get("kind", "caution")),
+                    f"{model_label(row['model'])} · {framework_label(row['framework'])}: {w['message']}",
+                )
+            )
+    if summary.get("malformed_lines"):
+        out.append(
+            Notice("malformed", f"{summary['malformed_lines']} malformed event line(s) were skipped during the runs")
+        )
+    return out
+
+
+def problems(summary: dict[str, Any]) -> list[Problem]:
+    """Every cell that did not simply succeed, with why."""
+    return [
+        Problem(model_label(r["model"]), framework_label(r["framework"]), r["status"], r.get("reason") or "")
+        for r in summary["rows"]
+        if r["status"] != "ok" or r.get("reason")
+    ]
+
+
+def _cells(summary: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r["model"], r["framework"]): r for r in summary["rows"]}
+
+
+def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
+    """The study's four timings next to each other: one row per model, figure x framework columns (s)."""
+    cells = _cells(summary)
+    header = ["Model", "Batch"] + [
+        f"{col.short} · {framework_label(fw)}" for col in TIMING_COLUMNS for fw in plan.frameworks
+    ]
+    rows = []
+    for m in plan.models:
+        sizes = sorted({str(cells.get((m, fw), {}).get("batch_size", "")) for fw in plan.frameworks} - {""})
+        row = [model_label(m), "/".join(sizes)]
+        for col in TIMING_COLUMNS:
+            for fw in plan.frameworks:
+                cell = cells.get((m, fw), {})
+                value = cell.get(col.key)
+                row.append(col.formatter(value) if value is not None else cell_text(cell, col.key, col.formatter))
+        rows.append(row)
+    return Table(SIDE_BY_SIDE_TITLE, header, rows, ["l", "r"] + ["r"] * (len(header) - 2))
+
+
+def figure_tables(plan: Any, summary: dict[str, Any]) -> list[Table]:
+    """One table per study figure: a row per model, a column per framework, each figure with its CI."""
+    cells = _cells(summary)
+    header = ["Model"] + [framework_label(fw) for fw in plan.frameworks]
+    align = ["l"] + ["r"] * len(plan.frameworks)
+    return [
+        Table(
+            col.title,
+            header,
+            [
+                [model_label(m)] + [cell_text(cells.get((m, fw), {}), col.key, col.formatter) for fw in plan.frameworks]
+                for m in plan.models
+            ],
+            align,
+        )
+        for col in STUDY_COLUMNS
+    ]
+
+
+def warmup_table(summary: dict[str, Any]) -> Table:
+    """Per cell: the warm-up detected in each run's batch times, and the steady state after it."""
+    rows = []
+    for row in summary["rows"]:
+        cuts = row.get("warmup_batches") or []
+        if not cuts:
+            continue
+        seconds = row.get("warmup_s") or []
+        rows.append([
+            model_label(row["model"]),
+            framework_label(row["framework"]),
+            ", ".join(str(c) for c in cuts),
+            ", ".join(fmt.seconds(s) for s in seconds),
+            fmt.seconds(row.get("time_to_first_batch_s")),
+            fmt.seconds((row.get("batch") or {}).get("median"), 4),
+            fmt.rate(row.get("steady_images_per_s")),
+        ])
+    return Table("Warm-up and steady state", WARMUP_HEADER, rows, ["l", "l", "r", "r", "r", "r", "r"], WARMUP_NOTE)
+
+
+def efficiency_table(summary: dict[str, Any]) -> Table | None:
+    """FLOPs, achieved TFLOP/s, % of peak and energy per (model, framework); None when nothing was counted."""
+    rows = summary["rows"]
+    if not any(
+        r.get("flops_per_step") is not None or r.get("flops_reason") or r.get("joules_per_image") is not None
+        for r in rows
+    ):
+        return None
+    out = []
+    for row in rows:
+        names = [model_label(row["model"]), framework_label(row["framework"])]
+        tflops = cell_text(row, "achieved_tflops", fmt.tflops)
+        if row.get("flops_per_step") is None:
+            why = row.get("flops_reason") or {"ok": "not counted"}.get(row.get("status", ""), "–")
+            out.append([*names, why, "–", tflops, "–", "–", joules(row.get("joules_per_image"))])
+            continue
+        out.append([
+            *names,
+            fmt.flops(row.get("flops_per_step")),
+            fmt.flops(row.get("flops_per_image")),
+            tflops,
+            fmt.percent(row.get("peak_fraction")),
+            "–" if row.get("peak_tflops") is None else f"{fmt.tflops(row['peak_tflops'])} TFLOP/s",
+            joules(row.get("joules_per_image")),
+        ])
+    return Table("Compute efficiency", EFFICIENCY_HEADER, out, ["l", "l"] + ["r"] * 6, EFFICIENCY_NOTE)
+
+
+def efficiency_methods(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(framework label, how its FLOPs were counted), once per framework."""
+    seen: dict[str, str] = {}
+    for row in summary["rows"]:
+        if row.get("flops_method"):
+            seen.setdefault(framework_label(row["framework"]), row["flops_method"])
+    return list(seen.items())
+
+
+def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> Report:
+    """The report of ``loaded``, from its summary (computed here when not given)."""
+    summary = summary or loaded.model.summary()
+    plan = loaded.plan
+    return Report(
+        session=loaded,
+        summary=summary,
+        title=str(loaded.meta.get("name") or loaded.path.name),
+        facts=header_facts(loaded),
+        environment=environment(loaded, summary),
+        side_by_side=side_by_side(plan, summary),
+        figure_tables=figure_tables(plan, summary),
+        max_runs=max((r.get("runs", 0) for r in summary["rows"]), default=0),
+        warmup=warmup_table(summary),
+        efficiency=efficiency_table(summary),
+        efficiency_methods=efficiency_methods(summary),
+        peak_sources=sorted({r["peak_source"] for r in summary["rows"] if r.get("peak_source")}),
+        ratios=list(summary.get("ratios") or []),
+        problems=problems(summary),
+        warnings=notices(loaded, summary),
+    )

@@ -1,0 +1,192 @@
+"""The terminal writer: Rich tables of a report (``show``, the end of a headless run, the sessions screen) and of a comparison."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from benchtui.core import fmt
+from benchtui.core.model.analysis import BASIS_LABELS, framework_label, model_label
+from benchtui.core.model.status import status_style
+from benchtui.core.reporting.compare import Comparison
+from benchtui.core.reporting.model import STUDY_COLUMNS, Report
+
+#: Below this many columns the table drops spreads, runs and TFLOP/s rather than cut numbers.
+WIDE_TABLE = 150
+RATIO_NOTE = "95% CIs by seeded bootstrap; 'not significant' when the CI contains 1."
+COMPARE_NOTE = (
+    "B/A is the ratio of times (below 1: B is faster); 95% CIs by seeded hierarchical bootstrap "
+    "(runs, then epochs or batches); 'not significant' when the CI contains 1."
+)
+
+
+def stdout_console(file: Any = None) -> Console:
+    """A console for tables: as wide as needed when stdout is a file or a pipe."""
+    console = Console(file=file or sys.stdout)
+    if not console.is_terminal:
+        console = Console(file=file or sys.stdout, width=200)
+    return console
+
+
+def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None = None) -> Table:
+    """The study's table: one row per (model, framework), each figure with its spread over runs.
+
+    Narrower than WIDE_TABLE columns, the spreads, run counts and TFLOP/s go (they stay in
+    the exports), the frame thins, and numbers keep their full width while names wrap: a
+    number is never cut. Reasons for failed or unavailable rows are printed under the
+    table (``summary_notes``), not squeezed into it.
+    """
+    wide = width is None or width >= WIDE_TABLE
+    peak_known = any(row.get("peak_fraction") is not None for row in rows)
+    energy_known = any(row.get("joules_per_image") is not None for row in rows)  # GPU sessions
+    # (header, justify); the figures' headers are two lines when narrow.
+    columns: list[tuple[str, str]] = [("Model", "left"), ("Framework", "left"), ("Batch", "right")]
+    if wide:
+        columns.append(("Runs", "right"))
+    columns += [(col.header if wide else col.narrow, "right") for col in STUDY_COLUMNS]
+    if wide:
+        # Achieved TFLOP/s from the runner's counted FLOPs per step; "(45%)" of the GPU's peak when known.
+        columns.append(("TFLOP/s (% peak)" if peak_known else "TFLOP/s", "right"))
+        if energy_known:
+            columns.append(("J/image", "right"))
+    columns.append(("Status", "left"))
+    body: list[list[str]] = []
+    for row in rows:
+        spread = row.get("spread", {})
+        status = row["status"]
+        cells = [model_label(row["model"]), framework_label(row["framework"]), str(row["batch_size"])]
+        if wide:
+            cells.append(f"{row['runs']}/{row.get('runs_planned', row['runs'])}")
+        for col in STUDY_COLUMNS:
+            value = row[col.key]
+            cells.append(fmt.with_spread(value, spread.get(col.key), col.formatter) if wide else col.formatter(value))
+        if wide:
+            cells.append(fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")))
+            if energy_known:
+                joules = row.get("joules_per_image")
+                cells.append("–" if joules is None else f"{joules:.3g}")
+        note = " *" if row.get("reason") or row.get("warnings") else ""
+        cells.append(f"[{status_style(status, 'default')}]{status}[/]{note}")  # "[]" would be a markup error
+        body.append(cells)
+    if not wide and title:
+        title += " · times in seconds"
+    table = Table(title=title or None, title_justify="left", header_style="bold")
+    if not wide:  # a thin frame: the columns need the room
+        table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False
+    for i, (header, justify) in enumerate(columns):
+        if justify == "right":  # a figure: never narrower than its longest value
+            longest = max([len(part) for part in header.split("\n")] + [len(r[i]) for r in body])
+            table.add_column(header, justify="right", no_wrap=True, min_width=longest)
+        else:  # a name: whole up to 11 characters, folded beyond when the terminal is narrow
+            longest = max([len(header)] + [Text.from_markup(r[i]).cell_len for r in body])
+            table.add_column(header, overflow="fold", min_width=min(longest, 11))
+    for cells in body:
+        table.add_row(*cells)
+    return table
+
+
+def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """The rows marked * in the table: why they failed or are unavailable, and their cautions (markup)."""
+    out = []
+    for row in rows:
+        label = f"{model_label(row['model'])} · {framework_label(row['framework'])}"
+        if row.get("reason"):
+            # Reasons are runner error messages: brackets in them must print, not style.
+            out.append(f"* {escape(label)}: {escape(row['status'])}: {escape(row['reason'])}")
+        out += [f"* {escape(label)}: caution: {escape(w['message'])}" for w in row.get("warnings") or []]
+    return out
+
+
+def print_summary(rows: list[dict[str, Any]], title: str, file: Any = None, console: Console | None = None) -> None:
+    """The table, fitted to the terminal, then the notes for the rows marked *."""
+    console = console or stdout_console(file)
+    console.print(summary_table(rows, title, width=console.width))
+    for note in summary_notes(rows):
+        console.print(note, highlight=False)
+
+
+def ratio_table(ratios: list[dict[str, Any]]) -> Table | None:
+    """'PyTorch 1.23× faster than tf.keras (95% CI 1.18–1.29)' per model; None when nothing to compare."""
+    if not ratios:
+        return None
+    table = Table(title="Frameworks compared", title_justify="left", header_style="bold")
+    table.add_column("Model")
+    table.add_column("Result")
+    table.add_column("From")
+    for r in ratios:
+        style = "dim" if r.get("significant") is False else "bold"
+        table.add_row(model_label(r["model"]), Text(r["text"], style=style), r["basis_label"])
+    return table
+
+
+def report_title(report: Report) -> str:
+    """'<folder> · <status>' as Rich markup."""
+    return f"{report.folder} · {escape(report.status)}"
+
+
+def print_report(report: Report, console: Console | None = None) -> None:
+    """``benchtui show``: the study's table, its notes, then the framework ratios."""
+    console = console or stdout_console()
+    print_summary(report.rows, report_title(report), console=console)
+    ratios = ratio_table(report.ratios)
+    if ratios is not None:
+        console.print(ratios)
+        console.print(RATIO_NOTE, style="dim")
+
+
+def summary_view(report: Report, width: int) -> Group:
+    """The sessions screen's view: the study's table, its notes, the framework ratios and the load warnings."""
+    parts: list[Any] = [summary_table(report.rows, f"{report.folder} · {report.status}", width=width)]
+    parts += [Text.from_markup(note) for note in summary_notes(report.rows)]
+    parts += [Text(f"{model_label(r['model'])}: {r['text']}", style="bold") for r in report.ratios]
+    parts += [Text(f"warning: {w.text}", style="yellow") for w in report.warnings if w.kind == "load"]
+    return Group(*parts)
+
+
+def comparison_table(cmp: Comparison) -> Table:
+    table = Table(
+        title=f"B {cmp.b.path.name}  vs  A {cmp.a.path.name}", title_justify="left", header_style="bold"
+    )
+    for col, justify in (
+        ("Model", "left"),
+        ("Framework", "left"),
+        ("A (s)", "right"),
+        ("B (s)", "right"),
+        ("B/A", "right"),
+        ("B compared with A", "left"),
+        ("Times", "left"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for row in cmp.rows:
+        if row.ratio is not None:
+            r = row.ratio
+            style = "dim" if r.significant is False else ("green" if r.faster else "red")
+            verdict = f"[{style}]{r.phrase()}[/]"
+            ratio_text = f"{r.value:.3f}"
+        else:
+            verdict, ratio_text = f"[yellow]{row.note}[/]", "–"
+        table.add_row(
+            model_label(row.model),
+            framework_label(row.framework),
+            fmt.seconds(row.time_a, 4),
+            fmt.seconds(row.time_b, 4),
+            ratio_text,
+            verdict,
+            BASIS_LABELS.get(row.basis, row.basis),
+        )
+    return table
+
+
+def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
+    """The comparison's table, what differs between the sessions, and how to read B/A."""
+    console = console or stdout_console()
+    console.print(comparison_table(cmp))
+    if cmp.differences:
+        console.print("[yellow]The sessions differ in:[/] " + "; ".join(cmp.differences), highlight=False)
+    console.print(COMPARE_NOTE, style="dim", highlight=False)
