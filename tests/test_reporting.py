@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from rich.console import Console
+
 from benchtui.cli import build_parser, main
 from benchtui.core import fmt
-from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, terminal
+from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, registry, terminal
 from benchtui.core.reporting.files import export_session
 from benchtui.core.reporting.model import STUDY_COLUMNS, Report, build_report, cell_text
 from benchtui.core.reporting.registry import WRITERS, Writer
 from benchtui.core.store.session import LoadedSession, load_session
-from rich.console import Console
 from sessionfactory import make_session
 
 OOM = "CUDA out of memory"
@@ -105,9 +106,15 @@ def test_the_same_figures_in_every_format(report: Report) -> None:
             text = cell_text(row, col.key, col.formatter)
             assert text in md and text in html, (col.key, text)
             assert col.formatter(value) in shown
-            rec = next(r for r in records if r["model"] == row["model"] and r["framework"] == row["framework"])
+            rec = next(
+                r for r in records if r["model"] == row["model"] and r["framework"] == row["framework"]
+            )
             assert float(rec[col.key]) == value
-            jrow = next(r for r in exported["rows"] if r["model"] == row["model"] and r["framework"] == row["framework"])
+            jrow = next(
+                r
+                for r in exported["rows"]
+                if r["model"] == row["model"] and r["framework"] == row["framework"]
+            )
             assert jrow[col.key] == value
 
 
@@ -157,6 +164,7 @@ def test_a_format_added_to_the_registry_is_offered_everywhere(
 ) -> None:
     monkeypatch.setitem(WRITERS, "txt", Writer("txt", "summary.txt", "Text: one line", __name__))
     assert "{md,csv,json,html,txt}" in _export_help()
+    assert registry.spoken() == "md, csv, json, html or txt"  # the app's help texts
     assert main(["export", str(loaded.path), "--format", "txt"]) == 0
     assert capsys.readouterr().out == f"{loaded.meta['name']}: 4 rows\n"
     assert export_session(loaded.path, "txt") == loaded.path / "summary.txt"
@@ -179,9 +187,30 @@ def test_unknown_formats_are_refused(loaded: LoadedSession, capsys: pytest.Captu
 def test_a_headless_run_ends_with_the_study_table_on_stdout(tmp_path: Path) -> None:
     """A real headless run (an unavailable cell, so no framework starts): progress on stderr, table on stdout."""
     cmd = [
-        sys.executable, "-m", "benchtui", "run", "--headless", "--frameworks", "tensorflow",
-        "--models", "pnasnet_large", "--image-size", "64", "--samples", "8", "--batch-size", "4",
-        "--epochs", "1", "--runs", "1", "--device", "cpu", "--no-nvml", "--sessions-dir", str(tmp_path),
+        sys.executable,
+        "-m",
+        "benchtui",
+        "run",
+        "--headless",
+        "--frameworks",
+        "tensorflow",
+        "--models",
+        "pnasnet_large",
+        "--image-size",
+        "64",
+        "--samples",
+        "8",
+        "--batch-size",
+        "4",
+        "--epochs",
+        "1",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--no-nvml",
+        "--sessions-dir",
+        str(tmp_path),
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr

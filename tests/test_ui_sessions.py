@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from benchtui.app import make_app
 from benchtui.screens.live import LiveScreen
 from benchtui.screens.plan import GpuProbe
@@ -84,7 +85,40 @@ async def test_a_replay_request_the_app_cannot_read_is_said_and_the_app_stays(ro
         shutil.rmtree(selected)  # gone since the list was read
         await pilot.press("r")
         await pilot.pause(0.2)
-        requests = {id(m): m for m in posted if isinstance(m, SessionsScreen.ReplayRequested)}  # the hook sees each hop
+        requests = {
+            id(m): m for m in posted if isinstance(m, SessionsScreen.ReplayRequested)
+        }  # the hook sees each hop
         assert [m.path for m in requests.values()] == [selected]
         assert isinstance(app.screen, SessionsScreen) and app.is_running and app.replayer is None
         assert any("Cannot replay" in n.message for n in app._notifications)
+
+
+@pytest.mark.asyncio
+async def test_the_export_menu_offers_every_registered_format(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The menu reads the registry: a format added there is offered, and choosing it writes its file."""
+    from benchtui.core.reporting.registry import WRITERS, Writer
+
+    monkeypatch.setitem(WRITERS, "txt", Writer("txt", "summary.txt", "Text: one line", "test_reporting"))
+    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.show_sessions()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.shown is not None and screen.shown == screen.selected)
+        await pilot.press("e")
+        await pilot.pause()
+        options = app.screen.query_one("#export-formats")
+        assert [
+            str(options.get_option_at_index(i).prompt).split()[0] for i in range(options.option_count)
+        ] == [
+            "md",
+            "csv",
+            "json",
+            "html",
+            "txt",
+        ]
+        await pilot.press("end", "enter")
+        target = screen.selected / "summary.txt"  # type: ignore[operator]
+        await wait_for(pilot, target.exists)

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from benchtui.core.plan.plan import Plan
+from benchtui.core.reporting import registry
 from benchtui.screens.confirm import ConfirmScreen
 from benchtui.screens.live import LiveScreen
 from benchtui.screens.plan import GpuProbe, PlanScreen
@@ -60,8 +61,15 @@ class BenchApp(App[int]):
     TITLE = "benchtui"
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit (asks first while runs are going on)"),
-        Binding("ctrl+c", "interrupt", "Interrupt", id="interrupt", show=False, priority=True,
-                tooltip="Stop the runner's process group now and quit; the session is kept"),
+        Binding(
+            "ctrl+c",
+            "interrupt",
+            "Interrupt",
+            id="interrupt",
+            show=False,
+            priority=True,
+            tooltip="Stop the runner's process group now and quit; the session is kept",
+        ),
     ]
 
     def __init__(
@@ -174,13 +182,17 @@ class BenchApp(App[int]):
             raise
         except Exception as exc:  # a bug in the engine must not take the terminal with it
             self.session_status, self.exit_code = "failed", 1
-            self.notify(f"The engine stopped with an error: {exc}", severity="error", timeout=30, markup=False)
+            self.notify(
+                f"The engine stopped with an error: {exc}", severity="error", timeout=30, markup=False
+            )
             raise
         self.session_status, self.exit_code = status, exit_code(status)
         self._final_tick()
         if not self._quitting:
             severity: SeverityLevel = "information" if status == "complete" else "warning"
-            self.notify(f"Session {status}: {engine.writer.path}", severity=severity, timeout=15, markup=False)
+            self.notify(
+                f"Session {status}: {engine.writer.path}", severity=severity, timeout=15, markup=False
+            )
         return status
 
     def start_replay(self, path: Path, speed: float, quit_on_error: bool = True) -> None:
@@ -200,7 +212,9 @@ class BenchApp(App[int]):
         replayer.listener = screen.note_event
         self.replayer, self.session_path = replayer, Path(path)
         self._show(screen)
-        self.run_worker(self._run_replay(replayer), name="replay", group="engine", exclusive=True, exit_on_error=False)
+        self.run_worker(
+            self._run_replay(replayer), name="replay", group="engine", exclusive=True, exit_on_error=False
+        )
 
     async def _run_replay(self, replayer: Replayer) -> str:
         status = await replayer.run()
@@ -296,12 +310,20 @@ class BenchApp(App[int]):
         yield from super().get_system_commands(screen)
         if isinstance(screen, LiveScreen):
             for action, title, help_text in (
-                ("stop_run", "Stop the current run", "Terminate the runner; the run is recorded as stopped, the queue goes on"),
-                ("skip_model", "Skip the current model", "Stop the current run and skip the model's remaining runs"),
+                (
+                    "stop_run",
+                    "Stop the current run",
+                    "Terminate the runner; the run is recorded as stopped, the queue goes on",
+                ),
+                (
+                    "skip_model",
+                    "Skip the current model",
+                    "Stop the current run and skip the model's remaining runs",
+                ),
                 ("pause", "Pause the queue", "The current run finishes, then the next one waits"),
                 ("resume", "Resume the queue", "Start the next run"),
                 ("toggle_log", "Show or hide the log", "The current runner's stdout and stderr"),
-                ("export", "Export the summary", "Write md, csv, json or html into the session folder"),
+                ("export", "Export the summary", f"Write {registry.spoken()} into the session folder"),
                 ("new_plan", "New plan", "Back to the plan screen"),
             ):
                 if screen.check_action(action, ()):
@@ -309,7 +331,9 @@ class BenchApp(App[int]):
         elif isinstance(screen, PlanScreen):
             yield SystemCommand("Start the plan", "Validate the form and start its runs", screen.action_start)
         if not isinstance(screen, SessionsScreen):
-            yield SystemCommand("Saved sessions", "Browse, replay and export the sessions saved here", self.show_sessions)
+            yield SystemCommand(
+                "Saved sessions", "Browse, replay and export the sessions saved here", self.show_sessions
+            )
 
     def show_sessions(self) -> None:
         self.push_screen(SessionsScreen(self.sessions_dir))
@@ -336,7 +360,9 @@ def _run(app: BenchApp) -> int:
 
 def run_app(plan: Plan | None, *, autostart: bool, sessions_dir: str | None, use_nvml: bool = True) -> int:
     """``benchtui`` and ``benchtui run``: 0 all runs ok, 1 some failed, 130 interrupted."""
-    return _run(make_app(plan, autostart=autostart, sessions_dir=sessions_dir, use_nvml=use_nvml, handle_signals=True))
+    return _run(
+        make_app(plan, autostart=autostart, sessions_dir=sessions_dir, use_nvml=use_nvml, handle_signals=True)
+    )
 
 
 def replay_app(session_path: Path, speed: float = 1.0) -> int:

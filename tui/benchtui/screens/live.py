@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchtui_runners import catalog
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,10 +18,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from benchtui.core.model.status import CautionKind, status_style
+from benchtui.core.reporting import registry
 from benchtui.widgets.comparison import BatchComparison
 from benchtui.widgets.log_pane import RunLog
 from benchtui.widgets.results_table import CellCache, ResultsTable, cell_values, row_key
 from benchtui.widgets.telemetry import TelemetryPanel
+from benchtui_runners import catalog
 
 if TYPE_CHECKING:
     from benchtui.core.model.summary import SessionModel
@@ -57,16 +58,42 @@ class LiveScreen(Screen):
             self.plan = plan
 
     BINDINGS = [
-        Binding("s", "stop_run", "Stop run", id="stop-run",
-                tooltip="Stop the run in progress (recorded as stopped); the queue goes on"),
-        Binding("k", "skip_model", "Skip model", id="skip-model",
-                tooltip="Stop the current run and skip the remaining runs of its model"),
-        Binding("p", "pause", "Pause", id="pause-queue",
-                tooltip="Hold the queue: the current run finishes, the next one waits"),
+        Binding(
+            "s",
+            "stop_run",
+            "Stop run",
+            id="stop-run",
+            tooltip="Stop the run in progress (recorded as stopped); the queue goes on",
+        ),
+        Binding(
+            "k",
+            "skip_model",
+            "Skip model",
+            id="skip-model",
+            tooltip="Stop the current run and skip the remaining runs of its model",
+        ),
+        Binding(
+            "p",
+            "pause",
+            "Pause",
+            id="pause-queue",
+            tooltip="Hold the queue: the current run finishes, the next one waits",
+        ),
         Binding("p", "resume", "Resume", id="resume-queue", tooltip="Let the queue go on"),
-        Binding("l", "toggle_log", "Log", id="toggle-log", tooltip="Show or hide the current runner's stdout/stderr"),
-        Binding("e", "export", "Export", id="export-md",
-                tooltip="Write the session's summary (md, csv, json or html) into its folder"),
+        Binding(
+            "l",
+            "toggle_log",
+            "Log",
+            id="toggle-log",
+            tooltip="Show or hide the current runner's stdout/stderr",
+        ),
+        Binding(
+            "e",
+            "export",
+            "Export",
+            id="export-md",
+            tooltip=f"Write the session's summary ({registry.spoken()}) into its folder",
+        ),
         Binding("n", "new_plan", "New plan", id="new-plan", tooltip="Back to the plan screen"),
     ]
 
@@ -99,7 +126,9 @@ class LiveScreen(Screen):
 
     @property
     def finished(self) -> bool:
-        return self.source.status in FINISHED or (not self.live and self.source.status not in ("pending", "running"))
+        return self.source.status in FINISHED or (
+            not self.live and self.source.status not in ("pending", "running")
+        )
 
     # -- events (called for every event: keep it to a few assignments) -------------------
     def note_event(self, event: dict[str, Any]) -> None:
@@ -175,7 +204,9 @@ class LiveScreen(Screen):
             table = self.query_one(ResultsTable)
             with self.app.batch_update():
                 compact = table.compact
-                rows = {row_key(fw, m): cell_values(model, fw, m, self._cache, compact) for fw, m in model.cells()}
+                rows = {
+                    row_key(fw, m): cell_values(model, fw, m, self._cache, compact) for fw, m in model.cells()
+                }
                 table.show(rows)
                 self.query_one(BatchComparison).update_from(model)
                 self._update_notes()
@@ -210,14 +241,20 @@ class LiveScreen(Screen):
                 if w["kind"] in (CautionKind.CPU_CONTENTION, CautionKind.GPU_SHARING)
             ]
         notes = self.query_one("#notes", Static)
-        shown = lines[:4] + ([f"… and {len(lines) - 4} more (see the exported summary)"] if len(lines) > 4 else [])
+        shown = lines[:4] + (
+            [f"… and {len(lines) - 4} more (see the exported summary)"] if len(lines) > 4 else []
+        )
         notes.update(Text("\n".join(shown), style="yellow", overflow="ellipsis", no_wrap=True))
         notes.display = bool(lines)
 
     def _status_line(self) -> Text:
         model, source = self.model, self.source
         started = self.meta.get("started_monotonic")
-        elapsed = clock(self._last_t - started) if self._last_t is not None and isinstance(started, (int, float)) else "0:00"
+        elapsed = (
+            clock(self._last_t - started)
+            if self._last_t is not None and isinstance(started, (int, float))
+            else "0:00"
+        )
         total = len(model.runs)
         done = model.done_runs
         ok = sum(1 for r in model.runs.values() if r.status == "ok")
@@ -313,7 +350,9 @@ class LiveScreen(Screen):
 
     def action_pause(self) -> None:
         self.source.pause()
-        self.notify("Playback paused." if not self.live else "Paused: the current run finishes, then the queue waits.")
+        self.notify(
+            "Playback paused." if not self.live else "Paused: the current run finishes, then the queue waits."
+        )
         self.tick()
 
     def action_resume(self) -> None:

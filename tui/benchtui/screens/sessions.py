@@ -15,28 +15,27 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, OptionList, Static
 
 from benchtui.core.model.status import status_style
+from benchtui.core.reporting import registry
 from benchtui.core.reporting.registry import WRITERS
 from benchtui.core.store.session import list_sessions, sessions_dir
 
-EXPORT_FORMATS = tuple((w.name, w.description) for w in WRITERS.values())
-
 
 class ExportChoice(ModalScreen[str | None]):
-    """Which format to export; dismisses with "md", "csv", "json", "html" or None."""
+    """Which format to export; dismisses with a format name from the registry, or None."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="export-cancel")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box"):
             yield Static("Export the summary into the session folder as…", id="export-title")
-            yield OptionList(*(f"{name:<5} {text}" for name, text in EXPORT_FORMATS), id="export-formats")
+            yield OptionList(*(f"{w.name:<5} {w.description}" for w in WRITERS.values()), id="export-formats")
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
 
     @on(OptionList.OptionSelected)
     def chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(EXPORT_FORMATS[event.option_index][0])
+        self.dismiss(list(WRITERS)[event.option_index])
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -51,7 +50,9 @@ def export_in_background(screen: Screen, path: Path, fmt: str) -> None:
         try:
             written = export_session(path, fmt)
         except Exception as exc:  # noqa: BLE001 - any failure is reported, never a crash
-            screen.app.call_from_thread(screen.notify, f"Export failed: {exc}", severity="error", markup=False)
+            screen.app.call_from_thread(
+                screen.notify, f"Export failed: {exc}", severity="error", markup=False
+            )
             return
         screen.app.call_from_thread(screen.notify, f"Written: {written}", markup=False, timeout=8)
 
@@ -69,8 +70,16 @@ class SessionsScreen(Screen):
             self.path = path
 
     BINDINGS = [
-        Binding("r", "replay", "Replay", id="replay-session", tooltip="Play the selected session through the live screen"),
-        Binding("e", "export", "Export", id="export-session", tooltip="Write md, csv, json or html into its folder"),
+        Binding(
+            "r",
+            "replay",
+            "Replay",
+            id="replay-session",
+            tooltip="Play the selected session through the live screen",
+        ),
+        Binding(
+            "e", "export", "Export", id="export-session", tooltip=f"Write {registry.spoken()} into its folder"
+        ),
         Binding("escape", "back", "Back", id="sessions-back", tooltip="Back to where you came from"),
     ]
 
@@ -100,7 +109,11 @@ class SessionsScreen(Screen):
         for info in self.infos:
             name = info.get("label") or info["name"].partition("_")[2] or info["name"]
             table.add_row(
-                info["started"], Text(name), info["device"], info["frameworks"], info["models"],
+                info["started"],
+                Text(name),
+                info["device"],
+                info["frameworks"],
+                info["models"],
                 Text(info["status"], style=status_style(info["status"], "yellow")),
                 key=info["path"],
             )

@@ -52,11 +52,18 @@ _PACKAGE = "benchtui.core.reporting"
 WRITERS: dict[str, Writer] = {
     w.name: w
     for w in (
-        Writer("md", "summary.md", "Markdown: the study's tables with the environment", f"{_PACKAGE}.markdown"),
+        Writer(
+            "md", "summary.md", "Markdown: the study's tables with the environment", f"{_PACKAGE}.markdown"
+        ),
         Writer(
             "csv", "summary.csv", "CSV: one row per model and framework", f"{_PACKAGE}.csvfile", "batches.csv"
         ),
-        Writer("json", "summary-export.json", "JSON: the full summary with the environment", f"{_PACKAGE}.jsonfile"),
+        Writer(
+            "json",
+            "summary-export.json",
+            "JSON: the full summary with the environment",
+            f"{_PACKAGE}.jsonfile",
+        ),
         Writer("html", "report.html", "HTML: one self-contained report with plots", f"{_PACKAGE}.htmlreport"),
     )
 }
@@ -64,6 +71,12 @@ WRITERS: dict[str, Writer] = {
 
 def names() -> list[str]:
     return list(WRITERS)
+
+
+def spoken() -> str:
+    """The formats as a phrase for help texts: "md, csv, json or html"."""
+    *rest, last = WRITERS
+    return f"{', '.join(rest)} or {last}" if rest else last
 
 
 def writer_for(name: str, per_batch: bool = False) -> Writer:
