@@ -48,7 +48,15 @@ def child(args: argparse.Namespace) -> None:
 
     class FakeLauncher(LocalLauncher):
         def command(self, python: str, cmd_args: list[str]) -> list[str]:
-            return [python, str(FAKE_RUNNER), "--batch-s", str(args.batch_s), "--steps", str(args.steps), *cmd_args]
+            return [
+                python,
+                str(FAKE_RUNNER),
+                "--batch-s",
+                str(args.batch_s),
+                "--steps",
+                str(args.steps),
+                *cmd_args,
+            ]
 
     result: dict[str, Any] = {"rss_start": rss_bytes()}
     marks: list[dict[str, float]] = []
@@ -66,7 +74,9 @@ def child(args: argparse.Namespace) -> None:
             now = time.monotonic()
             engine = self.engine
             events = engine.model.events if engine is not None else 0
-            marks.append({"t": now - self._t0, "cpu": cpu_seconds() - self._cpu0, "rss": rss_bytes(), "events": events})
+            marks.append(
+                {"t": now - self._t0, "cpu": cpu_seconds() - self._cpu0, "rss": rss_bytes(), "events": events}
+            )
             if args.mode == "plan":
                 if now - self._t0 >= args.idle:
                     self.exit(0)
@@ -88,11 +98,23 @@ def child(args: argparse.Namespace) -> None:
         app = Measured(None, sessions_dir=args.sessions_dir, use_nvml=False, probe=GpuProbe((), "benchmark"))
     else:
         plan = Plan(
-            frameworks=["torch", "tensorflow"], models=["resnet50"], image_size=32, samples=args.steps * 8,
-            batch_sizes={"resnet50": 8}, epochs=args.epochs, runs=args.runs, device="cpu",
+            frameworks=["torch", "tensorflow"],
+            models=["resnet50"],
+            image_size=32,
+            samples=args.steps * 8,
+            batch_sizes={"resnet50": 8},
+            epochs=args.epochs,
+            runs=args.runs,
+            device="cpu",
         )
-        app = Measured(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=args.nvml,
-                       launcher=FakeLauncher(), probe=GpuProbe((), "benchmark"))
+        app = Measured(
+            plan,
+            autostart=True,
+            sessions_dir=args.sessions_dir,
+            use_nvml=args.nvml,
+            launcher=FakeLauncher(),
+            probe=GpuProbe((), "benchmark"),
+        )
     app.run()
     result["marks"] = marks
     result["rss_end"] = rss_bytes()
@@ -108,7 +130,12 @@ def run_in_pty(extra: list[str], width: int = 120, height: int = 40, timeout: fl
         env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor")
         proc = subprocess.Popen(
             [sys.executable, __file__, "child", "--out", str(out), "--sessions-dir", tmp, *extra],
-            stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, close_fds=True,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
         )
         os.close(slave)
         written = 0

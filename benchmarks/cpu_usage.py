@@ -27,13 +27,29 @@ def main() -> None:
     steps = max(1, int(args.rate * args.seconds / 4))
     size = dict(width=args.width, height=args.height)
     r = run_in_pty(
-        ["--batch-s", str(1 / args.rate), "--steps", str(steps), "--epochs", "2", "--runs", "1",
-         "--idle", str(args.idle), "--nvml"], **size,
+        [
+            "--batch-s",
+            str(1 / args.rate),
+            "--steps",
+            str(steps),
+            "--epochs",
+            "2",
+            "--runs",
+            "1",
+            "--idle",
+            str(args.idle),
+            "--nvml",
+        ],
+        **size,
     )
     rate = r["events"] / r["run_s"]
-    print(f"terminal {args.width}x{args.height}, {r['events']:,} events in {r['run_s']:.1f} s ({rate:.0f} events/s), status {r['status']}")
+    print(
+        f"terminal {args.width}x{args.height}, {r['events']:,} events in {r['run_s']:.1f} s ({rate:.0f} events/s), status {r['status']}"
+    )
     print(f"parent CPU while runs go on: {r['run_cpu_s'] / r['run_s'] * 100:.1f}% of one core (target < 10%)")
-    print(f"parent CPU idle on the finished live screen: {r['idle_cpu_s'] / r['idle_s'] * 100:.1f}% of one core (target < 3%)")
+    print(
+        f"parent CPU idle on the finished live screen: {r['idle_cpu_s'] / r['idle_s'] * 100:.1f}% of one core (target < 3%)"
+    )
     p = run_in_pty(["--mode", "plan", "--idle", str(args.idle + 3)], **size)
     marks = p["marks"]
     # Skip the first 3 s: start-up (first layout, the GPU probe) is not idling.

@@ -1,6 +1,6 @@
 """How fast ``benchtui --help`` answers, and what it imports (nothing heavy: target under 0.5 s).
 
-    .venv/bin/python benchmarks/help_latency.py [--repeat 10]
+.venv/bin/python benchmarks/help_latency.py [--repeat 10]
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ def main() -> None:
             start = time.perf_counter()
             subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, check=True)
             times.append(time.perf_counter() - start)
-        print(f"{label}: median {statistics.median(times) * 1000:.0f} ms, "
-              f"min {min(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms ({args.repeat} runs)")
+        print(
+            f"{label}: median {statistics.median(times) * 1000:.0f} ms, "
+            f"min {min(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms ({args.repeat} runs)"
+        )
     probe = (
         "import sys\nfrom benchtui.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         f"print('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))"

@@ -55,22 +55,46 @@ print(json.dumps(times))
 
 
 def bare(args: argparse.Namespace) -> float:
-    spec = json.dumps({"device": args.device, "model": args.model, "batch_size": args.batch_size,
-                       "image_size": args.image_size, "steps": args.steps, "epochs": args.epochs})
-    out = subprocess.run([sys.executable, "-c", BARE, spec, str(ROOT / "runners")], capture_output=True, text=True, check=True)
+    spec = json.dumps(
+        {
+            "device": args.device,
+            "model": args.model,
+            "batch_size": args.batch_size,
+            "image_size": args.image_size,
+            "steps": args.steps,
+            "epochs": args.epochs,
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", BARE, spec, str(ROOT / "runners")], capture_output=True, text=True, check=True
+    )
     times = json.loads(out.stdout.strip().splitlines()[-1])
     return args.batch_size * args.steps * (len(times) - 1) / sum(times[1:])
 
 
 def runner(args: argparse.Namespace) -> float:
-    config = {"framework": "torch", "model": args.model, "image_size": args.image_size,
-              "samples": args.batch_size * args.steps, "batch_size": args.batch_size, "epochs": args.epochs,
-              "device": args.device, "data": "device", "cudnn_autotune": True}
+    config = {
+        "framework": "torch",
+        "model": args.model,
+        "image_size": args.image_size,
+        "samples": args.batch_size * args.steps,
+        "batch_size": args.batch_size,
+        "epochs": args.epochs,
+        "device": args.device,
+        "data": "device",
+        "cudnn_autotune": True,
+    }
     read_fd, write_fd = os.pipe()
     env = {**os.environ, "BENCHTUI_EVENT_FD": str(write_fd), "PYTHONPATH": str(ROOT / "runners")}
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([sys.executable, "-m", "benchtui_runners", "--config", json.dumps(config)],
-                                stdout=log, stderr=log, pass_fds=(write_fd,), env=env, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "benchtui_runners", "--config", json.dumps(config)],
+            stdout=log,
+            stderr=log,
+            pass_fds=(write_fd,),
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
         os.close(write_fd)
         with os.fdopen(read_fd, "rb") as fh:
             events = [json.loads(line) for line in fh]
@@ -123,19 +147,28 @@ def main() -> None:
             runner_ips.append(runner(args))
             bare_ips.append(bare(args))
         first = "bare first" if i % 2 == 0 else "runner first"
-        print(f"pair {i + 1} ({first}): bare {bare_ips[-1]:.2f} img/s, runner {runner_ips[-1]:.2f} img/s", flush=True)
+        print(
+            f"pair {i + 1} ({first}): bare {bare_ips[-1]:.2f} img/s, runner {runner_ips[-1]:.2f} img/s",
+            flush=True,
+        )
     b, r = statistics.median(bare_ips), statistics.median(runner_ips)
     overhead = (b / r - 1) * 100
     target = 1.0 if args.device.startswith("cuda") else 2.0
-    print(f"{args.model} {args.image_size}px batch {args.batch_size} on {args.device}, "
-          f"{args.pairs} pairs, first epoch excluded")
+    print(
+        f"{args.model} {args.image_size}px batch {args.batch_size} on {args.device}, "
+        f"{args.pairs} pairs, first epoch excluded"
+    )
     print(f"median bare loop: {b:.2f} img/s; median benchtui runner: {r:.2f} img/s")
     per_event = event_cost()
     batch_s = args.batch_size / r
-    print(f"instrumentation per batch (clock + one event on a pipe): {per_event * 1e6:.1f} µs = "
-          f"{per_event / batch_s * 100:.4f}% of a {batch_s * 1000:.0f} ms batch")
-    print(f"runner/bare throughput ratio {r / b:.4f}: harness overhead {overhead:+.2f}% "
-          f"(target <= {target:.0f}%: {'met' if overhead <= target else 'NOT met'})")
+    print(
+        f"instrumentation per batch (clock + one event on a pipe): {per_event * 1e6:.1f} µs = "
+        f"{per_event / batch_s * 100:.4f}% of a {batch_s * 1000:.0f} ms batch"
+    )
+    print(
+        f"runner/bare throughput ratio {r / b:.4f}: harness overhead {overhead:+.2f}% "
+        f"(target <= {target:.0f}%: {'met' if overhead <= target else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

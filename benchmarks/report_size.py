@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tui"), str(ROOT / "runners"), str(ROOT / "tests")]
 
 from benchtui.core.reporting.export import export_session  # noqa: E402
+
 from benchtui_runners import catalog  # noqa: E402
 from sessionfactory import make_session  # noqa: E402
 

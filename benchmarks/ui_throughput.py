@@ -27,7 +27,8 @@ def main() -> None:
     args = parser.parse_args()
     r = run_in_pty(
         ["--steps", str(args.steps), "--epochs", str(args.epochs), "--runs", str(args.runs), "--idle", "1"],
-        width=args.width, height=args.height,
+        width=args.width,
+        height=args.height,
     )
     marks = r["marks"]
     # Rates over the 0.5 s marks while events were flowing (between runs the count stands still).
@@ -40,13 +41,19 @@ def main() -> None:
     half = next((m for m in busy if m["events"] >= r["events"] / 2), busy[0])
     last = busy[-1]
     growth = (last["rss"] - half["rss"]) / max(last["events"] - half["events"], 1)
-    print(f"terminal {args.width}x{args.height}, {r['events']:,} events ({args.runs * 2} runs), status {r['status']}")
+    print(
+        f"terminal {args.width}x{args.height}, {r['events']:,} events ({args.runs * 2} runs), status {r['status']}"
+    )
     print(f"events/s overall (incl. runner start-up): {r['events'] / r['run_s']:,.0f}")
-    print(f"events/s while flowing: median {statistics.median(rates):,.0f}, min {min(rates):,.0f}, max {max(rates):,.0f}")
+    print(
+        f"events/s while flowing: median {statistics.median(rates):,.0f}, min {min(rates):,.0f}, max {max(rates):,.0f}"
+    )
     print(f"parent CPU while flowing: {r['run_cpu_s'] / r['run_s'] * 100:.0f}% of one core")
-    print(f"parent RSS: start {r['rss_start'] / MIB:.1f} MiB, halfway {half['rss'] / MIB:.1f} MiB, "
-          f"end {last['rss'] / MIB:.1f} MiB; growth in the second half {growth:.1f} B/event "
-          "(the model keeps every batch time: 12 B/batch)")
+    print(
+        f"parent RSS: start {r['rss_start'] / MIB:.1f} MiB, halfway {half['rss'] / MIB:.1f} MiB, "
+        f"end {last['rss'] / MIB:.1f} MiB; growth in the second half {growth:.1f} B/event "
+        "(the model keeps every batch time: 12 B/batch)"
+    )
     print(f"screen output: {r['terminal_bytes'] / MIB:.1f} MiB over {r['run_s']:.1f} s")
 
 

@@ -17,8 +17,20 @@ os.environ["BENCHTUI_ENVS"] = str(ROOT / ".pytest_cache" / "no-framework-envs")
 
 # The smallest plan that still exercises everything: two epochs (first + rest), 2 batches each.
 TINY = [
-    "--models", "resnet50", "--image-size", "32", "--samples", "16", "--batch-size", "8",
-    "--epochs", "2", "--runs", "1", "--device", "cpu",
+    "--models",
+    "resnet50",
+    "--image-size",
+    "32",
+    "--samples",
+    "16",
+    "--batch-size",
+    "8",
+    "--epochs",
+    "2",
+    "--runs",
+    "1",
+    "--device",
+    "cpu",
 ]
 
 

@@ -16,6 +16,8 @@ FRAMEWORKS = ("torch", "tensorflow", "keras", "jax", "torchvision", "pretrainedm
 def test_cli_entry_stays_light() -> None:
     """Imports inside functions keep ``benchtui --help`` fast: no UI library, NumPy or framework at start."""
     code = "import sys, benchtui.cli; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     loaded = set(result.stdout.split())
     assert not loaded & {"textual", "rich", "numpy", *FRAMEWORKS}, loaded

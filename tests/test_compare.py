@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from benchtui.cli import main
 from benchtui.core.reporting.compare import compare_sessions
 from sessionfactory import make_session

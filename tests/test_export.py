@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from benchtui.cli import main
 from benchtui.core import fmt
 from benchtui.core.reporting import markdown
@@ -363,8 +364,11 @@ def test_md_puts_the_study_four_tables_side_by_side_and_shows_warm_up(
         " | Excl. first · PyTorch | Excl. first · tf.keras | Build · PyTorch | Build · tf.keras |"
     )
     torch, tf = _row(summary, "resnet50", "torch"), _row(summary, "resnet50", "tensorflow")
-    expected = [fmt.seconds(r[k]) for k in ("mean_epoch_s", "first_epoch_s", "mean_epoch_excl_first_s", "build_s")
-                for r in (torch, tf)]
+    expected = [
+        fmt.seconds(r[k])
+        for k in ("mean_epoch_s", "first_epoch_s", "mean_epoch_excl_first_s", "build_s")
+        for r in (torch, tf)
+    ]
     resnet = next(line for line in section.splitlines() if line.startswith("| ResNet50 |"))
     assert resnet == f"| ResNet50 | {torch['batch_size']} | " + " | ".join(expected) + " |"
     assert md.index("side by side") < md.index("## Mean epoch time (s)")  # the headline comes first
@@ -381,8 +385,9 @@ def test_gpu_clocks_and_throttle_at_start_and_end_are_in_the_exports(tmp_path: P
     path = make_session(tmp_path, name="clocks", models=("resnet50",), runs=1, epochs=2, steps=4)
     meta = json.loads((path / "session.json").read_text())
     meta["gpus"] = [{"index": 0, "name": "Fake H200", "sm_clock_mhz": 1980, "temp_c": 40, "throttle": []}]
-    meta["gpus_end"] = [{"index": 0, "name": "Fake H200", "sm_clock_mhz": 1650, "temp_c": 83,
-                         "throttle": ["sw_thermal"]}]
+    meta["gpus_end"] = [
+        {"index": 0, "name": "Fake H200", "sm_clock_mhz": 1650, "temp_c": 83, "throttle": ["sw_thermal"]}
+    ]
     (path / "session.json").write_text(json.dumps(meta))
     md = _export(path, "md", tmp_path)
     assert "| GPU 0 at start | SM clock 1980 MHz, 40 °C, throttle: none |" in md

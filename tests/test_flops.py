@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from benchtui.core import fmt
 from benchtui.core.model import gpu_peaks
 from benchtui.core.model.summary import SessionModel
@@ -34,8 +35,14 @@ CPU = {"type": "cpu", "name": "x86_64"}
 
 def _plan(**kw: Any) -> Plan:
     base: dict[str, Any] = dict(
-        frameworks=["torch", "tensorflow"], models=["resnet50"], image_size=32, samples=16,
-        epochs=3, runs=2, batch_sizes={"resnet50": 8}, order="interleaved",
+        frameworks=["torch", "tensorflow"],
+        models=["resnet50"],
+        image_size=32,
+        samples=16,
+        epochs=3,
+        runs=2,
+        batch_sizes={"resnet50": 8},
+        order="interleaved",
     )
     base.update(kw)
     return Plan(**base)
@@ -43,22 +50,44 @@ def _plan(**kw: Any) -> Plan:
 
 def _flops_event(run: str, per_step: float | None, reason: str | None = None) -> dict[str, Any]:
     return {
-        "type": "flops", "run": run, "t": 0, "per_step": per_step,
-        "per_image": None if per_step is None else per_step / 8, "batch_size": 8,
-        "method": "hand-written", "counted": "forward+backward", "reason": reason,
+        "type": "flops",
+        "run": run,
+        "t": 0,
+        "per_step": per_step,
+        "per_image": None if per_step is None else per_step / 8,
+        "batch_size": 8,
+        "method": "hand-written",
+        "counted": "forward+backward",
+        "reason": reason,
     }
 
 
-def _run(run: str, epochs: list[float], per_step: float | None = 1e12, device: dict | None = None,
-         precision: str = "fp32", reason: str | None = None) -> list[dict[str, Any]]:
+def _run(
+    run: str,
+    epochs: list[float],
+    per_step: float | None = 1e12,
+    device: dict | None = None,
+    precision: str = "fp32",
+    reason: str | None = None,
+) -> list[dict[str, Any]]:
     ev: list[dict[str, Any]] = [
         {"type": "run_start", "run": run, "t": 0.0},
-        {"type": "hello", "run": run, "t": 1.0, "steps_per_epoch": 2, "samples_per_epoch": 16,
-         "device": device or CPU, "settings": {"precision": precision}, "config": {"batch_size": 8}},
+        {
+            "type": "hello",
+            "run": run,
+            "t": 1.0,
+            "steps_per_epoch": 2,
+            "samples_per_epoch": 16,
+            "device": device or CPU,
+            "settings": {"precision": precision},
+            "config": {"batch_size": 8},
+        },
     ]
     for e, seconds in enumerate(epochs, 1):
-        ev += [{"type": "batch", "run": run, "t": 0, "epoch": e, "step": s, "seconds": seconds / 2, "samples": 8}
-               for s in (1, 2)]
+        ev += [
+            {"type": "batch", "run": run, "t": 0, "epoch": e, "step": s, "seconds": seconds / 2, "samples": 8}
+            for s in (1, 2)
+        ]
         ev.append({"type": "epoch", "run": run, "t": 0, "epoch": e, "seconds": seconds, "samples": 16})
     if per_step is not None or reason:
         ev.append(_flops_event(run, per_step, reason))
@@ -94,7 +123,9 @@ def test_achieved_tflops_from_epochs_after_the_first() -> None:
     assert row["achieved_tflops"] == pytest.approx(row["images_per_s"] * 1.25e11 / 1e12)
     low, high = row["ci"]["achieved_tflops"]
     ci_images = row["ci"]["images_per_s"]
-    assert low == pytest.approx(ci_images[0] * 1.25e11 / 1e12) and high == pytest.approx(ci_images[1] * 1.25e11 / 1e12)
+    assert low == pytest.approx(ci_images[0] * 1.25e11 / 1e12) and high == pytest.approx(
+        ci_images[1] * 1.25e11 / 1e12
+    )
     # On CPU there is no peak.
     assert row["peak_tflops"] is None and row["peak_fraction"] is None and row["peak_source"] == ""
     # The summary (and so summary.json) is plain JSON.
@@ -110,10 +141,13 @@ def test_one_epoch_uses_that_epoch() -> None:
 
 def test_peak_fraction_on_a_known_gpu_by_precision() -> None:
     plan = _plan(runs=1)
-    model = _model(plan, {
-        ("torch", 1): _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="amp-bf16"),
-        ("tensorflow", 1): _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="fp32"),
-    })
+    model = _model(
+        plan,
+        {
+            ("torch", 1): _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="amp-bf16"),
+            ("tensorflow", 1): _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="fp32"),
+        },
+    )
     # 4 steps x 100e12 FLOPs in 4 s = 100 TFLOP/s; H100 SXM dense peaks: BF16 989.5, FP32 67.
     bf16 = model.row("torch", "resnet50")
     assert bf16["achieved_tflops"] == pytest.approx(100.0)
@@ -127,10 +161,13 @@ def test_peak_fraction_on_a_known_gpu_by_precision() -> None:
 
 def test_failed_count_is_reported_and_missing_count_is_none() -> None:
     plan = _plan(runs=1)
-    model = _model(plan, {
-        ("torch", 1): _run("r", [4.0, 2.0, 2.0], per_step=None, reason="RuntimeError: no counter"),
-        ("tensorflow", 1): _run("r", [4.0, 2.0, 2.0], per_step=None),  # a session from before the event
-    })
+    model = _model(
+        plan,
+        {
+            ("torch", 1): _run("r", [4.0, 2.0, 2.0], per_step=None, reason="RuntimeError: no counter"),
+            ("tensorflow", 1): _run("r", [4.0, 2.0, 2.0], per_step=None),  # a session from before the event
+        },
+    )
     failed = model.row("torch", "resnet50")
     assert failed["flops_per_step"] is None and failed["achieved_tflops"] is None
     assert failed["flops_reason"] == "RuntimeError: no counter"
@@ -157,11 +194,28 @@ def test_live_tflops_uses_the_cells_earlier_count() -> None:
         model.apply({**event, "run": ids["torch", 1]})
     second = model.runs[ids["torch", 2]]
     model.apply({"type": "run_start", "run": second.spec.run_id, "t": 0})
-    model.apply({"type": "hello", "run": second.spec.run_id, "t": 0, "device": H100, "settings": {"precision": "tf32"}})
+    model.apply(
+        {
+            "type": "hello",
+            "run": second.spec.run_id,
+            "t": 0,
+            "device": H100,
+            "settings": {"precision": "tf32"},
+        }
+    )
     assert model.live_figures(second)["tflops"] is None  # no batch yet
     for step, seconds in enumerate((9.0, 0.5, 0.5), 1):  # the first batch (compilation) is left out
-        model.apply({"type": "batch", "run": second.spec.run_id, "t": 0, "epoch": 1, "step": step,
-                     "seconds": seconds, "samples": 8})
+        model.apply(
+            {
+                "type": "batch",
+                "run": second.spec.run_id,
+                "t": 0,
+                "epoch": 1,
+                "step": step,
+                "seconds": seconds,
+                "samples": 8,
+            }
+        )
     live = model.live_figures(second)
     # 100e12 FLOPs per step in 0.5 s = 200 TFLOP/s; H100 SXM dense TF32 peak 494.5
     assert live["flops_per_step"] == 100e12 and live["tflops"] == pytest.approx(200.0)
@@ -187,7 +241,11 @@ def test_emit_flops_reports_counts_and_failures_without_raising() -> None:
     emit_flops(writer, broken, batch_size=4)
     emit_flops(writer, lambda: {"per_step": 0, "method": "m"}, batch_size=4)
     flops = [e for e in writer.events if e["type"] == "flops"]
-    assert flops[0]["per_step"] == 800 and flops[0]["per_image"] == 200 and flops[0]["counted"] == "forward+backward"
+    assert (
+        flops[0]["per_step"] == 800
+        and flops[0]["per_image"] == 200
+        and flops[0]["counted"] == "forward+backward"
+    )
     assert flops[0]["by_op"] == {"conv": 800} and flops[0]["reason"] is None
     assert flops[1]["per_step"] is None and flops[1]["reason"] == "RuntimeError: CUDA out of memory"
     assert flops[2]["per_step"] is None and "no convolution" in flops[2]["reason"]
@@ -227,8 +285,17 @@ def test_gpu_names_map_to_their_entry(name: str, label: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["NVIDIA L40", "NVIDIA GeForce GTX 1080 Ti", "NVIDIA GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 4090 D",
-     "NVIDIA A10G", "NVIDIA B200", "x86_64", "", None],
+    [
+        "NVIDIA L40",
+        "NVIDIA GeForce GTX 1080 Ti",
+        "NVIDIA GeForce RTX 3090 Ti",
+        "NVIDIA GeForce RTX 4090 D",
+        "NVIDIA A10G",
+        "NVIDIA B200",
+        "x86_64",
+        "",
+        None,
+    ],
 )
 def test_unknown_or_lookalike_names_have_no_peak(name: str | None) -> None:
     assert gpu_peaks.lookup(name) is None
@@ -262,7 +329,13 @@ def test_peaks_per_precision_class() -> None:
 
 def test_formatting() -> None:
     assert fmt.tflops(None) == "–"
-    assert [fmt.tflops(v) for v in (0.007, 1.2, 12.345, 99.96, 123.4)] == ["0.00700", "1.20", "12.3", "100", "123"]
+    assert [fmt.tflops(v) for v in (0.007, 1.2, 12.345, 99.96, 123.4)] == [
+        "0.00700",
+        "1.20",
+        "12.3",
+        "100",
+        "123",
+    ]
     assert fmt.flops(3.99e9) == "3.99 GFLOP" and fmt.flops(24.3e12) == "24.3 TFLOP"
     assert fmt.percent(0.42) == "42%" and fmt.percent(0.042) == "4.2%"
     assert fmt.tflops_with_peak(300.2, 0.6066) == "300 (61%)" and fmt.tflops_with_peak(1.5, None) == "1.50"
@@ -279,7 +352,11 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if run.status != "ok":
             continue
         per_step = 4 * 24.3e9 * (1.06 if run.spec.framework == "torch" else 1.0)
-        lines.append(json.dumps({**_flops_event(rid, per_step), "per_image": per_step / run.hello["config"]["batch_size"]}))
+        lines.append(
+            json.dumps(
+                {**_flops_event(rid, per_step), "per_image": per_step / run.hello["config"]["batch_size"]}
+            )
+        )
     with open(path / "events.jsonl", "a", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
     return path
@@ -311,7 +388,10 @@ def test_rows_exports_and_table_show_tflops(session: Path) -> None:
 
     exported = json.loads(jsonfile.render(build_report(loaded, summary)))
     jrow = next(r for r in exported["rows"] if r["model"] == "resnet50" and r["framework"] == "torch")
-    assert jrow["achieved_tflops"] == pytest.approx(row["achieved_tflops"]) and jrow["flops_method"] == "hand-written"
+    assert (
+        jrow["achieved_tflops"] == pytest.approx(row["achieved_tflops"])
+        and jrow["flops_method"] == "hand-written"
+    )
 
     html = htmlreport.render(build_report(loaded, summary))
     assert "<h3>Compute efficiency</h3>" in html and fmt.percent(row["peak_fraction"]) in html
@@ -338,9 +418,26 @@ def test_sessions_without_counts_export_no_section(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_real_runners_count_flops_and_agree(sessions_root: Path) -> None:
     result = benchtui(
-        "run", "--headless", "--frameworks", "torch,tensorflow", "--models", "resnet50",
-        "--image-size", "32", "--samples", "4", "--batch-size", "2", "--epochs", "2", "--runs", "1",
-        "--device", "cpu", "--sessions-dir", str(sessions_root),
+        "run",
+        "--headless",
+        "--frameworks",
+        "torch,tensorflow",
+        "--models",
+        "resnet50",
+        "--image-size",
+        "32",
+        "--samples",
+        "4",
+        "--batch-size",
+        "2",
+        "--epochs",
+        "2",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--sessions-dir",
+        str(sessions_root),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "TFLOP/s" in result.stdout
@@ -403,26 +500,34 @@ print("RESULT " + json.dumps(result))
 @pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
 def test_keras_counters_match_the_hand_count(backend: str) -> None:
 
-
     done = subprocess.run(
-        [sys.executable, "-c", KERAS_NET], capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [sys.executable, "-c", KERAS_NET],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
         env={**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line, done.stderr[-3000:]
-    assert json.loads(line[len("RESULT "):])["per_step"] == HAND_COUNT
+    assert json.loads(line[len("RESULT ") :])["per_step"] == HAND_COUNT
 
 
 @pytest.mark.slow
 def test_torch_counter_matches_the_hand_count() -> None:
     torch = pytest.importorskip("torch")
-    from benchtui_runners.flops import count_torch
     from torch import nn
 
+    from benchtui_runners.flops import count_torch
+
     net = nn.Sequential(
-        nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8), nn.Conv2d(8, 16, 1),
-        nn.Conv2d(16, 32, 5, padding=2, groups=16), nn.Conv2d(32, 12, 3, stride=2),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(12, 10),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8),
+        nn.Conv2d(8, 16, 1),
+        nn.Conv2d(16, 32, 5, padding=2, groups=16),
+        nn.Conv2d(32, 12, 3, stride=2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(12, 10),
     )
     result = count_torch(net, torch.randn(2, 8, 33, 33), torch.randint(0, 10, (2,)), nn.CrossEntropyLoss())
     # torch.utils.flop_counter alone counts the depthwise weight gradients 8x and 16x too high.

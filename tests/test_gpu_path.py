@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from benchtui.core.model import gpu_peaks
 from benchtui.core.plan.devices import place
 from benchtui.core.plan.plan import Plan, PlanError

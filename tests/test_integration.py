@@ -10,20 +10,29 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.conftest import TINY, benchtui, only_session, read_events
+
 from benchtui.core.plan.plan import Plan
 from benchtui.core.running.engine import Engine
 from benchtui.core.running.launcher import LocalLauncher
 from benchtui.core.store.session import SessionWriter, load_session
-
-from tests.conftest import TINY, benchtui, only_session, read_events
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
 
 
 def test_headless_torch_and_tensorflow_end_to_end(sessions_root: Path) -> None:
-    result = benchtui("run", "--headless", "--frameworks", "torch,tensorflow", *TINY,
-                      "--name", "e2e test", "--sessions-dir", str(sessions_root))
+    result = benchtui(
+        "run",
+        "--headless",
+        "--frameworks",
+        "torch,tensorflow",
+        *TINY,
+        "--name",
+        "e2e test",
+        "--sessions-dir",
+        str(sessions_root),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     # The study's table on stdout, one row per (model, framework).
     out = result.stdout
@@ -36,7 +45,9 @@ def test_headless_torch_and_tensorflow_end_to_end(sessions_root: Path) -> None:
     assert session.name.endswith("_e2e-test")
     meta = json.loads((session / "session.json").read_text())
     assert meta["schema"] == 1 and meta["status"] == "complete" and meta["finished"]
-    assert meta["plan"]["frameworks"] == ["torch", "tensorflow"] and meta["plan"]["batch_sizes"] == {"resnet50": 8}
+    assert meta["plan"]["frameworks"] == ["torch", "tensorflow"] and meta["plan"]["batch_sizes"] == {
+        "resnet50": 8
+    }
     assert "telemetry" in meta and "host" in meta
 
     events = read_events(session)
@@ -76,9 +87,29 @@ def test_headless_torch_and_tensorflow_end_to_end(sessions_root: Path) -> None:
 
 
 def test_unavailable_model_is_a_row_not_a_crash(sessions_root: Path) -> None:
-    result = benchtui("run", "--headless", "--frameworks", "tensorflow", "--models", "pnasnet_large",
-                      "--image-size", "64", "--samples", "4", "--batch-size", "4", "--epochs", "1",
-                      "--runs", "2", "--device", "cpu", "--sessions-dir", str(sessions_root), timeout=120)
+    result = benchtui(
+        "run",
+        "--headless",
+        "--frameworks",
+        "tensorflow",
+        "--models",
+        "pnasnet_large",
+        "--image-size",
+        "64",
+        "--samples",
+        "4",
+        "--batch-size",
+        "4",
+        "--epochs",
+        "1",
+        "--runs",
+        "2",
+        "--device",
+        "cpu",
+        "--sessions-dir",
+        str(sessions_root),
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((only_session(sessions_root) / "summary.json").read_text())
     (row,) = summary["rows"]
@@ -90,18 +121,59 @@ def test_runner_exception_and_oom_fail_their_rows_and_the_rest_runs(sessions_roo
     # InceptionResNetV2 with one 75 px image per batch: BatchNorm in training mode raises (a real
     # framework error). ResNet50 at 224 px, batch 64, under a 6 GB address-space cap: a real OOM.
     # Each model's failure must stay in its own row.
-    result = benchtui("run", "--headless", "--frameworks", "torch", "--models", "inception_resnet_v2",
-                      "--image-size", "75", "--samples", "2", "--batch-size", "1", "--epochs", "1",
-                      "--runs", "1", "--device", "cpu", "--sessions-dir", str(sessions_root), timeout=300)
+    result = benchtui(
+        "run",
+        "--headless",
+        "--frameworks",
+        "torch",
+        "--models",
+        "inception_resnet_v2",
+        "--image-size",
+        "75",
+        "--samples",
+        "2",
+        "--batch-size",
+        "1",
+        "--epochs",
+        "1",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--sessions-dir",
+        str(sessions_root),
+        timeout=300,
+    )
     assert result.returncode == 1
     (row,) = json.loads((only_session(sessions_root) / "summary.json").read_text())["rows"]
     assert row["status"] == "failed" and "ValueError" in row["reason"]
 
     root2 = sessions_root.parent / "oom"
-    result = benchtui("run", "--headless", "--frameworks", "torch", "--models", "resnet50,densenet121",
-                      "--image-size", "224", "--samples", "64", "--batch-size", "resnet50=64,densenet121=2",
-                      "--epochs", "1", "--runs", "1", "--device", "cpu", "--memory-limit", "6000",
-                      "--sessions-dir", str(root2), timeout=300)
+    result = benchtui(
+        "run",
+        "--headless",
+        "--frameworks",
+        "torch",
+        "--models",
+        "resnet50,densenet121",
+        "--image-size",
+        "224",
+        "--samples",
+        "64",
+        "--batch-size",
+        "resnet50=64,densenet121=2",
+        "--epochs",
+        "1",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--memory-limit",
+        "6000",
+        "--sessions-dir",
+        str(root2),
+        timeout=300,
+    )
     assert result.returncode == 1, result.stderr[-2000:]
     session = only_session(root2)
     rows = {r["model"]: r for r in json.loads((session / "summary.json").read_text())["rows"]}
@@ -113,8 +185,16 @@ def test_runner_exception_and_oom_fail_their_rows_and_the_rest_runs(sessions_roo
 
 
 def test_runner_killed_mid_run_keeps_what_was_recorded(tmp_path: Path) -> None:
-    plan = Plan(frameworks=["torch"], models=["resnet50"], image_size=32, samples=32,
-                batch_sizes={"resnet50": 8}, epochs=4, runs=2, device="cpu").validate()
+    plan = Plan(
+        frameworks=["torch"],
+        models=["resnet50"],
+        image_size=32,
+        samples=32,
+        batch_sizes={"resnet50": 8},
+        epochs=4,
+        runs=2,
+        device="cpu",
+    ).validate()
     writer = SessionWriter.create(plan, tmp_path)
     killed: list[int] = []
 
@@ -143,8 +223,16 @@ class FakeLauncher(LocalLauncher):
 
 
 def test_malformed_lines_are_counted_and_logged_never_fatal(tmp_path: Path) -> None:
-    plan = Plan(frameworks=["torch"], models=["resnet50"], image_size=32, samples=8,
-                batch_sizes={"resnet50": 8}, epochs=1, runs=1, device="cpu").validate()
+    plan = Plan(
+        frameworks=["torch"],
+        models=["resnet50"],
+        image_size=32,
+        samples=8,
+        batch_sizes={"resnet50": 8},
+        epochs=1,
+        runs=1,
+        device="cpu",
+    ).validate()
     writer = SessionWriter.create(plan, tmp_path)
     engine = Engine(plan, writer, launcher=FakeLauncher())
     assert asyncio.run(engine.run()) == "complete"
@@ -183,10 +271,31 @@ def test_doctor_reports_frameworks_and_exits_0() -> None:
 
 def test_batch_size_auto_recovers_from_oom_probes_and_uses_the_largest_fit(sessions_root: Path) -> None:
     # ResNet50 at 224 px under a 5 GB address-space cap: batch 16 cannot fit on this CPU, a few can.
-    result = benchtui("run", "--headless", "--frameworks", "torch", "--models", "resnet50",
-                      "--image-size", "224", "--samples", "16", "--batch-size", "auto", "--epochs", "1",
-                      "--runs", "1", "--device", "cpu", "--memory-limit", "5000",
-                      "--sessions-dir", str(sessions_root), timeout=900)
+    result = benchtui(
+        "run",
+        "--headless",
+        "--frameworks",
+        "torch",
+        "--models",
+        "resnet50",
+        "--image-size",
+        "224",
+        "--samples",
+        "16",
+        "--batch-size",
+        "auto",
+        "--epochs",
+        "1",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--memory-limit",
+        "5000",
+        "--sessions-dir",
+        str(sessions_root),
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     session = only_session(sessions_root)
     events = read_events(session)
@@ -224,10 +333,35 @@ def test_a_runner_never_outlives_its_parent(sessions_root: Path) -> None:
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchtui", "run", "--headless", "--frameworks", "torch", "--models", "resnet50",
-         "--image-size", "32", "--samples", "16", "--batch-size", "8", "--epochs", "50", "--runs", "1",
-         "--device", "cpu", "--sessions-dir", str(sessions_root)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cwd=HERE.parent,
+        [
+            sys.executable,
+            "-m",
+            "benchtui",
+            "run",
+            "--headless",
+            "--frameworks",
+            "torch",
+            "--models",
+            "resnet50",
+            "--image-size",
+            "32",
+            "--samples",
+            "16",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "50",
+            "--runs",
+            "1",
+            "--device",
+            "cpu",
+            "--sessions-dir",
+            str(sessions_root),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        cwd=HERE.parent,
     )
     deadline = time.monotonic() + 120
     runner_pid = None

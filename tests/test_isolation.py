@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from benchtui.core.provenance import RUNNER_PACKAGE
 from benchtui.core.running import launcher
 from benchtui.core.running.launcher import collect_events, runner_root, start_runner
@@ -33,7 +34,9 @@ def _marking_package(where: Path, name: str, mark: Path, main: bool = False) -> 
         (package / "__main__.py").write_text(code + "raise SystemExit(7)\n")
 
 
-def _doctor(python: str, framework: str, cwd: Path | None = None) -> tuple[list[dict[str, Any]], int | None, str]:
+def _doctor(
+    python: str, framework: str, cwd: Path | None = None
+) -> tuple[list[dict[str, Any]], int | None, str]:
     async def go() -> tuple[list[dict[str, Any]], int | None, str]:
         with tempfile.TemporaryFile() as log:
             proc = await start_runner(python, ["--doctor", framework], log, cwd=cwd)
@@ -112,9 +115,24 @@ def test_a_headless_run_from_a_folder_with_a_runners_package_trains(tmp_path: Pa
     # As a user types it: the installed entry point (``python -m`` would put the cwd on the parent's path).
     entry = str(Path(sys.executable).parent / "benchtui")
     result = subprocess.run(
-        [entry, "run", "--headless", "--frameworks", "torch", *TINY, "--epochs", "1", "--no-nvml",
-         "--sessions-dir", str(root)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path, stdin=subprocess.DEVNULL,
+        [
+            entry,
+            "run",
+            "--headless",
+            "--frameworks",
+            "torch",
+            *TINY,
+            "--epochs",
+            "1",
+            "--no-nvml",
+            "--sessions-dir",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stderr
     events = read_events(only_session(root))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from benchtui.core.model.stats import warmup_cut
 from benchtui.core.running.batchsearch import choose, search_largest_batch
 
@@ -42,7 +43,15 @@ def _search(fits_up_to: int, start: int, upper: int, errors_at: int | None = Non
 
 @pytest.mark.parametrize(
     "fits, start, upper, best",
-    [(19, 16, 64, 19), (19, 16, 32, 19), (100, 16, 64, 64), (5, 16, 64, 5), (1, 4, 8, 1), (0, 4, 8, None), (7, 7, 7, 7)],
+    [
+        (19, 16, 64, 19),
+        (19, 16, 32, 19),
+        (100, 16, 64, 64),
+        (5, 16, 64, 5),
+        (1, 4, 8, 1),
+        (0, 4, 8, None),
+        (7, 7, 7, 7),
+    ],
 )
 def test_search_finds_the_exact_largest_fit(fits: int, start: int, upper: int, best: int | None) -> None:
     result, asked = _search(fits, start, upper)
@@ -87,10 +96,26 @@ def test_the_search_is_folded_into_the_model_for_the_live_screen() -> None:
     assert model.probing == start
     assert model.search_lines() == ["largest batch, ResNet50 · PyTorch: 16 …"]
     for batch, result in ((16, "oom"), (8, "ok")):
-        model.apply({"type": "probe", "run": None, "framework": "torch", "model": "resnet50",
-                     "batch_size": batch, "result": result})
-    model.apply({"type": "batch_choice", "run": None, "model": "resnet50", "policy": "min",
-                 "found": {"torch": 8}, "chosen": {"torch": 8}})
+        model.apply(
+            {
+                "type": "probe",
+                "run": None,
+                "framework": "torch",
+                "model": "resnet50",
+                "batch_size": batch,
+                "result": result,
+            }
+        )
+    model.apply(
+        {
+            "type": "batch_choice",
+            "run": None,
+            "model": "resnet50",
+            "policy": "min",
+            "found": {"torch": 8},
+            "chosen": {"torch": 8},
+        }
+    )
     assert model.probing is None and len(model.probes) == 2
     assert model.search_lines() == ["largest batch, ResNet50 · PyTorch: 16 oom, 8 ok → batch 8"]
     assert model.unknown_runs == 0 and model.malformed == 0

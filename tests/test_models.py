@@ -7,19 +7,40 @@ import json
 from pathlib import Path
 
 import pytest
-from benchtui_runners import catalog
-
 from tests.conftest import benchtui, only_session, read_events
+
+from benchtui_runners import catalog
 
 pytestmark = pytest.mark.slow
 SIZE = max(m.min_image_size for m in catalog.MODELS.values())  # 75: the Inception family's minimum
 
 
 def _run_all(framework: str, models: list[str], root: Path) -> tuple[dict, list[dict]]:
-    result = benchtui("run", "--headless", "--frameworks", framework, "--models", ",".join(models),
-                      "--image-size", str(SIZE), "--samples", "2", "--batch-size", "2", "--epochs", "1",
-                      "--runs", "1", "--device", "cpu", "--num-classes", "10", "--sessions-dir", str(root),
-                      timeout=1500)
+    result = benchtui(
+        "run",
+        "--headless",
+        "--frameworks",
+        framework,
+        "--models",
+        ",".join(models),
+        "--image-size",
+        str(SIZE),
+        "--samples",
+        "2",
+        "--batch-size",
+        "2",
+        "--epochs",
+        "1",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--num-classes",
+        "10",
+        "--sessions-dir",
+        str(root),
+        timeout=1500,
+    )
     session = only_session(root)
     rows = {r["model"]: r for r in json.loads((session / "summary.json").read_text())["rows"]}
     assert result.returncode == 0, (result.stdout[-3000:], {m: r.get("reason") for m, r in rows.items()})
@@ -40,9 +61,7 @@ def test_every_model_trains_one_batch(framework: str, sessions_root: Path) -> No
             assert rows[model]["status"] == "unavailable" and rows[model]["reason"] == reason
 
 
-@pytest.mark.parametrize(
-    "framework, module", [("keras-jax", "jax"), ("keras-torch", "torch")]
-)
+@pytest.mark.parametrize("framework, module", [("keras-jax", "jax"), ("keras-torch", "torch")])
 def test_keras_3_backends_train(framework: str, module: str, sessions_root: Path) -> None:
     if importlib.util.find_spec(module) is None or importlib.util.find_spec("keras") is None:
         pytest.skip(f"{framework} is not installed")

@@ -5,28 +5,43 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.conftest import benchtui
+
 from benchtui.core.plan.plan import Plan, PlanError, from_preset, run_order
 from benchtui_runners import catalog
-
-from tests.conftest import benchtui
 
 
 def test_defaults_are_the_study_protocol_with_study_batch_sizes() -> None:
     plan = Plan()
     assert (plan.image_size, plan.samples, plan.epochs, plan.runs, plan.device) == (299, 10000, 5, 3, "auto")
     assert plan.models == list(catalog.MODELS) and plan.frameworks == ["torch", "tensorflow"]
-    expected = {"densenet121": 12, "densenet169": 8, "inception_v3": 32, "inception_resnet_v2": 12,
-                "resnet50": 16, "nasnet_large": 4, "pnasnet_large": 4}
+    expected = {
+        "densenet121": 12,
+        "densenet169": 8,
+        "inception_v3": 32,
+        "inception_resnet_v2": 12,
+        "resnet50": 16,
+        "nasnet_large": 4,
+        "pnasnet_large": 4,
+    }
     assert {m: plan.batch_size(m) for m in plan.models} == expected
 
 
 def test_interleaved_order_alternates_frameworks() -> None:
     plan = Plan(models=["resnet50"], runs=2, order="interleaved")
     assert [(s.framework, s.index) for s in run_order(plan)] == [
-        ("torch", 1), ("tensorflow", 1), ("torch", 2), ("tensorflow", 2)]
+        ("torch", 1),
+        ("tensorflow", 1),
+        ("torch", 2),
+        ("tensorflow", 2),
+    ]
     plan.order = "grouped"
     assert [(s.framework, s.index) for s in run_order(plan)] == [
-        ("torch", 1), ("torch", 2), ("tensorflow", 1), ("tensorflow", 2)]
+        ("torch", 1),
+        ("torch", 2),
+        ("tensorflow", 1),
+        ("tensorflow", 2),
+    ]
     assert len({s.run_id for s in run_order(Plan())}) == 7 * 2 * 3
 
 
@@ -66,7 +81,10 @@ def test_presets() -> None:
         (["run", "--headless", "--frameworks", "torch,mxnet"], "unknown framework 'mxnet'"),
         (["run", "--headless", "--models", "vgg16"], "unknown model 'vgg16'"),
         (["run", "--headless", "--samples", "-3"], "--samples must be a positive"),
-        (["run", "--headless", "--models", "resnet50", "--samples", "8", "--batch-size", "16"], "larger than --samples"),
+        (
+            ["run", "--headless", "--models", "resnet50", "--samples", "8", "--batch-size", "16"],
+            "larger than --samples",
+        ),
         (["run", "--headless", "--models", "resnet50", "--device", "cuda:7"], "--device cuda:7"),
         (["run", "--headless", "--models", "resnet50", "--device", "tpu"], "--device must be"),
         (["run", "--headless", "--epochs", "two"], "invalid int value"),
@@ -75,7 +93,9 @@ def test_presets() -> None:
         (["show", "no-such-session"], "no session 'no-such-session'"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2_with_nothing_started(args: list[str], message: str, tmp_path: Path) -> None:
+def test_bad_input_is_one_line_and_exit_2_with_nothing_started(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
     result = benchtui(*args, "--sessions-dir", str(tmp_path), timeout=60)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
@@ -91,4 +111,6 @@ def test_a_preset_edited_on_the_plan_screen_is_no_longer_claimed() -> None:
     assert matches_preset(quick, "quick")
     quick.epochs = 2
     assert not matches_preset(quick, "quick")
-    assert "takes days" in preset_hint("study", gpu=False) and "takes days" not in preset_hint("study", gpu=True)
+    assert "takes days" in preset_hint("study", gpu=False) and "takes days" not in preset_hint(
+        "study", gpu=True
+    )

@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+
 from benchtui.core.wire.events import Malformed, parse_line
 from benchtui_runners.protocol import WIRE_VERSION, EventWriter, ParentGone
 
@@ -34,7 +35,12 @@ def test_every_event_type_round_trips() -> None:
     assert all(e["v"] == WIRE_VERSION and isinstance(e["t"], float) for e in events)
     assert events[0]["pid"] == os.getpid() and events[0]["config"] == {"batch_size": 8}
     assert events[1] == {**events[1], "name": "build", "edge": "start"}
-    assert (events[2]["epoch"], events[2]["step"], events[2]["seconds"], events[2]["samples"]) == (1, 3, 0.125, 8)
+    assert (events[2]["epoch"], events[2]["step"], events[2]["seconds"], events[2]["samples"]) == (
+        1,
+        3,
+        0.125,
+        8,
+    )
     assert events[5]["kind"] == "oom" and events[5]["traceback"] == "tb"
 
 
@@ -56,7 +62,16 @@ def test_unknown_types_and_fields_pass_through() -> None:
 
 @pytest.mark.parametrize(
     "line",
-    [b"", b"\n", b"not json\n", b"[1, 2]\n", b'{"no_type": 1}\n', b'{"type": 3}\n', b"\xff\xfe\n", b'{"type": "batch"'],
+    [
+        b"",
+        b"\n",
+        b"not json\n",
+        b"[1, 2]\n",
+        b'{"no_type": 1}\n',
+        b'{"type": 3}\n',
+        b"\xff\xfe\n",
+        b'{"type": "batch"',
+    ],
 )
 def test_malformed_lines_raise_malformed(line: bytes) -> None:
     with pytest.raises(Malformed):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from benchtui.core.plan.plan import Plan
 from benchtui.core.running import replay as replay_mod
 from benchtui.core.running.replay import Replayer, replay_all, schedule
@@ -163,8 +164,16 @@ def test_the_engine_and_the_replayer_are_both_session_sources(tmp_path: Path) ->
     from benchtui.core.store.session import SessionWriter
 
     replayer = Replayer(TINY)
-    plan = Plan(frameworks=["torch"], models=["resnet50"], runs=1, epochs=1, samples=16,
-                batch_sizes={"resnet50": 8}, image_size=32, device="cpu")
+    plan = Plan(
+        frameworks=["torch"],
+        models=["resnet50"],
+        runs=1,
+        epochs=1,
+        samples=16,
+        batch_sizes={"resnet50": 8},
+        image_size=32,
+        device="cpu",
+    )
     writer = SessionWriter.create(plan, tmp_path)
     engine = Engine(plan, writer)
     try:

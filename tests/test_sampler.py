@@ -10,6 +10,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+
 from benchtui.core.running.sampler import Sampler, load_nvml
 
 
@@ -145,14 +146,21 @@ class FakeNVML:
     def nvmlDeviceGetMaxClockInfo(self, h: int, kind: int) -> int:
         return self._maybe("max_clock", 1980)
 
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # deprecated: ClocksEventReasons first
+    def nvmlDeviceGetCurrentClocksThrottleReasons(
+        self, h: int
+    ) -> int:  # deprecated: ClocksEventReasons first
         return self._maybe("throttle", 0x8)
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: int):  # noqa: ANN201
         if self.procs is not None:
             return self._maybe("procs", self.procs)
-        return self._maybe("procs", [SimpleNamespace(pid=os.getpid(), usedGpuMemory=1 << 30),
-                                     SimpleNamespace(pid=1, usedGpuMemory=5 << 30)])
+        return self._maybe(
+            "procs",
+            [
+                SimpleNamespace(pid=os.getpid(), usedGpuMemory=1 << 30),
+                SimpleNamespace(pid=1, usedGpuMemory=5 << 30),
+            ],
+        )
 
 
 def _sampler(nvml: FakeNVML) -> Sampler:
@@ -178,7 +186,9 @@ def test_all_metrics_and_the_runner_process_memory() -> None:
 
 @pytest.mark.parametrize("error", [NotSupported("Not Supported"), NoPermission("Insufficient Permissions")])
 def test_unsupported_or_forbidden_metrics_are_none(error: Exception) -> None:
-    fail = {name: error for name in ("power", "temp", "tempv", "throttle", "events", "procs", "clock", "energy")}
+    fail = {
+        name: error for name in ("power", "temp", "tempv", "throttle", "events", "procs", "clock", "energy")
+    }
     sampler = _sampler(FakeNVML(fail=fail))
     sampler.set_target("r", os.getpid())
     (gpu,) = sampler.sample()["gpus"]
@@ -245,7 +255,10 @@ def test_real_nvml_when_a_gpu_is_present() -> None:
 def test_newer_nvml_calls_first_deprecated_ones_when_the_driver_lacks_them() -> None:
     sampler = _sampler(FakeNVML())
     (gpu,) = sampler.sample()["gpus"]
-    assert gpu["temp_c"] == 61 and gpu["throttle"] == ["sw_power_cap", "sw_thermal"]  # TemperatureV, ClocksEvent
+    assert gpu["temp_c"] == 61 and gpu["throttle"] == [
+        "sw_power_cap",
+        "sw_thermal",
+    ]  # TemperatureV, ClocksEvent
     old = _sampler(FakeNVML(fail={"tempv": FunctionNotFound(), "events": FunctionNotFound()}))
     (gpu,) = old.sample()["gpus"]
     assert gpu["temp_c"] == 60 and gpu["throttle"] == ["hw_slowdown"]  # the deprecated calls answered
@@ -254,7 +267,12 @@ def test_newer_nvml_calls_first_deprecated_ones_when_the_driver_lacks_them() -> 
 def test_identity_mig_and_link_are_recorded() -> None:
     (info,) = _sampler(FakeNVML(mig=True)).gpus()
     assert info["uuid"] == "GPU-fake-0" and info["pci_bus_id"] == "00000000:01:00.0"
-    assert info["mig_mode"] == "enabled" and info["pcie_link"] == {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16}
+    assert info["mig_mode"] == "enabled" and info["pcie_link"] == {
+        "gen": 5,
+        "max_gen": 5,
+        "width": 16,
+        "max_width": 16,
+    }
     assert info["temp_c"] == 61
 
 

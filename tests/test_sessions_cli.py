@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from benchtui.cli import main
 from benchtui.core.plan.plan import Plan
 from benchtui.core.store.session import SessionWriter, list_sessions, load_session, resolve_session, slugify

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import ROOT, benchtui, only_session, read_events
 
 # One process per framework applies every precision in turn (the framework is imported once:
@@ -39,8 +38,13 @@ print(json.dumps(out))
 
 @functools.cache
 def _all_settings(framework: str) -> dict[str, dict]:
-    out = subprocess.run([sys.executable, "-c", PROBE, framework, *PRECISIONS],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, framework, *PRECISIONS],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -53,7 +57,9 @@ def _settings(framework: str, precision: str) -> dict:
 def test_torch_applies_each_precision(precision: str) -> None:
     s = _settings("torch", precision)
     assert s["precision"] == precision
-    assert s["tf32_matmul"] is s["tf32_cudnn"] is (precision == "tf32")  # off unless asked: plain fp32 is fp32
+    assert (
+        s["tf32_matmul"] is s["tf32_cudnn"] is (precision == "tf32")
+    )  # off unless asked: plain fp32 is fp32
     assert s["cudnn_benchmark"] is (precision != "fp32")
     assert s["compile"] == "torch.compile"
 
@@ -64,7 +70,9 @@ def test_tensorflow_applies_each_precision(precision: str) -> None:
     assert s["precision"] == precision
     # TensorFlow turns TF32 on by default: "fp32" must switch it off.
     assert s["tf32"] is (precision == "tf32")
-    assert s["keras_dtype_policy"] == {"amp-fp16": "mixed_float16", "amp-bf16": "mixed_bfloat16"}.get(precision, "float32")
+    assert s["keras_dtype_policy"] == {"amp-fp16": "mixed_float16", "amp-bf16": "mixed_bfloat16"}.get(
+        precision, "float32"
+    )
     assert s["cudnn_autotune"] is (precision == "fp32")
     assert s["compile"].startswith("xla")
 
@@ -72,20 +80,57 @@ def test_tensorflow_applies_each_precision(precision: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])
 def test_non_default_settings_reach_the_runner_and_the_session(framework: str, sessions_root: Path) -> None:
-    result = benchtui("run", "--headless", "--frameworks", framework, "--models", "resnet50",
-                      "--image-size", "32", "--samples", "8", "--batch-size", "4", "--epochs", "1", "--runs", "1",
-                      "--device", "cpu", "--precision", "amp-bf16", "--data", "host", "--no-cudnn-autotune",
-                      "--channels-last", "--order", "grouped", "--threads", "1", "--sessions-dir", str(sessions_root),
-                      timeout=600)
+    result = benchtui(
+        "run",
+        "--headless",
+        "--frameworks",
+        framework,
+        "--models",
+        "resnet50",
+        "--image-size",
+        "32",
+        "--samples",
+        "8",
+        "--batch-size",
+        "4",
+        "--epochs",
+        "1",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--precision",
+        "amp-bf16",
+        "--data",
+        "host",
+        "--no-cudnn-autotune",
+        "--channels-last",
+        "--order",
+        "grouped",
+        "--threads",
+        "1",
+        "--sessions-dir",
+        str(sessions_root),
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     session = only_session(sessions_root)
     plan = json.loads((session / "session.json").read_text())["plan"]
-    assert (plan["precision"], plan["data"], plan["cudnn_autotune"], plan["channels_last"], plan["order"]) == (
-        "amp-bf16", "host", False, True, "grouped")
+    assert (
+        plan["precision"],
+        plan["data"],
+        plan["cudnn_autotune"],
+        plan["channels_last"],
+        plan["order"],
+    ) == ("amp-bf16", "host", False, True, "grouped")
     hello = next(e for e in read_events(session) if e["type"] == "hello")
     config, settings = hello["config"], hello["settings"]
     assert (config["precision"], config["data"], config["cudnn_autotune"], config["channels_last"]) == (
-        "amp-bf16", "host", False, True)
+        "amp-bf16",
+        "host",
+        False,
+        True,
+    )
     assert settings["precision"] == "amp-bf16" and settings["data"] == "host"
     assert config["threads"] == 1 and settings["intra_op_threads"] == 1  # the same pool size everywhere
     if framework == "torch":

@@ -6,6 +6,7 @@ import math
 import random
 
 import pytest
+
 from benchtui.core.model.stats import (
     Ratio,
     bootstrap_ci,

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from benchtui.cli import main
 from benchtui.core.plan.plan import Plan
 from benchtui.core.provenance import benchtui_version, runner_code_hash
@@ -16,8 +17,16 @@ from sessionfactory import make_session
 
 
 def _plan() -> Plan:
-    return Plan(frameworks=["torch"], models=["resnet50"], image_size=32, samples=8,
-                batch_sizes={"resnet50": 8}, epochs=1, runs=1, device="cpu").validate()
+    return Plan(
+        frameworks=["torch"],
+        models=["resnet50"],
+        image_size=32,
+        samples=8,
+        batch_sizes={"resnet50": 8},
+        epochs=1,
+        runs=1,
+        device="cpu",
+    ).validate()
 
 
 def test_a_new_session_records_which_code_recorded_it(tmp_path: Path) -> None:
@@ -26,7 +35,9 @@ def test_a_new_session_records_which_code_recorded_it(tmp_path: Path) -> None:
     meta = json.loads((writer.path / "session.json").read_text())
     recorded = meta["benchtui"]
     assert recorded["version"] == benchtui_version() != "unknown"
-    assert recorded["runner_hash"] == runner_code_hash() and re.fullmatch(r"[0-9a-f]{64}", recorded["runner_hash"])
+    assert recorded["runner_hash"] == runner_code_hash() and re.fullmatch(
+        r"[0-9a-f]{64}", recorded["runner_hash"]
+    )
     # This checkout is a git checkout: the commit is known (a wheel records None).
     assert recorded["commit"] is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", recorded["commit"])
     assert meta["host"]["cpu_model"]
@@ -45,7 +56,10 @@ def test_the_runner_hash_follows_the_runner_code(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("recorded", "said"),
     [
-        ({"version": "0.0.1", "commit": None, "runner_hash": "0" * 64}, "recorded by benchtui 0.0.1; this is benchtui"),
+        (
+            {"version": "0.0.1", "commit": None, "runner_hash": "0" * 64},
+            "recorded by benchtui 0.0.1; this is benchtui",
+        ),
         (None, "recorded by a benchtui older than 0.2 (session.json names no version)"),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from benchtui.core.model.stats import describe, quantile
 from benchtui.core.model.status import CautionKind
 from benchtui.core.model.summary import SessionModel
@@ -12,14 +13,27 @@ from benchtui.core.plan.plan import Plan, run_order
 
 
 def _plan(**kw) -> Plan:  # noqa: ANN003
-    base = dict(frameworks=["torch", "tensorflow"], models=["resnet50"], image_size=32, samples=16,
-                epochs=3, runs=2, batch_sizes={"resnet50": 8}, order="interleaved")
+    base = dict(
+        frameworks=["torch", "tensorflow"],
+        models=["resnet50"],
+        image_size=32,
+        samples=16,
+        epochs=3,
+        runs=2,
+        batch_sizes={"resnet50": 8},
+        order="interleaved",
+    )
     base.update(kw)
     return Plan(**base)
 
 
-def _run_events(run: str, build: tuple[float, float], epochs: list[float], batch: float = 0.1,
-                first_batch: tuple[float, float] = (10.0, 10.5)) -> list[dict]:
+def _run_events(
+    run: str,
+    build: tuple[float, float],
+    epochs: list[float],
+    batch: float = 0.1,
+    first_batch: tuple[float, float] = (10.0, 10.5),
+) -> list[dict]:
     ev: list[dict] = [
         {"type": "run_start", "run": run, "t": 0.0},
         {"type": "hello", "run": run, "t": 1.0, "steps_per_epoch": 2, "samples_per_epoch": 16},
@@ -29,7 +43,10 @@ def _run_events(run: str, build: tuple[float, float], epochs: list[float], batch
         {"type": "phase", "run": run, "t": first_batch[1], "name": "first_batch", "edge": "end"},
     ]
     for e, seconds in enumerate(epochs, 1):
-        ev += [{"type": "batch", "run": run, "t": 0, "epoch": e, "step": s, "seconds": batch * e, "samples": 8} for s in (1, 2)]
+        ev += [
+            {"type": "batch", "run": run, "t": 0, "epoch": e, "step": s, "seconds": batch * e, "samples": 8}
+            for s in (1, 2)
+        ]
         ev.append({"type": "epoch", "run": run, "t": 0, "epoch": e, "seconds": seconds, "samples": 16})
     ev += [
         {"type": "memory", "run": run, "t": 0, "peak_bytes": 1000 + len(epochs), "source": "test"},
@@ -43,9 +60,8 @@ def test_headline_figures_match_hand_computation() -> None:
     plan = _plan()
     ids = {(s.framework, s.index): s.run_id for s in run_order(plan)}
     model = SessionModel(plan)
-    for event in (
-        _run_events(ids["torch", 1], (2.0, 3.0), [4.0, 2.0, 2.0])
-        + _run_events(ids["torch", 2], (2.0, 4.0), [6.0, 3.0, 1.0])
+    for event in _run_events(ids["torch", 1], (2.0, 3.0), [4.0, 2.0, 2.0]) + _run_events(
+        ids["torch", 2], (2.0, 4.0), [6.0, 3.0, 1.0]
     ):
         model.apply(event)
     row = model.row("torch", "resnet50")
@@ -74,10 +90,28 @@ def test_failed_unavailable_and_partial_rows() -> None:
     for event in _run_events(ids["torch", 1], (0, 1), [2.0, 1.0, 1.0]):
         model.apply(event)
     model.apply({"type": "run_start", "run": ids["torch", 2], "t": 0})
-    model.apply({"type": "error", "run": ids["torch", 2], "t": 0, "kind": "oom", "message": "CUDA out of memory"})
-    model.apply({"type": "run_end", "run": ids["torch", 2], "t": 0, "status": "failed", "reason": "out of memory: CUDA out of memory"})
+    model.apply(
+        {"type": "error", "run": ids["torch", 2], "t": 0, "kind": "oom", "message": "CUDA out of memory"}
+    )
+    model.apply(
+        {
+            "type": "run_end",
+            "run": ids["torch", 2],
+            "t": 0,
+            "status": "failed",
+            "reason": "out of memory: CUDA out of memory",
+        }
+    )
     for i in (1, 2):
-        model.apply({"type": "run_end", "run": ids["tensorflow", i], "t": 0, "status": "unavailable", "reason": "no such model"})
+        model.apply(
+            {
+                "type": "run_end",
+                "run": ids["tensorflow", i],
+                "t": 0,
+                "status": "unavailable",
+                "reason": "no such model",
+            }
+        )
     torch_row = model.row("torch", "resnet50")
     assert torch_row["status"] == "failed" and "out of memory" in torch_row["reason"]
     assert torch_row["runs"] == 1 and torch_row["failed_runs"] == 1
@@ -113,8 +147,18 @@ def test_summary_contract() -> None:
         model.apply(event)
     summary = model.summary()
     assert summary["schema"] == 2
-    required = {"framework", "model", "batch_size", "runs", "status", "mean_epoch_s", "first_epoch_s",
-                "mean_epoch_excl_first_s", "build_s", "images_per_s"}
+    required = {
+        "framework",
+        "model",
+        "batch_size",
+        "runs",
+        "status",
+        "mean_epoch_s",
+        "first_epoch_s",
+        "mean_epoch_excl_first_s",
+        "build_s",
+        "images_per_s",
+    }
     assert all(required <= set(row) for row in summary["rows"])
 
 
@@ -124,7 +168,12 @@ def test_quantiles_match_numpy_linear() -> None:
     assert quantile(vals, 0.25) == pytest.approx(1.75)
     assert quantile(vals, 0.75) == pytest.approx(5.0)
     stats = describe([3.0, 1.0, 2.0])
-    assert stats is not None and (stats["median"], stats["min"], stats["max"], stats["n"]) == (2.0, 1.0, 3.0, 3)
+    assert stats is not None and (stats["median"], stats["min"], stats["max"], stats["n"]) == (
+        2.0,
+        1.0,
+        3.0,
+        3,
+    )
     assert describe([]) is None
 
 
@@ -138,8 +187,14 @@ def test_load_from_other_processes_is_measured_per_run_and_flagged() -> None:
             if event["type"] == "phase" and event["name"] == "first_batch" and event["edge"] == "start":
                 # the runner uses one core; the machine is busy by 1 + other cores
                 for _ in range(4):
-                    model.apply({"type": "gpu", "run": run, "t": 0,
-                                 "host": {"cpu_percent": 100.0, "rss": 1, "system_busy_cores": 1.0 + other}})
+                    model.apply(
+                        {
+                            "type": "gpu",
+                            "run": run,
+                            "t": 0,
+                            "host": {"cpu_percent": 100.0, "rss": 1, "system_busy_cores": 1.0 + other},
+                        }
+                    )
     runs = list(model.runs.values())
     assert runs[0].other_cpu_sum / runs[0].other_cpu_samples == pytest.approx(1.2)
     assert runs[1].other_cpu_sum == 0.0 and runs[1].other_cpu_samples == 4
@@ -148,7 +203,9 @@ def test_load_from_other_processes_is_measured_per_run_and_flagged() -> None:
     assert any("other processes kept 1.2 core(s) busy" in w["message"] for w in row["warnings"])
     # Each caution says its kind, as plain JSON: views pick kinds, never match sentences.
     assert CautionKind.CPU_CONTENTION in [w["kind"] for w in row["warnings"]]
-    assert {"kind": "cpu-contention", "message": row["warnings"][-1]["message"]} in json.loads(json.dumps(row["warnings"]))
+    assert {"kind": "cpu-contention", "message": row["warnings"][-1]["message"]} in json.loads(
+        json.dumps(row["warnings"])
+    )
 
 
 def test_the_load_figure_is_recomputable_without_the_samples() -> None:
@@ -157,7 +214,12 @@ def test_the_load_figure_is_recomputable_without_the_samples() -> None:
     # which saw the samples while the run trained (and measured another figure from them).
     plan = _plan(frameworks=["torch"], runs=1)
     run = run_order(plan)[0].run_id
-    sample = {"type": "gpu", "run": run, "t": 0, "host": {"cpu_percent": 100.0, "rss": 1, "system_busy_cores": 1.4}}
+    sample = {
+        "type": "gpu",
+        "run": run,
+        "t": 0,
+        "host": {"cpu_percent": 100.0, "rss": 1, "system_busy_cores": 1.4},
+    }
     events: list[dict] = []
     for event in _run_events(run, (0, 1), [1.0, 1.0, 1.0]):
         events.append(event)

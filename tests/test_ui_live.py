@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from benchtui.app import BenchApp, make_app
 from benchtui.core.plan.plan import Plan
 from benchtui.core.running.launcher import LocalLauncher
@@ -137,7 +138,9 @@ async def test_stop_key_stops_the_run_and_the_queue_goes_on(tmp_path: Path) -> N
         await wait_for(pilot, lambda: state(app, "tensorflow").startswith("epoch"), timeout=20)
         await pilot.press("s")
         await wait_for(pilot, lambda: not app.runs_going, timeout=20)
-        assert app.session_status == "incomplete"  # stopped runs are not failures, but not a whole plan either
+        assert (
+            app.session_status == "incomplete"
+        )  # stopped runs are not failures, but not a whole plan either
         statuses = [r.status for r in app.engine.model.runs.values()]  # type: ignore[union-attr]
         assert statuses == ["stopped", "stopped"]
         await pilot.press("q")  # nothing running: quits without asking
@@ -378,8 +381,14 @@ def test_parent_never_imports_a_framework() -> None:
 @pytest.mark.asyncio
 async def test_an_app_exit_mid_run_still_stops_the_runner_and_marks_interrupted(tmp_path: Path) -> None:
     """Leaving by another path than quit (an error, app.exit) must not leave a runner behind."""
-    app = make_app(tiny_plan(samples=8000), autostart=True, sessions_dir=str(tmp_path), use_nvml=False,
-                   launcher=FakeLauncher("--batch-s", "0.05", "--child"), probe=NO_GPU)
+    app = make_app(
+        tiny_plan(samples=8000),
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.05", "--child"),
+        probe=NO_GPU,
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: len(runner_pids(app)) == 2)
         pids = runner_pids(app)
@@ -413,7 +422,9 @@ async def test_the_plan_screen_asks_to_start_and_the_live_screen_asks_for_a_new_
         await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
         # One message (the hook sees it at each hop as it bubbles up to the app)
         started = list({id(m): m for m in posted if isinstance(m, PlanScreen.StartRequested)}.values())
-        assert len(started) == 1 and started[0].plan.frameworks == ["torch"] and started[0].plan.image_size == 40
+        assert (
+            len(started) == 1 and started[0].plan.frameworks == ["torch"] and started[0].plan.image_size == 40
+        )
         assert app.engine is not None and app.screen.source is app.engine
         await wait_for(pilot, lambda: not app.runs_going, timeout=30)
         await pilot.pause()
@@ -436,8 +447,14 @@ def test_the_app_and_the_headless_run_start_a_session_the_same_way(tmp_path: Pat
     from benchtui.core.running.headless import run_headless
     from benchtui.core.store.session import SessionWriter
 
-    plan = tiny_plan(frameworks=["tensorflow"], models=["pnasnet_large"], image_size=64, samples=8,
-                     batch_sizes={"pnasnet_large": 4}, epochs=1).validate()
+    plan = tiny_plan(
+        frameworks=["tensorflow"],
+        models=["pnasnet_large"],
+        image_size=64,
+        samples=8,
+        batch_sizes={"pnasnet_large": 4},
+        epochs=1,
+    ).validate()
     headless_code = run_headless(plan, SessionWriter.create(plan, tmp_path / "headless"), use_nvml=False)
 
     app = make_app(plan, autostart=True, sessions_dir=str(tmp_path / "app"), use_nvml=False, probe=NO_GPU)
@@ -467,7 +484,13 @@ def test_exit_codes_and_the_pieces_start_session_wires(tmp_path: Path) -> None:
     from benchtui.core.running.session_run import exit_code, start_session
     from benchtui.core.store.session import SessionWriter
 
-    assert [exit_code(s) for s in ("complete", "failed", "incomplete", "interrupted", "running")] == [0, 1, 1, 130, 1]
+    assert [exit_code(s) for s in ("complete", "failed", "incomplete", "interrupted", "running")] == [
+        0,
+        1,
+        1,
+        130,
+        1,
+    ]
     assert exit_code(SessionStatus.INTERRUPTED) == 130
     plan = tiny_plan()
     launcher = FakeLauncher()
@@ -477,7 +500,9 @@ def test_exit_codes_and_the_pieces_start_session_wires(tmp_path: Path) -> None:
     assert session.engine.launcher is launcher and session.engine.listener is print
     session.writer.close()
     writer = SessionWriter.create(plan, tmp_path / "given")
-    assert start_session(plan, writer=writer, use_nvml=False).writer is writer  # headless: the CLI made the folder
+    assert (
+        start_session(plan, writer=writer, use_nvml=False).writer is writer
+    )  # headless: the CLI made the folder
     writer.close()
 
 
@@ -492,7 +517,9 @@ def test_signals_stop_the_session_and_a_hang_up_has_its_own_handler(hang_up: boo
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        stop_on_signals(loop, lambda: calls.append("stop"), hang_up=(lambda: calls.append("hang up")) if hang_up else None)
+        stop_on_signals(
+            loop, lambda: calls.append("stop"), hang_up=(lambda: calls.append("hang up")) if hang_up else None
+        )
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             os.kill(os.getpid(), sig)
             for _ in range(50):

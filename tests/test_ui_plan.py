@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.widgets import Checkbox, Input, Select, SelectionList
+
 from benchtui.app import make_app
 from benchtui.core.plan.plan import Plan
 from benchtui.screens.plan import GpuProbe, PlanScreen
-from textual.widgets import Checkbox, Input, Select, SelectionList
 
 NO_GPU = GpuProbe((), "NVML unavailable: test")
 ONE_GPU = GpuProbe(("NVIDIA H100 80GB HBM3",), "NVML: 1 GPU(s)")

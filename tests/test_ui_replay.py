@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from benchtui.app import BenchApp, make_app
 from benchtui.screens.live import LiveScreen
 from benchtui.widgets.comparison import BatchComparison

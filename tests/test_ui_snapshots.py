@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from benchtui.app import BenchApp, make_app
 from benchtui.screens.confirm import ConfirmScreen
 from benchtui.screens.plan import GpuProbe

@@ -118,13 +118,13 @@ def main(argv: list[str] | None = None) -> int:
 def _runner_module(framework: str) -> ModuleType:
     try:
         module = importlib.import_module(
-            "benchtui_runners.torch_runner" if catalog.family(framework) == "torch" else "benchtui_runners.keras_runner"
+            "benchtui_runners.torch_runner"
+            if catalog.family(framework) == "torch"
+            else "benchtui_runners.keras_runner"
         )
     except ImportError as exc:
         extra = catalog.FRAMEWORKS[framework][2]
-        raise Unavailable(
-            f"{framework} is not installed ({exc}); pip install 'benchtui[{extra}]'"
-        ) from exc
+        raise Unavailable(f"{framework} is not installed ({exc}); pip install 'benchtui[{extra}]'") from exc
     return module
 
 

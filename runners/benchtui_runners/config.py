@@ -88,7 +88,9 @@ def apply_thread_env(threads: int) -> None:
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
             os.environ[name] = n
         flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={n}".strip()
+        os.environ["XLA_FLAGS"] = (
+            f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={n}".strip()
+        )
 
 
 def xla_flags(cudnn_autotune: bool) -> str:

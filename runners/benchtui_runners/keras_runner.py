@@ -162,7 +162,10 @@ def _resolve_device(spec: str) -> tuple[str, dict[str, Any]]:
     if spec == "auto":
         spec = "cuda" if gpus else "cpu"
     if spec == "cpu":
-        return "cpu", {"type": "cpu", "name": platform.machine()}  # "cpu:0" breaks gradients on the torch backend
+        return "cpu", {
+            "type": "cpu",
+            "name": platform.machine(),
+        }  # "cpu:0" breaks gradients on the torch backend
     if not gpus:
         raise DeviceMissing(why_no_gpu())
     index = int(spec.split(":")[1]) if ":" in spec else 0
@@ -185,14 +188,20 @@ def _memory_policy(backend: str, device_name: str) -> dict[str, Any]:
                 tf.config.experimental.set_memory_growth(gpu, True)  # before the runtime starts
             policy["allocator"] = "memory growth (allocate as needed)"
         except RuntimeError:  # the runtime had started: TF_FORCE_GPU_ALLOW_GROWTH (set before import) holds
-            policy["allocator"] = f"memory growth (TF_FORCE_GPU_ALLOW_GROWTH={os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH')})"
+            policy["allocator"] = (
+                f"memory growth (TF_FORCE_GPU_ALLOW_GROWTH={os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH')})"
+            )
         policy["counter"] = "tf.config.experimental.get_memory_info peak: bytes in use at the peak"
     elif backend == "jax":
         prealloc = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() not in ("false", "0")
         # XLA_CLIENT_MEM_FRACTION is the newer name of XLA_PYTHON_CLIENT_MEM_FRACTION.
-        fraction = os.environ.get("XLA_CLIENT_MEM_FRACTION") or os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+        fraction = os.environ.get("XLA_CLIENT_MEM_FRACTION") or os.environ.get(
+            "XLA_PYTHON_CLIENT_MEM_FRACTION"
+        )
         policy["allocator"] = (
-            f"preallocate {fraction or '75%'} of the GPU" if prealloc else "no preallocation (allocate as needed)"
+            f"preallocate {fraction or '75%'} of the GPU"
+            if prealloc
+            else "no preallocation (allocate as needed)"
         )
         policy["counter"] = "jax Device.memory_stats peak_bytes_in_use: bytes in use at the peak"
     elif backend == "torch":
@@ -277,7 +286,9 @@ def _settings(config: RunConfig, backend: str) -> dict[str, Any]:
         if config.threads > 0:
             tf.config.threading.set_intra_op_parallelism_threads(config.threads)
         # 0 means TensorFlow sizes the pool itself: one thread per logical core.
-        settings["intra_op_threads"] = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
+        settings["intra_op_threads"] = (
+            tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
+        )
     elif backend == "jax":
         import jax
 
@@ -344,7 +355,9 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     settings = {**_settings(config, backend), "memory_policy": memory_policy}
     if config.data == "host":
         settings["host_data"] = "in host memory" + (" (tensors on /CPU:0)" if backend == "tensorflow" else "")
-    settings["xla_gpu_autotune"] = "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
+    settings["xla_gpu_autotune"] = (
+        "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
+    )
     keras.utils.set_random_seed(config.seed)
     writer.hello(
         framework=config.framework,

@@ -49,9 +49,7 @@ def build_torch(model_id: str, num_classes: int) -> Any:
         raise Unavailable(
             f"{MODELS[model_id].label} in PyTorch needs pretrainedmodels and six ({exc})"
         ) from exc
-    model = getattr(pretrainedmodels, _PRETRAINEDMODELS[model_id])(
-        num_classes=num_classes, pretrained=None
-    )
+    model = getattr(pretrainedmodels, _PRETRAINEDMODELS[model_id])(num_classes=num_classes, pretrained=None)
     # Fixed-size pooling in these heads only fits 299/331 px inputs: make it adaptive.
     for attr in ("avgpool_1a", "avg_pool"):
         if hasattr(model, attr):

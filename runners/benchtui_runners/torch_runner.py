@@ -80,7 +80,11 @@ def _device_info(device: torch.device) -> dict[str, Any]:
             "memory_bytes": props.total_memory,
             "capability": f"{props.major}.{props.minor}",
         }
-    return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
+    return {
+        "type": "cpu",
+        "name": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def describe(framework: str, device_spec: str) -> dict[str, Any]:
@@ -88,7 +92,11 @@ def describe(framework: str, device_spec: str) -> dict[str, Any]:
     devices = [{"type": "cpu", "name": platform.machine(), "threads": torch.get_num_threads()}]
     if torch.cuda.is_available():
         devices += [_device_info(torch.device("cuda", i)) for i in range(torch.cuda.device_count())]
-    gpu = {"sees_gpu": True} if torch.cuda.is_available() else {"sees_gpu": False, "why": why_no_cuda(_label(framework))}
+    gpu = (
+        {"sees_gpu": True}
+        if torch.cuda.is_available()
+        else {"sees_gpu": False, "why": why_no_cuda(_label(framework))}
+    )
     return {"versions": _versions(), "devices": devices, "gpu": gpu}
 
 
@@ -124,7 +132,9 @@ def memory_policy(device: torch.device) -> dict[str, Any]:
     return {
         "counter": "torch.cuda.max_memory_allocated: bytes in tensors at the peak (the caching "
         "allocator reserves more: reserved_bytes)",
-        "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or "default",
+        "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+        or os.environ.get("PYTORCH_ALLOC_CONF")
+        or "default",
         "env": allocator_settings(),
     }
 

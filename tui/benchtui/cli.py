@@ -34,10 +34,13 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--image-size", type=int, metavar="N")
     g.add_argument("--samples", type=int, metavar="N")
     g.add_argument(
-        "--batch-size", metavar="N|auto|MODEL=N,...",
+        "--batch-size",
+        metavar="N|auto|MODEL=N,...",
         help="one size for all, per model, or auto: the largest that fits (probed in fresh processes)",
     )
-    g.add_argument("--batch-policy", help="auto: min (the smallest across frameworks, default) or per-framework")
+    g.add_argument(
+        "--batch-policy", help="auto: min (the smallest across frameworks, default) or per-framework"
+    )
     g.add_argument("--max-batch-size", type=int, metavar="N", help="auto: never probe above N")
     g.add_argument("--epochs", type=int, metavar="N")
     g.add_argument("--runs", type=int, metavar="N")
@@ -53,15 +56,23 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sessions-dir", metavar="DIR", help="where sessions are written (default ./sessions)")
     g.add_argument("--interval", type=float, metavar="SECONDS", help="GPU sampling period (default 0.5)")
     g.add_argument(
-        "--threads", type=int, metavar="N",
+        "--threads",
+        type=int,
+        metavar="N",
         help="CPU threads for every framework's ops (default 0: each framework's own choice)",
     )
     g.add_argument(
-        "--memory-limit", dest="memory_limit_mb", type=int, metavar="MB",
+        "--memory-limit",
+        dest="memory_limit_mb",
+        type=int,
+        metavar="MB",
         help="cap each runner's address space (RLIMIT_AS): a smaller memory, on CPU",
     )
     g.add_argument(
-        "--python", action="append", default=[], metavar="FRAMEWORK=INTERPRETER",
+        "--python",
+        action="append",
+        default=[],
+        metavar="FRAMEWORK=INTERPRETER",
         help="run a framework's runners with another Python (repeatable)",
     )
 
@@ -97,7 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help=f"export a session: {', '.join(WRITERS)}")
     export.add_argument("session")
     export.add_argument("--format", required=True, choices=list(WRITERS))
-    export.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (html: default SESSION/report.html)")
+    export.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write here instead of stdout (html: default SESSION/report.html)",
+    )
     batch_formats = ", ".join(w.name for w in WRITERS.values() if w.per_batch)
     export.add_argument("--per-batch", action="store_true", help=f"{batch_formats}: one row per batch")
     export.add_argument("--sessions-dir", metavar="DIR")
@@ -105,7 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="two sessions side by side, ratios with 95%% CIs")
     compare.add_argument("a", help="the baseline session")
     compare.add_argument("b", help="the session compared to it")
-    compare.add_argument("--fail-above", type=float, metavar="PCT", help="exit 1 if B is slower than A by more than PCT on any row")
+    compare.add_argument(
+        "--fail-above",
+        type=float,
+        metavar="PCT",
+        help="exit 1 if B is slower than A by more than PCT on any row",
+    )
     compare.add_argument("--sessions-dir", metavar="DIR")
 
     show = sub.add_parser("show", help="print a session's summary table")

@@ -15,9 +15,8 @@ def _csv(text: str) -> list[str]:
 
 def plan_from_args(args: argparse.Namespace) -> Any:
     """Build and validate a Plan from parsed flags (raises PlanError)."""
-    from benchtui_runners import catalog
-
     from benchtui.core.plan.plan import Plan, PlanError, from_preset
+    from benchtui_runners import catalog
 
     plan = from_preset(args.preset) if args.preset else Plan()
     overrides: dict[str, Any] = {}
@@ -26,9 +25,24 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     if args.models is not None:
         overrides["models"] = list(catalog.MODEL_ORDER) if args.models == ["all"] else args.models
     for name in (
-        "image_size", "samples", "epochs", "runs", "device", "data", "precision", "compile",
-        "cudnn_autotune", "channels_last", "order", "num_classes", "name", "interval", "memory_limit_mb",
-        "batch_policy", "max_batch_size", "threads",
+        "image_size",
+        "samples",
+        "epochs",
+        "runs",
+        "device",
+        "data",
+        "precision",
+        "compile",
+        "cudnn_autotune",
+        "channels_last",
+        "order",
+        "num_classes",
+        "name",
+        "interval",
+        "memory_limit_mb",
+        "batch_policy",
+        "max_batch_size",
+        "threads",
     ):
         value = getattr(args, name)
         if value is not None:

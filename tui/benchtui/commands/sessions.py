@@ -26,7 +26,14 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     for info in infos:
         status = info["status"]
         # Text, not markup: names and errors come from session files.
-        cells = [info["started"], info["name"], info.get("label", ""), info["device"], info["frameworks"], info["models"]]
+        cells = [
+            info["started"],
+            info["name"],
+            info.get("label", ""),
+            info["device"],
+            info["frameworks"],
+            info["models"],
+        ]
         status_text = Text(status, style=status_style(status, "dim"))
         if info.get("error"):
             status_text.append(f" {info['error']}")

@@ -61,9 +61,8 @@ def cmd_doctor(args: argparse.Namespace | None = None) -> int:
 
 def cmd_envs(args: argparse.Namespace) -> int:
     """``benchtui envs [list]`` says where each framework's environment is; ``envs create`` makes them."""
-    from benchtui_runners import catalog
-
     from benchtui.core.plan import envs
+    from benchtui_runners import catalog
 
     if args.envs_action == "create":
         unknown = [fw for fw in args.frameworks if fw not in catalog.FRAMEWORKS]

@@ -17,7 +17,9 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "cancel", "No", id="confirm-no"),
     ]
 
-    def __init__(self, question: str, detail: str = "", confirm_label: str = "Quit", cancel_label: str = "Keep running") -> None:
+    def __init__(
+        self, question: str, detail: str = "", confirm_label: str = "Quit", cancel_label: str = "Keep running"
+    ) -> None:
         super().__init__()
         self.question = question
         self.detail = detail

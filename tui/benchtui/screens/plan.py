@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchtui_runners import catalog
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,6 +15,7 @@ from textual.widgets import Button, Checkbox, Footer, Input, Label, Select, Sele
 from textual.widgets.selection_list import Selection
 
 from benchtui.core.plan.plan import PRESETS, Plan, PlanError, from_preset
+from benchtui_runners import catalog
 
 PRESET_HELP = {
     "study": "study: the 2019 protocol, 7 models, 299 px, 10,000 samples, 5 epochs, 3 runs",
@@ -90,10 +90,21 @@ class PlanScreen(Screen):
     """A form over ``Plan``: presets fill it, Enter validates it and asks the app to start it."""
 
     BINDINGS = [
-        Binding("enter", "start", "Start", id="start-plan", priority=True,
-                tooltip="Validate the plan and start its runs"),
-        Binding("ctrl+o", "sessions", "Sessions", id="open-sessions",
-                tooltip="Browse, replay and export the sessions saved here"),
+        Binding(
+            "enter",
+            "start",
+            "Start",
+            id="start-plan",
+            priority=True,
+            tooltip="Validate the plan and start its runs",
+        ),
+        Binding(
+            "ctrl+o",
+            "sessions",
+            "Sessions",
+            id="open-sessions",
+            tooltip="Browse, replay and export the sessions saved here",
+        ),
     ]
 
     class StartRequested(Message):
@@ -120,17 +131,23 @@ class PlanScreen(Screen):
     def compose(self) -> ComposeResult:
         plan = self.initial
         gpu = (
-            f"GPU: {', '.join(self.probe.names)}" if self.probe.found
+            f"GPU: {', '.join(self.probe.names)}"
+            if self.probe.found
             else f"No NVIDIA GPU found, so runs go on the CPU ({self.probe.status})"
         )
-        yield Static(Text.assemble(("benchtui ", "bold"), "· plan a benchmark\n", (gpu, "dim")), id="plan-title")
+        yield Static(
+            Text.assemble(("benchtui ", "bold"), "· plan a benchmark\n", (gpu, "dim")), id="plan-title"
+        )
         with VerticalScroll(id="plan-form"):
             with HorizontalGroup(classes="field-row"):
                 yield Label("Preset", classes="field-label")
                 yield Select(
                     [(name, name) for name in PRESETS],
                     value=plan.preset if plan.preset in PRESETS else Select.NULL,
-                    prompt="custom", allow_blank=True, compact=True, id="preset",
+                    prompt="custom",
+                    allow_blank=True,
+                    compact=True,
+                    id="preset",
                 )
             yield Static(preset_hint(plan.preset, self.probe.found), id="preset-help", classes="hint")
             yield Label("Frameworks", classes="section")
@@ -142,12 +159,20 @@ class PlanScreen(Screen):
             yield Label("Models (space selects)", classes="section")
             yield SelectionList[str](
                 *(Selection(model_prompt(m), m, m in plan.models) for m in catalog.MODEL_ORDER),
-                compact=True, id="models",
+                compact=True,
+                id="models",
             )
             with HorizontalGroup(classes="field-row"):
-                for field, label in (("image_size", "Image size"), ("samples", "Samples"), ("epochs", "Epochs"), ("runs", "Runs")):
+                for field, label in (
+                    ("image_size", "Image size"),
+                    ("samples", "Samples"),
+                    ("epochs", "Epochs"),
+                    ("runs", "Runs"),
+                ):
                     yield Label(label, classes="field-label")
-                    yield Input(str(getattr(plan, field)), type="integer", compact=True, id=field, classes="number")
+                    yield Input(
+                        str(getattr(plan, field)), type="integer", compact=True, id=field, classes="number"
+                    )
             with HorizontalGroup(classes="field-row"):
                 yield Label("Device", classes="field-label")
                 devices = [("auto", "auto"), ("cpu", "cpu")] + [
@@ -156,22 +181,42 @@ class PlanScreen(Screen):
                 known = {value for _, value in devices}
                 if plan.device not in known and plan.device != "cuda":
                     devices.append((plan.device, plan.device))
-                yield Select(devices, value=plan.device if plan.device in known else "auto",
-                             allow_blank=False, compact=True, id="device")
+                yield Select(
+                    devices,
+                    value=plan.device if plan.device in known else "auto",
+                    allow_blank=False,
+                    compact=True,
+                    id="device",
+                )
                 yield Label("Data", classes="field-label")
-                yield Select([("device", "device"), ("host", "host")], value=plan.data,
-                             allow_blank=False, compact=True, id="data")
-            yield Static("device: tensors made on the device · host: a NumPy array in host memory",
-                         classes="hint")
+                yield Select(
+                    [("device", "device"), ("host", "host")],
+                    value=plan.data,
+                    allow_blank=False,
+                    compact=True,
+                    id="data",
+                )
+            yield Static(
+                "device: tensors made on the device · host: a NumPy array in host memory", classes="hint"
+            )
             yield Label("Batch size per model", classes="section")
-            yield Checkbox("auto: the largest that fits, probed in fresh processes before the runs",
-                           plan.batch_auto, compact=True, id="batch-auto")
+            yield Checkbox(
+                "auto: the largest that fits, probed in fresh processes before the runs",
+                plan.batch_auto,
+                compact=True,
+                id="batch-auto",
+            )
             with HorizontalGroup(id="batch-sizes"):
                 for m in catalog.MODEL_ORDER:
                     with Horizontal(classes="batch-field", id=f"bsf-{m}"):
                         yield Label(catalog.MODELS[m].label, classes="batch-label")
-                        yield Input(str(plan.batch_size(m)), type="integer", compact=True,
-                                    id=f"bs-{m}", classes="number")
+                        yield Input(
+                            str(plan.batch_size(m)),
+                            type="integer",
+                            compact=True,
+                            id=f"bs-{m}",
+                            classes="number",
+                        )
         yield Static(id="plan-error")
         with HorizontalGroup(id="plan-actions"):
             yield Button("Start (Enter)", id="start", variant="primary", compact=True)
@@ -254,9 +299,11 @@ class PlanScreen(Screen):
         plan.epochs = self._number("epochs", "Epochs")
         plan.runs = self._number("runs", "Runs")
         plan.batch_auto = self.query_one("#batch-auto", Checkbox).value
-        plan.batch_sizes = {} if plan.batch_auto else {
-            m: self._number(f"bs-{m}", f"Batch size of {catalog.MODELS[m].label}") for m in plan.models
-        }
+        plan.batch_sizes = (
+            {}
+            if plan.batch_auto
+            else {m: self._number(f"bs-{m}", f"Batch size of {catalog.MODELS[m].label}") for m in plan.models}
+        )
         plan.device = str(self.query_one("#device", Select).value)
         plan.data = str(self.query_one("#data", Select).value)
         plan.validate()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from benchtui_runners import catalog
 from rich.console import Group
 from rich.text import Text
 from textual.widget import Widget
@@ -14,6 +13,7 @@ from benchtui.core import fmt
 from benchtui.core.model.stats import warmup_cut
 from benchtui.core.model.summary import RunState, SessionModel
 from benchtui.widgets.spark import strip
+from benchtui_runners import catalog
 
 RATIO_WINDOW = 256  # latest steady batches each framework's median uses
 SHOW_WINDOW = 512  # latest batches kept for the strips: wider than any terminal's strip
@@ -77,7 +77,10 @@ def ratio_line(series: list[Series]) -> Text:
         )
     if len(known) < 2:
         waiting = [catalog.FRAMEWORK_LABELS.get(s.framework, s.framework) for s in series if not s.median]
-        return Text("ratio: waiting for " + " and ".join(waiting) if waiting else "ratio: one framework only", style="dim")
+        return Text(
+            "ratio: waiting for " + " and ".join(waiting) if waiting else "ratio: one framework only",
+            style="dim",
+        )
     if len(known) == 2:
         a, b = sorted(known, key=lambda s: s.median or 0.0)
         ratio = (b.median or 0.0) / (a.median or 1.0)
@@ -132,12 +135,16 @@ class BatchComparison(Widget):
                 series.append(Series(framework, run, seconds, median, from_first=total <= SHOW_WINDOW))
         self.series = series
         # The scale ignores each run's first batch (tracing, autotuning): it would flatten the rest.
-        rest = [v for s in series for v in (s.seconds[1:] if s.from_first and len(s.seconds) > 1 else s.seconds)]
+        rest = [
+            v for s in series for v in (s.seconds[1:] if s.from_first and len(s.seconds) > 1 else s.seconds)
+        ]
         self.ceiling = max(rest) if rest else None
         self.clipped = any(
             s.from_first and s.seconds and self.ceiling and s.seconds[0] > self.ceiling for s in series
         )
-        label = catalog.MODELS[self.model_id].label if self.model_id in catalog.MODELS else (self.model_id or "")
+        label = (
+            catalog.MODELS[self.model_id].label if self.model_id in catalog.MODELS else (self.model_id or "")
+        )
         clipped = ", 1st clipped" if self.clipped else ""
         scale = f" (0–{fmt.seconds(self.ceiling)} s{clipped})" if self.ceiling else ""
         self.border_title = f"{label} · time per batch{scale}" if label else "Time per batch"

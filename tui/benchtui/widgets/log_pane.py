@@ -55,7 +55,9 @@ class RunLog(Log):
         except OSError:
             return
         self._pos += len(data)
-        text = self._partial + data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+        text = self._partial + data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace(
+            "\r", "\n"
+        )
         lines = text.split("\n")
         self._partial = lines.pop()  # an unfinished last line waits for its end
         if lines:

@@ -6,7 +6,6 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchtui_runners import catalog
 from rich.console import JustifyMethod
 from rich.text import Text
 from textual.widgets import DataTable
@@ -15,6 +14,7 @@ from benchtui.core import fmt
 from benchtui.core.model.stats import warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
 from benchtui.core.model.summary import RunState, SessionModel
+from benchtui_runners import catalog
 
 LIVE = frozenset({"starting", "building", "running"})
 RECENT_BATCHES = 32  # "current" images/s: the median of this many latest batches

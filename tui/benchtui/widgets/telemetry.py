@@ -106,7 +106,9 @@ class TelemetryPanel(Widget):
                 value = pick(sample)
             except (KeyError, TypeError, AttributeError):
                 value = None
-            out.append(float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None)
+            out.append(
+                float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            )
         return out
 
     def _metric(self, key: str) -> list[float | None]:
@@ -123,7 +125,9 @@ class TelemetryPanel(Widget):
         cpu_now = last_host.get("cpu_percent")
         rss_now = last_host.get("rss") or None  # 0 is an exited (zombie) runner, not a size
         # psutil gives % of one core; people think in cores busy out of the machine's.
-        cpu_text = f"{cpu_now / 100:.1f}" if isinstance(cpu_now, (int, float)) else ("–" if not running else fmt.NA)
+        cpu_text = (
+            f"{cpu_now / 100:.1f}" if isinstance(cpu_now, (int, float)) else ("–" if not running else fmt.NA)
+        )
         rss_text = fmt.bytes_(rss_now) if rss_now is not None else ("–" if not running else fmt.NA)
         cpu_ceiling = 100.0 * self.cpu_count
         if self.gpu_index is None:
@@ -131,7 +135,13 @@ class TelemetryPanel(Widget):
             other_now = _other_load(last) if last else None
             other_text = f"{other_now:.1f} cores" if other_now is not None else fmt.NA
             return [
-                ("runner CPU", f"{cpu_text} of {self.cpu_count} cores" if cpu_now is not None else cpu_text, host, cpu_ceiling, "#7bd88f"),
+                (
+                    "runner CPU",
+                    f"{cpu_text} of {self.cpu_count} cores" if cpu_now is not None else cpu_text,
+                    host,
+                    cpu_ceiling,
+                    "#7bd88f",
+                ),
                 ("runner RSS", rss_text, rss, None, "#4ea1ff"),
                 # Other processes on the same cores skew CPU timings: show them, not only the runner.
                 ("others CPU", other_text, others, float(self.cpu_count or 1), "#f6a43c"),
@@ -140,7 +150,11 @@ class TelemetryPanel(Widget):
 
         def value(key: str, suffix: str, digits: int = 0) -> str:
             v = g.get(key)
-            return fmt.NA if v is None else (f"{v:.{digits}f}{suffix}" if isinstance(v, float) else f"{v}{suffix}")
+            return (
+                fmt.NA
+                if v is None
+                else (f"{v:.{digits}f}{suffix}" if isinstance(v, float) else f"{v}{suffix}")
+            )
 
         total = g.get("mem_total") or self.info.get("memory_total")
         limit = self.info.get("power_limit_w")
@@ -154,7 +168,13 @@ class TelemetryPanel(Widget):
             ("memory", _gib_pair(g.get("mem_used"), total), self._metric("mem_used"), total, "#4ea1ff"),
             ("power", power, self._metric("power_w"), limit, "#ffb347"),
             ("temp", value("temp_c", " °C"), self._metric("temp_c"), 100.0, "#ff6f91"),
-            ("SM clock", value("sm_clock_mhz", " MHz"), self._metric("sm_clock_mhz"), self.info.get("max_sm_clock_mhz"), "#c792ea"),
+            (
+                "SM clock",
+                value("sm_clock_mhz", " MHz"),
+                self._metric("sm_clock_mhz"),
+                self.info.get("max_sm_clock_mhz"),
+                "#c792ea",
+            ),
             ("runner mem", proc_text, self._metric("proc_mem"), total, "#4ea1ff"),
             ("runner CPU", f"{cpu_text} · {rss_text}", host, cpu_ceiling, "#7bd88f"),
         ]
@@ -172,18 +192,22 @@ class TelemetryPanel(Widget):
         if self.gpu_index is None:
             lines.append(Text(f"No GPU metrics (N/A): {self.status or 'NVML not used'}", style="yellow"))
         elif last is not None and last.get("lost"):
-            lines.append(Text("GPU lost: NVML no longer answers for it; its metrics are N/A", style="bold red"))
+            lines.append(
+                Text("GPU lost: NVML no longer answers for it; its metrics are N/A", style="bold red")
+            )
         for label, value, series, ceiling, style in self._lines():
             line = Text(no_wrap=True, overflow="ellipsis")
             line.append(f"{label:<{LABEL_W}}", style="bold")
             line.append(f"{value:<{VALUE_W}}"[:VALUE_W], style="dim" if value in (fmt.NA, "–") else "")
-            line.append(strip(series[-self.span:], spark_w, ceiling, self.span), style=style)
+            line.append(strip(series[-self.span :], spark_w, ceiling, self.span), style=style)
             lines.append(line)
         others = (last or {}).get("other_procs")
         if isinstance(others, int) and others > 0 and self.samples[-1].get("run") is not None:
             mem = (last or {}).get("other_mem")
             held = f" ({fmt.bytes_(mem)})" if isinstance(mem, int) and mem > 0 else ""
-            lines.append(Text(f"{others} other process(es) on this GPU{held}: the run shares it", style="yellow"))
+            lines.append(
+                Text(f"{others} other process(es) on this GPU{held}: the run shares it", style="yellow")
+            )
         throttle = (last or {}).get("throttle")
         if throttle:
             reasons = [r for r in throttle if r != "gpu_idle"]

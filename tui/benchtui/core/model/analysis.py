@@ -6,8 +6,6 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from benchtui_runners import catalog
-
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import (
     OUTLIER_MIN_RELATIVE,
@@ -21,6 +19,7 @@ from benchtui.core.model.stats import (
     warmup_cut,
 )
 from benchtui.core.model.status import Caution, CautionKind, caution
+from benchtui_runners import catalog
 
 #: How many of a run's first batches are compared with the rest for the warm-up warning.
 WARMUP_BATCHES = 3
@@ -180,12 +179,21 @@ def cell_warnings(
         stats = spread.get(name)
         if stats and stats["n"] >= 2:
             if stats.get("iqr_ratio") is not None and stats["iqr_ratio"] > WIDE_SPREAD:
-                out.append(caution(CautionKind.RUNS_DIFFER, f"runs differ: IQR of the {what} is {stats['iqr_ratio']:.0%} of its median"))
+                out.append(
+                    caution(
+                        CautionKind.RUNS_DIFFER,
+                        f"runs differ: IQR of the {what} is {stats['iqr_ratio']:.0%} of its median",
+                    )
+                )
             break
     if batch is None:
         batch = describe(cell_batches(runs, steady=True))
     if batch and batch["n"] >= 4 and batch["iqr_ratio"] is not None and batch["iqr_ratio"] > WIDE_SPREAD:
-        out.append(caution(CautionKind.BATCHES_VARY, f"batch times vary: IQR is {batch['iqr_ratio']:.0%} of the median"))
+        out.append(
+            caution(
+                CautionKind.BATCHES_VARY, f"batch times vary: IQR is {batch['iqr_ratio']:.0%} of the median"
+            )
+        )
     factors = []
     for run in runs:
         steady = sorted_batches(run)[1]
@@ -194,11 +202,13 @@ def cell_warnings(
             if rest > 0:
                 factors.append(median(run.batch_seconds[:WARMUP_BATCHES]) / rest)
     if factors and max(factors) >= WARMUP_FACTOR:
-        out.append(caution(
-            CautionKind.SLOW_WARMUP,
-            f"slow warm-up: the first {WARMUP_BATCHES} batches are {max(factors):.1f}× slower "
-            "than the rest (median)",
-        ))
+        out.append(
+            caution(
+                CautionKind.SLOW_WARMUP,
+                f"slow warm-up: the first {WARMUP_BATCHES} batches are {max(factors):.1f}× slower "
+                "than the rest (median)",
+            )
+        )
     if len(runs) >= 3:
         means = [sum(g) / len(g) for g in (epochs_of(r)[1:] or epochs_of(r) for r in runs) if g]
         if len(means) == len(runs):
@@ -206,16 +216,20 @@ def cell_warnings(
             center = median(means)
             for run, value, flag in zip(runs, means, flags, strict=True):
                 if flag:
-                    out.append(caution(
-                        CautionKind.OUTLIER_RUN,
-                        f"run {run.spec.index} is an outlier (mean epoch {value:.3g} s, median of runs {center:.3g} s)",
-                    ))
+                    out.append(
+                        caution(
+                            CautionKind.OUTLIER_RUN,
+                            f"run {run.spec.index} is an outlier (mean epoch {value:.3g} s, median of runs {center:.3g} s)",
+                        )
+                    )
     if batch and batch["n"] >= 20 and batch["outliers"] / batch["n"] > OUTLIER_SHARE:
-        out.append(caution(
-            CautionKind.OUTLIER_BATCHES,
-            f"{batch['outliers']} outlier batches ({batch['outliers'] / batch['n']:.1%}: "
-            "over 3.5 MADs and 5% from the median)",
-        ))
+        out.append(
+            caution(
+                CautionKind.OUTLIER_BATCHES,
+                f"{batch['outliers']} outlier batches ({batch['outliers'] / batch['n']:.1%}: "
+                "over 3.5 MADs and 5% from the median)",
+            )
+        )
     return out
 
 

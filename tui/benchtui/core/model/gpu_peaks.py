@@ -54,11 +54,17 @@ class GpuPeak:
 # Order matters: the first entry whose pattern matches wins, so variants come first.
 GPUS: tuple[GpuPeak, ...] = (
     # H200 datasheet: FP32 67 (SXM) / 60 (NVL); TF32 989 / 835, BF16 and FP16 1,979 / 1,671 with sparsity.
-    GpuPeak("H200 NVL", (r"\bh200\b.*\bnvl\b",), 60.0, 417.5, 835.5, 835.5, "NVIDIA H200 datasheet (H200 NVL)"),
+    GpuPeak(
+        "H200 NVL", (r"\bh200\b.*\bnvl\b",), 60.0, 417.5, 835.5, 835.5, "NVIDIA H200 datasheet (H200 NVL)"
+    ),
     GpuPeak("H200 SXM", (r"\bh200\b",), 67.0, 494.5, 989.5, 989.5, "NVIDIA H200 datasheet (H200 SXM)"),
     # H100 datasheet: FP32 67 / 51 / 60; TF32 989 / 756 / 835, BF16 and FP16 1,979 / 1,513 / 1,671 with sparsity.
-    GpuPeak("H100 PCIe", (r"\bh100\b.*\bpcie\b",), 51.0, 378.0, 756.5, 756.5, "NVIDIA H100 datasheet (H100 PCIe)"),
-    GpuPeak("H100 NVL", (r"\bh100\b.*\bnvl\b",), 60.0, 417.5, 835.5, 835.5, "NVIDIA H100 datasheet (H100 NVL)"),
+    GpuPeak(
+        "H100 PCIe", (r"\bh100\b.*\bpcie\b",), 51.0, 378.0, 756.5, 756.5, "NVIDIA H100 datasheet (H100 PCIe)"
+    ),
+    GpuPeak(
+        "H100 NVL", (r"\bh100\b.*\bnvl\b",), 60.0, 417.5, 835.5, 835.5, "NVIDIA H100 datasheet (H100 NVL)"
+    ),
     GpuPeak("H100 SXM", (r"\bh100\b",), 67.0, 494.5, 989.5, 989.5, "NVIDIA H100 datasheet (H100 SXM)"),
     # A100 datasheet (40 GB and 80 GB, SXM and PCIe alike): FP32 19.5, TF32 156, BF16 and FP16 312 dense.
     GpuPeak("A100", (r"\ba100\b",), 19.5, 156.0, 312.0, 312.0, "NVIDIA A100 datasheet"),
@@ -71,15 +77,35 @@ GPUS: tuple[GpuPeak, ...] = (
     # V100 datasheet: FP32 15.7 / 14 / 16.4, tensor (FP16 mixed) 125 / 112 / 130; no TF32, no BF16.
     GpuPeak("V100S PCIe", (r"\bv100s\b",), 16.4, None, 130.0, None, "NVIDIA V100S datasheet"),
     GpuPeak("V100 PCIe", (r"\bv100\b.*\bpcie\b",), 14.0, None, 112.0, None, "NVIDIA V100 datasheet (PCIe)"),
-    GpuPeak("V100 SXM2", (r"\bv100\b.*\b(sxm2|dgxs)\b",), 15.7, None, 125.0, None, "NVIDIA V100 datasheet (SXM2)"),
+    GpuPeak(
+        "V100 SXM2", (r"\bv100\b.*\b(sxm2|dgxs)\b",), 15.7, None, 125.0, None, "NVIDIA V100 datasheet (SXM2)"
+    ),
     # T4 datasheet: FP32 8.1, mixed precision (FP16/FP32) 65; no TF32, no BF16.
     GpuPeak("T4", (r"\bt4\b",), 8.1, None, 65.0, None, "NVIDIA T4 datasheet"),
     # Ada whitepaper, appendix: FP32 82.6; TF32 82.6, FP16 and BF16 (FP32 accumulate) 165.2 dense.
-    GpuPeak("RTX 4090", (r"\brtx 4090\b(?! ?(ti|d)\b)",), 82.6, 82.6, 165.2, 165.2, "NVIDIA Ada GPU architecture whitepaper"),
+    GpuPeak(
+        "RTX 4090",
+        (r"\brtx 4090\b(?! ?(ti|d)\b)",),
+        82.6,
+        82.6,
+        165.2,
+        165.2,
+        "NVIDIA Ada GPU architecture whitepaper",
+    ),
     # GA102 whitepaper, appendix: FP32 35.6; TF32 35.6, FP16 and BF16 (FP32 accumulate) 71 dense.
-    GpuPeak("RTX 3090", (r"\brtx 3090\b(?! ?ti\b)",), 35.6, 35.6, 71.0, 71.0, "NVIDIA Ampere GA102 GPU architecture whitepaper"),
+    GpuPeak(
+        "RTX 3090",
+        (r"\brtx 3090\b(?! ?ti\b)",),
+        35.6,
+        35.6,
+        71.0,
+        71.0,
+        "NVIDIA Ampere GA102 GPU architecture whitepaper",
+    ),
     # GP104 (GTX 1080): 2560 CUDA cores x 1733 MHz boost x 2 = 8.87 FP32; no tensor cores.
-    GpuPeak("GTX 1080", (r"\bgtx 1080\b(?! ?ti\b)",), 8.87, None, None, None, "NVIDIA GeForce GTX 1080 whitepaper"),
+    GpuPeak(
+        "GTX 1080", (r"\bgtx 1080\b(?! ?ti\b)",), 8.87, None, None, None, "NVIDIA GeForce GTX 1080 whitepaper"
+    ),
 )
 
 

@@ -39,7 +39,9 @@ class RunState:
     # Other processes on the run's GPU while it trained (most seen at once, their memory), from NVML.
     other_gpu_procs: int | None = None
     other_gpu_mem: int | None = None
-    energy_mj: dict[int, float] = field(default_factory=dict)  # GPU energy counter: 0 = first batch, N = end of epoch N
+    energy_mj: dict[int, float] = field(
+        default_factory=dict
+    )  # GPU energy counter: 0 = first batch, N = end of epoch N
 
     @property
     def other_cpu(self) -> float | None:
@@ -47,6 +49,7 @@ class RunState:
         if self.other_cpu_recorded is not None:
             return self.other_cpu_recorded
         return self.other_cpu_sum / self.other_cpu_samples if self.other_cpu_samples else None
+
     started_t: float | None = None
     ended_t: float | None = None
     flops: dict[str, Any] = field(default_factory=dict)  # the runner's ``flops`` event
@@ -86,9 +89,7 @@ class RunState:
         """The study's four figures and throughput for this run (None where unknown)."""
         epochs = [self.epoch_times[e] for e in sorted(self.epoch_times)]
         rest = epochs[1:]
-        samples = self.hello.get("samples_per_epoch") or (
-            next(iter(self.epoch_samples.values()), None)
-        )
+        samples = self.hello.get("samples_per_epoch") or (next(iter(self.epoch_samples.values()), None))
         if rest and samples:
             images_per_s = samples * len(rest) / sum(rest)
         elif epochs and samples:
@@ -103,5 +104,3 @@ class RunState:
             "images_per_s": images_per_s,
             "time_to_first_batch_s": self.phase_seconds("first_batch"),
         }
-
-

@@ -41,7 +41,14 @@ class RunStatus(str, Enum):
 
 
 FINAL = frozenset(
-    {RunStatus.OK, RunStatus.FAILED, RunStatus.UNAVAILABLE, RunStatus.STOPPED, RunStatus.SKIPPED, RunStatus.INTERRUPTED}
+    {
+        RunStatus.OK,
+        RunStatus.FAILED,
+        RunStatus.UNAVAILABLE,
+        RunStatus.STOPPED,
+        RunStatus.SKIPPED,
+        RunStatus.INTERRUPTED,
+    }
 )
 #: Runs that ended early without failing: their cell is "incomplete", not "failed".
 CUT_SHORT = frozenset({RunStatus.STOPPED, RunStatus.SKIPPED, RunStatus.INTERRUPTED})

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from benchtui_runners import catalog
-
 from benchtui.core.model import analysis, efficiency
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import Ratio, describe, mean
@@ -29,6 +27,7 @@ from benchtui.core.wire.events import (
     RunEndEvent,
     RunStartEvent,
 )
+from benchtui_runners import catalog
 
 SUMMARY_SCHEMA = 2  # 2: a row's warnings are {kind, message} (were sentences)
 #: Mean CPU (in cores) used by other processes during a run above which its times are flagged.
@@ -48,9 +47,7 @@ class SessionModel:
 
     def __init__(self, plan: Plan, gpu_window: int = 600) -> None:
         self.plan = plan
-        self.runs: dict[str, RunState] = {
-            s.run_id: RunState(s, plan.epochs) for s in run_order(plan)
-        }
+        self.runs: dict[str, RunState] = {s.run_id: RunState(s, plan.epochs) for s in run_order(plan)}
         self.current: str | None = None
         self.gpu_samples: deque[dict[str, Any]] = deque(maxlen=gpu_window)
         self.malformed = 0
@@ -61,7 +58,7 @@ class SessionModel:
         self.batch_choices: dict[str, dict[str, Any]] = {}
         self.probing: dict[str, Any] | None = None  # the probe in progress
         self._handlers = {
-            name[len("_on_"):]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
+            name[len("_on_") :]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
         }
 
     # -- folding events -------------------------------------------------------------
@@ -110,7 +107,9 @@ class SessionModel:
         watched, gpus = sample.get("watched"), sample.get("gpus")
         if isinstance(watched, int) and isinstance(gpus, list) and 0 <= watched < len(gpus):
             gpu = gpus[watched]
-            procs, mem = (gpu.get("other_procs"), gpu.get("other_mem")) if isinstance(gpu, dict) else (None, None)
+            procs, mem = (
+                (gpu.get("other_procs"), gpu.get("other_mem")) if isinstance(gpu, dict) else (None, None)
+            )
             if isinstance(procs, int):
                 run.other_gpu_procs = max(procs, run.other_gpu_procs or 0)
             if isinstance(mem, int):
@@ -190,9 +189,7 @@ class SessionModel:
         return [(fw, m) for m in self.plan.models for fw in self.plan.frameworks]
 
     def cell_runs(self, framework: str, model: str) -> list[RunState]:
-        return [
-            r for r in self.runs.values() if r.spec.framework == framework and r.spec.model == model
-        ]
+        return [r for r in self.runs.values() if r.spec.framework == framework and r.spec.model == model]
 
     def row(self, framework: str, model: str) -> dict[str, Any]:
         """The summary row of one (framework, model): the contract of summary.json."""
@@ -216,7 +213,9 @@ class SessionModel:
             row["status"] = CellStatus.OK
             unfinished = [r for r in runs if r.status is not RunStatus.OK]
             if unfinished:
-                row["reason"] = f"{len(unfinished)} of {len(runs)} runs did not finish ({unfinished[0].status})"
+                row["reason"] = (
+                    f"{len(unfinished)} of {len(runs)} runs did not finish ({unfinished[0].status})"
+                )
         elif any(r.status in CUT_SHORT for r in runs):
             row["status"] = CellStatus.INCOMPLETE
             row["reason"] = next(r.reason or str(r.status) for r in runs if r.status in FINAL)
@@ -251,21 +250,27 @@ class SessionModel:
         loads = [r.other_cpu for r in ok if r.other_cpu is not None]
         row["other_cpu_cores"] = max(loads) if loads else None
         if loads and max(loads) >= OTHER_LOAD_WARN_CORES:
-            row["warnings"].append(caution(
-                CautionKind.CPU_CONTENTION,
-                f"other processes kept {max(loads):.1f} core(s) busy during a run: on a shared CPU "
-                "its times measure the contention as much as the framework",
-            ))
+            row["warnings"].append(
+                caution(
+                    CautionKind.CPU_CONTENTION,
+                    f"other processes kept {max(loads):.1f} core(s) busy during a run: on a shared CPU "
+                    "its times measure the contention as much as the framework",
+                )
+            )
         others = [r.other_gpu_procs for r in ok if r.other_gpu_procs]
-        row["other_gpu_processes"] = max(others) if others else (0 if any(r.other_gpu_procs == 0 for r in ok) else None)
+        row["other_gpu_processes"] = (
+            max(others) if others else (0 if any(r.other_gpu_procs == 0 for r in ok) else None)
+        )
         if others:
             mem = max((r.other_gpu_mem or 0 for r in ok), default=0)
-            row["warnings"].append(caution(
-                CautionKind.GPU_SHARING,
-                f"{max(others)} other process(es) used the GPU during a run"
-                + (f" ({mem / 2**20:.0f} MiB)" if mem else "")
-                + ": its times measure the sharing as much as the framework",
-            ))
+            row["warnings"].append(
+                caution(
+                    CautionKind.GPU_SHARING,
+                    f"{max(others)} other process(es) used the GPU during a run"
+                    + (f" ({mem / 2**20:.0f} MiB)" if mem else "")
+                    + ": its times measure the sharing as much as the framework",
+                )
+            )
         kinds = sorted({k for r in ok if (k := r.device_kind)})
         row["device_kind"] = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else None)
         joules = [j for r in ok if (j := r.joules_per_image()) is not None]
@@ -293,16 +298,22 @@ class SessionModel:
         environment: dict[str, Any] = {}
         for run in self.runs.values():
             if run.hello:
-                environment.setdefault(run.spec.framework, {
-                    "versions": run.hello.get("versions", {}),
-                    "device": run.hello.get("device", {}),
-                    "settings": run.hello.get("settings", {}),
-                })
+                environment.setdefault(
+                    run.spec.framework,
+                    {
+                        "versions": run.hello.get("versions", {}),
+                        "device": run.hello.get("device", {}),
+                        "settings": run.hello.get("settings", {}),
+                    },
+                )
         rows = self.rows()
         ratios, refused = framework_ratios(self)
         for refusal in refused:  # every view shows a row's warnings: none can miss the refusal
             for row in rows:
-                if row["model"] == refusal["model"] and row["framework"] in (refusal["base"], refusal["framework"]):
+                if row["model"] == refusal["model"] and row["framework"] in (
+                    refusal["base"],
+                    refusal["framework"],
+                ):
                     row["warnings"].append(caution(CautionKind.MIXED_DEVICES, refusal["text"]))
         return {
             "schema": SUMMARY_SCHEMA,
@@ -313,7 +324,10 @@ class SessionModel:
             "ratios": ratios,
             # Pairs that ran on different kinds of device: never a ratio.
             "refused_ratios": refused,
-            "labels": {"frameworks": catalog.FRAMEWORK_LABELS, "models": {k: v.label for k, v in catalog.MODELS.items()}},
+            "labels": {
+                "frameworks": catalog.FRAMEWORK_LABELS,
+                "models": {k: v.label for k, v in catalog.MODELS.items()},
+            },
         }
 
     def search_lines(self) -> list[str]:
@@ -352,7 +366,8 @@ def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[di
     refused: list[dict[str, Any]] = []
     for m in model.plan.models:
         cells = [
-            (fw, [r for r in model.cell_runs(fw, m) if r.status is RunStatus.OK]) for fw in model.plan.frameworks
+            (fw, [r for r in model.cell_runs(fw, m) if r.status is RunStatus.OK])
+            for fw in model.plan.frameworks
         ]
         cells = [(fw, runs) for fw, runs in cells if runs]
         if len(cells) < 2:
@@ -361,15 +376,20 @@ def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[di
         for fw, runs in cells[1:]:
             mixed = analysis.mixed_devices(base_runs, runs)
             if mixed is not None:
-                refused.append({
-                    "model": m,
-                    "base": base_fw,
-                    "framework": fw,
-                    "devices": {base_fw: sorted(analysis.device_kinds(base_runs)), fw: sorted(analysis.device_kinds(runs))},
-                    "text": f"no ratio between {analysis.framework_label(base_fw)} and {analysis.framework_label(fw)}: they ran on "
-                    f"different devices ({analysis.framework_label(base_fw)} {'/'.join(sorted(analysis.device_kinds(base_runs)))}, "
-                    f"{analysis.framework_label(fw)} {'/'.join(sorted(analysis.device_kinds(runs)))})",
-                })
+                refused.append(
+                    {
+                        "model": m,
+                        "base": base_fw,
+                        "framework": fw,
+                        "devices": {
+                            base_fw: sorted(analysis.device_kinds(base_runs)),
+                            fw: sorted(analysis.device_kinds(runs)),
+                        },
+                        "text": f"no ratio between {analysis.framework_label(base_fw)} and {analysis.framework_label(fw)}: they ran on "
+                        f"different devices ({analysis.framework_label(base_fw)} {'/'.join(sorted(analysis.device_kinds(base_runs)))}, "
+                        f"{analysis.framework_label(fw)} {'/'.join(sorted(analysis.device_kinds(runs)))})",
+                    }
+                )
                 continue
             result = analysis.compare_cells(base_runs, runs)
             if result is None:

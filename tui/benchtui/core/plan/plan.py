@@ -104,9 +104,7 @@ class Plan:
             raise PlanError("no framework chosen")
         for fw in self.frameworks:
             if fw not in catalog.FRAMEWORKS:
-                raise PlanError(
-                    f"unknown framework {fw!r}; choose from {', '.join(catalog.FRAMEWORKS)}"
-                )
+                raise PlanError(f"unknown framework {fw!r}; choose from {', '.join(catalog.FRAMEWORKS)}")
         if not self.models:
             raise PlanError("no model chosen")
         for model in self.models:
@@ -141,8 +139,7 @@ class Plan:
             info = catalog.MODELS[model]
             if not self.batch_auto and self.batch_size(model) > self.samples:
                 raise PlanError(
-                    f"batch size {self.batch_size(model)} for {model} is larger than "
-                    f"--samples {self.samples}"
+                    f"batch size {self.batch_size(model)} for {model} is larger than --samples {self.samples}"
                 )
             if self.image_size < info.min_image_size:
                 raise PlanError(
@@ -186,9 +183,7 @@ def run_order(plan: Plan) -> list[RunSpec]:
             specs += [(fw, model, i) for i in range(1, plan.runs + 1) for fw in plan.frameworks]
         else:
             specs += [(fw, model, i) for fw in plan.frameworks for i in range(1, plan.runs + 1)]
-    return [
-        RunSpec(f"{n:03d}-{fw}-{model}-{i}", fw, model, i) for n, (fw, model, i) in enumerate(specs, 1)
-    ]
+    return [RunSpec(f"{n:03d}-{fw}-{model}-{i}", fw, model, i) for n, (fw, model, i) in enumerate(specs, 1)]
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -225,4 +220,3 @@ def from_preset(name: str, **overrides: Any) -> Plan:
         raise PlanError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
     values = {**PRESETS[name], **overrides, "preset": name}
     return Plan.from_dict(values)
-

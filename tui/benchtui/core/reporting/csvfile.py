@@ -11,7 +11,19 @@ from benchtui.core.model.summary import HEADLINE
 from benchtui.core.reporting.model import Report
 from benchtui.core.store.session import LoadedSession
 
-STAT_FIELDS = ("n", "median", "q1", "q3", "iqr", "min", "max", "p5", "p95", "mad", "outliers")  # and ci_low/high
+STAT_FIELDS = (
+    "n",
+    "median",
+    "q1",
+    "q3",
+    "iqr",
+    "min",
+    "max",
+    "p5",
+    "p95",
+    "mad",
+    "outliers",
+)  # and ci_low/high
 BATCH_STATS = ("n", "mean", "median", "iqr", "p5", "p95", "min", "max", "mad", "outliers")
 SCALAR_COLUMNS = (
     "model",
@@ -55,7 +67,18 @@ RATIO_COLUMNS = (
     "ratio_significant",
     "ratio_basis",
 )
-BATCH_COLUMNS = ("run_id", "framework", "model", "run_index", "epoch", "step", "seconds", "samples", "images_per_s", "t")
+BATCH_COLUMNS = (
+    "run_id",
+    "framework",
+    "model",
+    "run_index",
+    "epoch",
+    "step",
+    "seconds",
+    "samples",
+    "images_per_s",
+    "t",
+)
 
 
 def summary_columns() -> list[str]:

@@ -65,7 +65,9 @@ def _status_cell(row: dict[str, Any]) -> str:
 
 def _table(table: Table, notes: list[str] | None = None) -> str:
     """A report table under its title, numbers right-aligned, its notes below."""
-    parts = [f"<h3>{_e(table.title)}</h3><table><tr>"] + [f"<th>{_e(h)}</th>" for h in table.header] + ["</tr>"]
+    parts = (
+        [f"<h3>{_e(table.title)}</h3><table><tr>"] + [f"<th>{_e(h)}</th>" for h in table.header] + ["</tr>"]
+    )
     for row in table.rows:
         parts.append("<tr>")
         parts += [
@@ -259,10 +261,18 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
     xs = [x(s["t"]) for s in samples]
     x_label = f"{unit} since the first sample"
     indices = sorted({g.get("index", 0) for s in samples for g in s.get("gpus") or [] if isinstance(g, dict)})
+
     def telemetry_chart(title: str, series: list[Series], x_axis: str, y_axis: str, **options: Any) -> str:
         """One chart of the telemetry section: time axis, run bands and point budget shared."""
         chart = line_chart(
-            title, series, x_axis, y_axis, bands=bands, band_legend=band_legend, max_points=MAX_POINTS, **options
+            title,
+            series,
+            x_axis,
+            y_axis,
+            bands=bands,
+            band_legend=band_legend,
+            max_points=MAX_POINTS,
+            **options,
         )
         return f"<figure>{chart}</figure>"
 

@@ -51,7 +51,9 @@ def render(report: Report) -> str:
         out += ["A difference is *not significant* when its 95% CI contains 1.", ""]
     if report.problems:
         rows = [[p.model, p.framework, p.status, p.reason] for p in report.problems]
-        out += _section(Table("Failures and gaps", ["Model", "Framework", "Status", "Reason"], rows, ["l"] * 4))
+        out += _section(
+            Table("Failures and gaps", ["Model", "Framework", "Status", "Reason"], rows, ["l"] * 4)
+        )
     if report.warnings:
         out += ["## Warnings", ""] + [f"- {md_escape(w.text)}" for w in report.warnings] + [""]
     out += ["## Environment", ""]

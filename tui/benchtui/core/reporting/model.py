@@ -34,17 +34,31 @@ class Column:
 STUDY_COLUMNS: tuple[Column, ...] = (
     Column("mean_epoch_s", "Mean epoch time (s)", "Mean epoch", "Epoch\nmean", "s"),
     Column("first_epoch_s", "First epoch (s)", "First epoch", "Epoch\nfirst", "s"),
-    Column("mean_epoch_excl_first_s", "Mean epoch time excluding the first (s)", "Excl. first", "Excl.\n1st", "s"),
+    Column(
+        "mean_epoch_excl_first_s", "Mean epoch time excluding the first (s)", "Excl. first", "Excl.\n1st", "s"
+    ),
     Column("build_s", "Build time (s): construct, move to device, compile", "Build", "Build", "s"),
     Column(
-        "images_per_s", "Throughput (images/s, excluding the first epoch)", "Images/s", "Img/s", "images/s", fmt.rate
+        "images_per_s",
+        "Throughput (images/s, excluding the first epoch)",
+        "Images/s",
+        "Img/s",
+        "images/s",
+        fmt.rate,
     ),
 )
 #: The study's four timings (seconds), side by side.
 TIMING_COLUMNS = tuple(c for c in STUDY_COLUMNS if c.unit == "s")
 
 EFFICIENCY_HEADER = [
-    "Model", "Framework", "FLOPs / step", "FLOPs / image", "TFLOP/s", "% of peak", "Peak (dense)", "J / image",
+    "Model",
+    "Framework",
+    "FLOPs / step",
+    "FLOPs / image",
+    "TFLOP/s",
+    "% of peak",
+    "Peak (dense)",
+    "J / image",
 ]
 EFFICIENCY_NOTE = (
     "FLOPs of one training step (forward + loss + backward; convolution and matmul multiply-adds "
@@ -55,8 +69,13 @@ EFFICIENCY_NOTE = (
     "J / image: the GPU's energy (NVML's counter) over the epochs after the first, per image; none on CPU."
 )
 WARMUP_HEADER = [
-    "Model", "Framework", "Warm-up batches (per run)", "Warm-up time (s)", "First batch (s)",
-    "Steady median batch (s)", "Steady images/s",
+    "Model",
+    "Framework",
+    "Warm-up batches (per run)",
+    "Warm-up time (s)",
+    "First batch (s)",
+    "Steady median batch (s)",
+    "Steady images/s",
 ]
 WARMUP_NOTE = (
     "Warm-up is detected from each run's batch times: the first batches until a window of them stays "
@@ -275,7 +294,10 @@ def notices(loaded: LoadedSession, summary: dict[str, Any]) -> list[Notice]:
             )
     if summary.get("malformed_lines"):
         out.append(
-            Notice("malformed", f"{summary['malformed_lines']} malformed event line(s) were skipped during the runs")
+            Notice(
+                "malformed",
+                f"{summary['malformed_lines']} malformed event line(s) were skipped during the runs",
+            )
         )
     return out
 
@@ -307,7 +329,9 @@ def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
             for fw in plan.frameworks:
                 cell = cells.get((m, fw), {})
                 value = cell.get(col.key)
-                row.append(col.formatter(value) if value is not None else cell_text(cell, col.key, col.formatter))
+                row.append(
+                    col.formatter(value) if value is not None else cell_text(cell, col.key, col.formatter)
+                )
         rows.append(row)
     return Table(SIDE_BY_SIDE_TITLE, header, rows, ["l", "r"] + ["r"] * (len(header) - 2))
 
@@ -322,7 +346,8 @@ def figure_tables(plan: Any, summary: dict[str, Any]) -> list[Table]:
             col.title,
             header,
             [
-                [model_label(m)] + [cell_text(cells.get((m, fw), {}), col.key, col.formatter) for fw in plan.frameworks]
+                [model_label(m)]
+                + [cell_text(cells.get((m, fw), {}), col.key, col.formatter) for fw in plan.frameworks]
                 for m in plan.models
             ],
             align,
@@ -339,16 +364,20 @@ def warmup_table(summary: dict[str, Any]) -> Table:
         if not cuts:
             continue
         seconds = row.get("warmup_s") or []
-        rows.append([
-            model_label(row["model"]),
-            framework_label(row["framework"]),
-            ", ".join(str(c) for c in cuts),
-            ", ".join(fmt.seconds(s) for s in seconds),
-            fmt.seconds(row.get("time_to_first_batch_s")),
-            fmt.seconds((row.get("batch") or {}).get("median"), 4),
-            fmt.rate(row.get("steady_images_per_s")),
-        ])
-    return Table("Warm-up and steady state", WARMUP_HEADER, rows, ["l", "l", "r", "r", "r", "r", "r"], WARMUP_NOTE)
+        rows.append(
+            [
+                model_label(row["model"]),
+                framework_label(row["framework"]),
+                ", ".join(str(c) for c in cuts),
+                ", ".join(fmt.seconds(s) for s in seconds),
+                fmt.seconds(row.get("time_to_first_batch_s")),
+                fmt.seconds((row.get("batch") or {}).get("median"), 4),
+                fmt.rate(row.get("steady_images_per_s")),
+            ]
+        )
+    return Table(
+        "Warm-up and steady state", WARMUP_HEADER, rows, ["l", "l", "r", "r", "r", "r", "r"], WARMUP_NOTE
+    )
 
 
 def efficiency_table(summary: dict[str, Any]) -> Table | None:
@@ -367,15 +396,17 @@ def efficiency_table(summary: dict[str, Any]) -> Table | None:
             why = row.get("flops_reason") or {"ok": "not counted"}.get(row.get("status", ""), "–")
             out.append([*names, why, "–", tflops, "–", "–", joules(row.get("joules_per_image"))])
             continue
-        out.append([
-            *names,
-            fmt.flops(row.get("flops_per_step")),
-            fmt.flops(row.get("flops_per_image")),
-            tflops,
-            fmt.percent(row.get("peak_fraction")),
-            "–" if row.get("peak_tflops") is None else f"{fmt.tflops(row['peak_tflops'])} TFLOP/s",
-            joules(row.get("joules_per_image")),
-        ])
+        out.append(
+            [
+                *names,
+                fmt.flops(row.get("flops_per_step")),
+                fmt.flops(row.get("flops_per_image")),
+                tflops,
+                fmt.percent(row.get("peak_fraction")),
+                "–" if row.get("peak_tflops") is None else f"{fmt.tflops(row['peak_tflops'])} TFLOP/s",
+                joules(row.get("joules_per_image")),
+            ]
+        )
     return Table("Compute efficiency", EFFICIENCY_HEADER, out, ["l", "l"] + ["r"] * 6, EFFICIENCY_NOTE)
 
 

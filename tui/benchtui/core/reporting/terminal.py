@@ -65,7 +65,9 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
             cells.append(f"{row['runs']}/{row.get('runs_planned', row['runs'])}")
         for col in STUDY_COLUMNS:
             value = row[col.key]
-            cells.append(fmt.with_spread(value, spread.get(col.key), col.formatter) if wide else col.formatter(value))
+            cells.append(
+                fmt.with_spread(value, spread.get(col.key), col.formatter) if wide else col.formatter(value)
+            )
         if wide:
             cells.append(fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")))
             if energy_known:
@@ -103,7 +105,9 @@ def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def print_summary(rows: list[dict[str, Any]], title: str, file: Any = None, console: Console | None = None) -> None:
+def print_summary(
+    rows: list[dict[str, Any]], title: str, file: Any = None, console: Console | None = None
+) -> None:
     """The table, fitted to the terminal, then the notes for the rows marked *."""
     console = console or stdout_console(file)
     console.print(summary_table(rows, title, width=console.width))

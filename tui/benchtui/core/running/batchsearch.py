@@ -26,7 +26,9 @@ class SearchResult:
     error: str = ""  # a non-OOM failure stops the search
 
 
-async def search_largest_batch(probe: ProbeFn, start: int, upper: int, max_probes: int = MAX_PROBES) -> SearchResult:
+async def search_largest_batch(
+    probe: ProbeFn, start: int, upper: int, max_probes: int = MAX_PROBES
+) -> SearchResult:
     """Find the largest batch in [1, upper] for which ``probe`` answers "ok"."""
     if upper < 1:
         raise ValueError("upper bound must be at least 1")

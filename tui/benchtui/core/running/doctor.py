@@ -9,10 +9,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchtui_runners import catalog
-
 from benchtui.core.running.launcher import collect_events, start_runner
 from benchtui.core.running.sampler import Sampler
+from benchtui_runners import catalog
 
 
 async def probe(
@@ -38,7 +37,9 @@ async def probe(
         return {"ok": False, "reason": tail[-1] if tail else f"runner exited with {proc.process.returncode}"}
 
 
-def verdicts(frameworks: list[str], results: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def verdicts(
+    frameworks: list[str], results: list[dict[str, Any]], gpus: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Per framework: installed or not, whether it sees the GPU that NVML sees, and the fix when not.
 
     ``gpu`` is "sees it", "no GPU" (NVML sees one and this framework cannot use it: its runs

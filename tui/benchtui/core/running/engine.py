@@ -15,9 +15,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchtui_runners import catalog
-from benchtui_runners.config import RunConfig
-
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.devices import Placement, place
 from benchtui.core.plan.plan import Plan, RunSpec, run_order
@@ -28,6 +25,8 @@ from benchtui.core.running.sampler import Sampler
 from benchtui.core.running.source import Listener, SessionSource
 from benchtui.core.store.session import SessionWriter
 from benchtui.core.wire.events import Malformed, parse_line
+from benchtui_runners import catalog
+from benchtui_runners.config import RunConfig
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -150,17 +149,28 @@ class Engine(Pausable):
                 cell = (spec.framework, spec.model)
                 ok, reason = catalog.available(spec.framework, spec.model)
                 if self._cancelled:
-                    self._parent_event("run_end", spec.run_id, status="skipped", reason="session interrupted before this run")
+                    self._parent_event(
+                        "run_end", spec.run_id, status="skipped", reason="session interrupted before this run"
+                    )
                 elif not ok or cell in unavailable:
-                    self._parent_event("run_end", spec.run_id, status="unavailable", reason=reason or unavailable[cell])
+                    self._parent_event(
+                        "run_end", spec.run_id, status="unavailable", reason=reason or unavailable[cell]
+                    )
                 elif cell in self._no_fit:
                     self._parent_event("run_end", spec.run_id, status="failed", reason=self._no_fit[cell])
                 elif spec.model in self._skip:
-                    self._parent_event("run_end", spec.run_id, status="skipped", reason="model skipped by user")
+                    self._parent_event(
+                        "run_end", spec.run_id, status="skipped", reason="model skipped by user"
+                    )
                 else:
                     await self._resume.wait()
                     if self._cancelled:
-                        self._parent_event("run_end", spec.run_id, status="skipped", reason="session interrupted before this run")
+                        self._parent_event(
+                            "run_end",
+                            spec.run_id,
+                            status="skipped",
+                            reason="session interrupted before this run",
+                        )
                         continue
                     await self._run_one(spec)
                     state = self.model.runs[spec.run_id]
@@ -216,8 +226,13 @@ class Engine(Pausable):
                 key = model if self.plan.batch_policy == "min" else f"{fw}:{model}"
                 self.plan.batch_sizes[key] = size
             self._parent_event(
-                "batch_choice", None, model=model, policy=self.plan.batch_policy, upper=upper,
-                found=found, chosen=chosen,
+                "batch_choice",
+                None,
+                model=model,
+                policy=self.plan.batch_policy,
+                upper=upper,
+                found=found,
+                chosen=chosen,
             )
         # Runs read their batch from the plan: record the chosen sizes with it.
         self.writer.update_meta(plan=self.plan.to_dict())
@@ -232,16 +247,27 @@ class Engine(Pausable):
         """One probe in a fresh process: "ok", "oom" or "error"."""
         probe_id = f"probe-{framework}-{model}-{batch}"
         config = self._config(framework, model, probe_id)
-        config.batch_size, config.samples, config.epochs, config.mode = batch, batch * config.probe_steps, 1, "probe"
+        config.batch_size, config.samples, config.epochs, config.mode = (
+            batch,
+            batch * config.probe_steps,
+            1,
+            "probe",
+        )
         started = time.monotonic()
-        self._parent_event("probe_start", None, probe=probe_id, framework=framework, model=model, batch_size=batch)
+        self._parent_event(
+            "probe_start", None, probe=probe_id, framework=framework, model=model, batch_size=batch
+        )
         error: dict[str, Any] = {}
         done: dict[str, Any] = {}
         with open(self.writer.log_path(probe_id), "ab") as log:
             try:
                 proc = await start_runner(
-                    self.plan.python_for(framework), config_args(config.to_dict()), log, self.launcher,
-                    self.placement.env, cwd=self.writer.path,
+                    self.plan.python_for(framework),
+                    config_args(config.to_dict()),
+                    log,
+                    self.launcher,
+                    self.placement.env,
+                    cwd=self.writer.path,
                 )
             except OSError as exc:
                 error = {"kind": "exception", "message": str(exc)}
@@ -275,8 +301,15 @@ class Engine(Pausable):
                     error = {"kind": "exception", "message": describe_exit(returncode)}
         result = "ok" if done and not error else ("oom" if error.get("kind") == "oom" else "error")
         self._parent_event(
-            "probe", None, probe=probe_id, framework=framework, model=model, batch_size=batch,
-            result=result, reason=str(error.get("message", ""))[:300], peak_bytes=done.get("peak_bytes"),
+            "probe",
+            None,
+            probe=probe_id,
+            framework=framework,
+            model=model,
+            batch_size=batch,
+            result=result,
+            reason=str(error.get("message", ""))[:300],
+            peak_bytes=done.get("peak_bytes"),
             seconds=time.monotonic() - started,
         )
         return result
@@ -291,15 +324,29 @@ class Engine(Pausable):
                     python, config_args(config), log, self.launcher, self.placement.env, cwd=self.writer.path
                 )
             except OSError as exc:
-                self._parent_event("run_start", spec.run_id, framework=spec.framework, model=spec.model, index=spec.index, python=python)
-                self._parent_event("run_end", spec.run_id, status="failed", reason=f"could not start {python}: {exc}")
+                self._parent_event(
+                    "run_start",
+                    spec.run_id,
+                    framework=spec.framework,
+                    model=spec.model,
+                    index=spec.index,
+                    python=python,
+                )
+                self._parent_event(
+                    "run_end", spec.run_id, status="failed", reason=f"could not start {python}: {exc}"
+                )
                 return
             self.current, self.current_spec = proc, spec
             if self._cancelled:  # cancel() came while the process was starting
                 await proc.terminate()
             self._parent_event(
-                "run_start", spec.run_id, framework=spec.framework, model=spec.model,
-                index=spec.index, pid=proc.pid, python=python,
+                "run_start",
+                spec.run_id,
+                framework=spec.framework,
+                model=spec.model,
+                index=spec.index,
+                pid=proc.pid,
+                python=python,
             )
             if self.sampler is not None:
                 self.sampler.set_target(spec.run_id, proc.pid)
@@ -323,7 +370,12 @@ class Engine(Pausable):
         else:
             status, reason = "failed", describe_exit(returncode)
         self._parent_event(
-            "run_end", spec.run_id, status=status, reason=reason, returncode=returncode, malformed=malformed,
+            "run_end",
+            spec.run_id,
+            status=status,
+            reason=reason,
+            returncode=returncode,
+            malformed=malformed,
             other_cpu_cores=state.other_cpu,  # what the sampler saw; loading must not need the samples
             other_gpu_processes=state.other_gpu_procs,
             other_gpu_memory=state.other_gpu_mem,
@@ -356,7 +408,9 @@ class Engine(Pausable):
             if self.listener is not None:
                 self.listener(event)
             kind = event["type"]
-            if kind == "epoch" or (kind == "phase" and event.get("name") == "first_batch" and event.get("edge") == "start"):
+            if kind == "epoch" or (
+                kind == "phase" and event.get("name") == "first_batch" and event.get("edge") == "start"
+            ):
                 self._read_energy(spec.run_id, int(event.get("epoch") or 0) if kind == "epoch" else 0)
 
     def _read_energy(self, run_id: str, epoch: int) -> None:

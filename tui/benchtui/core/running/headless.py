@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from benchtui_runners import catalog
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -17,6 +16,7 @@ from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan
 from benchtui.core.running.session_run import exit_code, start_session, stop_on_signals
 from benchtui.core.store.session import SessionWriter
+from benchtui_runners import catalog
 
 
 def _run_line(model: SessionModel, run_id: str) -> str:
@@ -32,7 +32,11 @@ def _run_line(model: SessionModel, run_id: str) -> str:
 
 def _probe_line(event: dict[str, Any]) -> str:
     style = {"ok": "green", "oom": "yellow"}.get(event["result"], "red")
-    detail = f"peak {fmt.bytes_(event['peak_bytes'])}" if event.get("peak_bytes") else escape(event.get("reason", ""))
+    detail = (
+        f"peak {fmt.bytes_(event['peak_bytes'])}"
+        if event.get("peak_bytes")
+        else escape(event.get("reason", ""))
+    )
     return (
         f"[{style}]{'probe ' + event['result']:>11}[/] {event['framework']} {event['model']} "
         f"batch {event['batch_size']}  {detail} ({event['seconds']:.1f} s)"
@@ -72,8 +76,12 @@ def run_headless(
             progress.console.print(_probe_line(event))
             return
         if kind == "batch_choice":
-            chosen = ", ".join(f"{catalog.FRAMEWORK_LABELS.get(fw, fw)} {b}" for fw, b in event["chosen"].items())
-            progress.console.print(f"[bold]batch for {event['model']}[/] ({event['policy']}): {chosen or 'none fits'}")
+            chosen = ", ".join(
+                f"{catalog.FRAMEWORK_LABELS.get(fw, fw)} {b}" for fw, b in event["chosen"].items()
+            )
+            progress.console.print(
+                f"[bold]batch for {event['model']}[/] ({event['policy']}): {chosen or 'none fits'}"
+            )
             return
         if kind == "gpu" or run_id is None:
             return
@@ -112,4 +120,3 @@ def run_headless(
     if engine.model.malformed:
         err.print(f"[yellow]{engine.model.malformed} malformed event line(s) were skipped (see logs/)[/]")
     return exit_code(status)
-

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from benchtui_runners.protocol import FD_ENV
-
 from benchtui.core.provenance import RUNNER_PACKAGE, runner_code_hash
 from benchtui.core.wire.events import Malformed, parse_line
+from benchtui_runners.protocol import FD_ENV
 
 #: Extra folders for a runner's ``sys.path``, after the runner package's (site hooks, say: the
 #: tests' fake GPU). The parent's own ``PYTHONPATH`` never reaches a runner.
@@ -75,7 +74,9 @@ def runner_root(package: Path) -> Path:
                 return staged
         except OSError:
             continue
-    raise OSError(f"cannot stage the runner package from {package} in {_cache_root()} or the temporary folder")
+    raise OSError(
+        f"cannot stage the runner package from {package} in {_cache_root()} or the temporary folder"
+    )
 
 
 def runner_env(fd: int, extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -25,7 +25,9 @@ MAX_GAP_S = 2.0
 BURST = 512
 
 
-def schedule(events: Iterable[dict[str, Any]], max_gap: float = MAX_GAP_S) -> Iterator[tuple[float, dict[str, Any]]]:
+def schedule(
+    events: Iterable[dict[str, Any]], max_gap: float = MAX_GAP_S
+) -> Iterator[tuple[float, dict[str, Any]]]:
     """Pair each event with its offset in recorded seconds from the first timed event.
 
     The ``t`` fields are seconds on the recording machine's monotonic clock, shared by

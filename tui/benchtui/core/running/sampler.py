@@ -102,28 +102,30 @@ class Sampler:
             mem = self._call(nv.nvmlDeviceGetMemoryInfo, handle)
             pci = self._first(("nvmlDeviceGetPciInfo",), handle)
             mig = self._first(("nvmlDeviceGetMigMode",), handle)
-            out.append({
-                "index": i,
-                "name": _decode(self._call(nv.nvmlDeviceGetName, handle)),
-                "uuid": _decode(self._first(("nvmlDeviceGetUUID",), handle)),
-                "pci_bus_id": _decode(getattr(pci, "busId", None)),
-                # MIG enabled: the card is split into slices and a process gets one of them.
-                "mig_mode": None if mig is None else ("enabled" if mig[0] == 1 else "disabled"),
-                "pcie_link": {
-                    "gen": self._first(("nvmlDeviceGetCurrPcieLinkGeneration",), handle),
-                    "max_gen": self._first(("nvmlDeviceGetMaxPcieLinkGeneration",), handle),
-                    "width": self._first(("nvmlDeviceGetCurrPcieLinkWidth",), handle),
-                    "max_width": self._first(("nvmlDeviceGetMaxPcieLinkWidth",), handle),
-                },
-                "memory_total": getattr(mem, "total", None),
-                "driver": _decode(driver),
-                "cuda_driver": cuda,
-                "max_sm_clock_mhz": self._call(nv.nvmlDeviceGetMaxClockInfo, handle, nv.NVML_CLOCK_SM),
-                "power_limit_w": _milli(self._call(nv.nvmlDeviceGetEnforcedPowerLimit, handle)),
-                "sm_clock_mhz": self._call(nv.nvmlDeviceGetClockInfo, handle, nv.NVML_CLOCK_SM),
-                "temp_c": self._temperature(handle),
-                "throttle": _reasons(self._clock_events(handle)),
-            })
+            out.append(
+                {
+                    "index": i,
+                    "name": _decode(self._call(nv.nvmlDeviceGetName, handle)),
+                    "uuid": _decode(self._first(("nvmlDeviceGetUUID",), handle)),
+                    "pci_bus_id": _decode(getattr(pci, "busId", None)),
+                    # MIG enabled: the card is split into slices and a process gets one of them.
+                    "mig_mode": None if mig is None else ("enabled" if mig[0] == 1 else "disabled"),
+                    "pcie_link": {
+                        "gen": self._first(("nvmlDeviceGetCurrPcieLinkGeneration",), handle),
+                        "max_gen": self._first(("nvmlDeviceGetMaxPcieLinkGeneration",), handle),
+                        "width": self._first(("nvmlDeviceGetCurrPcieLinkWidth",), handle),
+                        "max_width": self._first(("nvmlDeviceGetMaxPcieLinkWidth",), handle),
+                    },
+                    "memory_total": getattr(mem, "total", None),
+                    "driver": _decode(driver),
+                    "cuda_driver": cuda,
+                    "max_sm_clock_mhz": self._call(nv.nvmlDeviceGetMaxClockInfo, handle, nv.NVML_CLOCK_SM),
+                    "power_limit_w": _milli(self._call(nv.nvmlDeviceGetEnforcedPowerLimit, handle)),
+                    "sm_clock_mhz": self._call(nv.nvmlDeviceGetClockInfo, handle, nv.NVML_CLOCK_SM),
+                    "temp_c": self._temperature(handle),
+                    "throttle": _reasons(self._clock_events(handle)),
+                }
+            )
         return out
 
     def _first(self, names: tuple[str, ...], *args: Any) -> Any:

@@ -415,8 +415,7 @@ def resolve_session(spec: str, root: str | os.PathLike[str] | None = None) -> Pa
         folders = [p for p in base.iterdir() if p.is_dir()]
         # A prefix of the folder name (its timestamp) or of the name after the timestamp.
         matches = sorted(
-            p for p in folders
-            if p.name.startswith(spec) or p.name.partition("_")[2].startswith(spec)
+            p for p in folders if p.name.startswith(spec) or p.name.partition("_")[2].startswith(spec)
         )
         exact = [p for p in matches if p.name == spec or p.name.partition("_")[2] == spec]
         if len(exact) == 1:
@@ -434,7 +433,9 @@ def _device_label(meta: dict[str, Any], plan: dict[str, Any], folder: Path) -> s
     placement = meta.get("placement") if isinstance(meta.get("placement"), dict) else None
     if placement is None:  # sessions from before the launcher chose the device
         gpus = [g for g in meta.get("gpus") or [] if isinstance(g, dict)]
-        device = gpus[0].get("name", "GPU") if gpus and plan.get("device") != "cpu" else plan.get("device", "?")
+        device = (
+            gpus[0].get("name", "GPU") if gpus and plan.get("device") != "cpu" else plan.get("device", "?")
+        )
         if device == "auto":
             device = "auto (no GPU seen)" if "gpus" in meta else "auto"
         return str(device)
@@ -442,7 +443,9 @@ def _device_label(meta: dict[str, Any], plan: dict[str, Any], folder: Path) -> s
     label = str(gpu.get("name") or placement.get("kind") or "?")
     try:  # the devices the runs reported, when the session has finished
         frameworks = json.loads((folder / SessionFolder.SUMMARY).read_text()).get("frameworks") or {}
-        kinds = {str((env.get("device") or {}).get("type")) for env in frameworks.values() if isinstance(env, dict)}
+        kinds = {
+            str((env.get("device") or {}).get("type")) for env in frameworks.values() if isinstance(env, dict)
+        }
     except (OSError, ValueError, AttributeError):
         kinds = set()
     kinds.discard("None")
@@ -467,21 +470,32 @@ def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, 
         except SessionError as exc:
             if not (folder / SessionFolder.META).exists():
                 continue  # not a session at all (a stray folder): nothing to say
-            unreadable.append({
-                "name": folder.name, "path": str(folder), "started": "", "device": "", "frameworks": "",
-                "models": "", "status": "unreadable", "label": "", "error": str(exc).replace(str(folder), "").strip(),
-            })
+            unreadable.append(
+                {
+                    "name": folder.name,
+                    "path": str(folder),
+                    "started": "",
+                    "device": "",
+                    "frameworks": "",
+                    "models": "",
+                    "status": "unreadable",
+                    "label": "",
+                    "error": str(exc).replace(str(folder), "").strip(),
+                }
+            )
             continue
         device = _device_label(meta, plan, folder)
-        out.append({
-            "name": folder.name,
-            "path": str(folder),
-            "started": str(meta.get("started", "")).replace("+00:00", "").replace("T", " "),
-            "device": str(device),
-            "frameworks": ",".join(map(str, plan.get("frameworks") or [])),
-            "models": ",".join(map(str, plan.get("models") or [])),
-            "status": str(meta.get("status", "?")),
-            "label": str(meta.get("name") or ""),
-            "finished": str(meta.get("finished") or ""),
-        })
+        out.append(
+            {
+                "name": folder.name,
+                "path": str(folder),
+                "started": str(meta.get("started", "")).replace("+00:00", "").replace("T", " "),
+                "device": str(device),
+                "frameworks": ",".join(map(str, plan.get("frameworks") or [])),
+                "models": ",".join(map(str, plan.get("models") or [])),
+                "status": str(meta.get("status", "?")),
+                "label": str(meta.get("name") or ""),
+                "finished": str(meta.get("finished") or ""),
+            }
+        )
     return out + unreadable
