@@ -16,22 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ["BENCHTUI_ENVS"] = str(ROOT / ".pytest_cache" / "no-framework-envs")
 
 # The smallest plan that still exercises everything: two epochs (first + rest), 2 batches each.
-TINY = [
-    "--models",
-    "resnet50",
-    "--image-size",
-    "32",
-    "--samples",
-    "16",
-    "--batch-size",
-    "8",
-    "--epochs",
-    "2",
-    "--runs",
-    "1",
-    "--device",
-    "cpu",
-]
+TINY = (
+    "--models resnet50 --image-size 32 --samples 16 --batch-size 8 --epochs 2 --runs 1 --device cpu".split()
+)
+# A real headless run whose one cell is unavailable (no PNASNet in Keras): no framework starts.
+UNAVAILABLE_RUN = (
+    "run --headless --frameworks tensorflow --models pnasnet_large --image-size 64 --samples 8 --batch-size 4"
+    " --epochs 1 --runs 1 --device cpu --no-nvml"
+).split()
 
 
 def benchtui(

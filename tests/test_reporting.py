@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
 from html import escape
 from pathlib import Path
 from typing import IO
@@ -21,6 +19,7 @@ from benchtui.core.reporting.files import export_session
 from benchtui.core.reporting.model import STUDY_COLUMNS, Report, build_report, cell_text
 from benchtui.core.reporting.registry import WRITERS, Writer
 from benchtui.core.store.session import LoadedSession, load_session
+from conftest import UNAVAILABLE_RUN, benchtui
 from sessionfactory import make_session
 
 OOM = "CUDA out of memory"
@@ -148,7 +147,7 @@ def test_warnings_reach_every_writer(report: Report) -> None:
 def test_html_plots_every_gpu_sample_from_the_session_events(loaded: LoadedSession) -> None:
     lines = loaded.folder.events_path.read_text().splitlines()
     expected = sum(1 for line in lines if json.loads(line).get("type") == "gpu")
-    samples = htmlreport.gpu_samples(loaded)
+    samples = loaded.folder.gpu_samples()
     assert expected > 0 and len(samples) == expected
     assert [s["t"] for s in samples] == sorted(s["t"] for s in samples)
 
@@ -186,33 +185,7 @@ def test_unknown_formats_are_refused(loaded: LoadedSession, capsys: pytest.Captu
 # -- the commands ------------------------------------------------------------------------------
 def test_a_headless_run_ends_with_the_study_table_on_stdout(tmp_path: Path) -> None:
     """A real headless run (an unavailable cell, so no framework starts): progress on stderr, table on stdout."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchtui",
-        "run",
-        "--headless",
-        "--frameworks",
-        "tensorflow",
-        "--models",
-        "pnasnet_large",
-        "--image-size",
-        "64",
-        "--samples",
-        "8",
-        "--batch-size",
-        "4",
-        "--epochs",
-        "1",
-        "--runs",
-        "1",
-        "--device",
-        "cpu",
-        "--no-nvml",
-        "--sessions-dir",
-        str(tmp_path),
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    result = benchtui(*UNAVAILABLE_RUN, "--sessions-dir", str(tmp_path), cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     (folder,) = tmp_path.iterdir()
     assert f"benchtui · {folder.name}" in result.stdout and "unavailable" in result.stdout

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ import pytest
 from benchtui.cli import main
 from benchtui.core.plan.plan import Plan
 from benchtui.core.store.session import SessionWriter, list_sessions, load_session, resolve_session, slugify
+from conftest import UNAVAILABLE_RUN, benchtui
 from sessionfactory import cut_off, make_session
 
 REPO = Path(__file__).resolve().parents[1]
@@ -243,35 +242,9 @@ def test_hostile_spec_for_show_is_refused(root: Path, capsys: pytest.CaptureFixt
 def test_cli_run_with_hostile_name(tmp_path: Path) -> None:
     """A real headless run (an unavailable cell, so no framework starts) named '../../etc'."""
     root = tmp_path / "sessions"
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchtui",
-        "run",
-        "--headless",
-        "--frameworks",
-        "tensorflow",
-        "--models",
-        "pnasnet_large",
-        "--image-size",
-        "64",
-        "--samples",
-        "8",
-        "--batch-size",
-        "4",
-        "--epochs",
-        "1",
-        "--runs",
-        "1",
-        "--device",
-        "cpu",
-        "--no-nvml",
-        "--name",
-        "../../etc",
-        "--sessions-dir",
-        str(root),
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    result = benchtui(
+        *UNAVAILABLE_RUN, "--name", "../../etc", "--sessions-dir", str(root), cwd=tmp_path, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sessions"]
     (folder,) = root.iterdir()

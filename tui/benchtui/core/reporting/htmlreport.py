@@ -45,15 +45,6 @@ def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-def gpu_samples(loaded: LoadedSession) -> list[dict[str, Any]]:
-    """Every GPU/host sample of a session, in order (a second pass over its events)."""
-    return [
-        event
-        for event in loaded.folder.events([])
-        if event.get("type") == "gpu" and isinstance(event.get("t"), (int, float))
-    ]
-
-
 # -- tables ---------------------------------------------------------------------------
 def _status_cell(row: dict[str, Any]) -> str:
     status = row.get("status", "")
@@ -426,7 +417,7 @@ def render(report: Report) -> str:
         "<h2>Time per batch</h2>",
         _batch_plots(loaded),
         "<h2>Telemetry over time</h2>",
-        _gpu_plots(loaded, gpu_samples(loaded)),
+        _gpu_plots(loaded, loaded.folder.gpu_samples()),
         "<h2>Details per cell</h2>",
         _detail_table(summary),
         _problems(report),

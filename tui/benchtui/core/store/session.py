@@ -139,6 +139,27 @@ class SessionFolder:
         """events.jsonl's events, damaged lines skipped with a warning (see ``iter_events``)."""
         return iter_events(self.path, warnings, gpu_tail)
 
+    def gpu_samples(self) -> list[dict[str, Any]]:
+        """Every GPU/host sample, in order; only lines that can be samples are parsed (most are batches)."""
+        out: list[dict[str, Any]] = []
+        if not self.events_path.exists():
+            return out
+        with open(self.events_path, "rb", buffering=1 << 20) as fh:
+            for raw in fh:
+                if b'"gpu"' not in raw or not raw.endswith(b"\n"):
+                    continue
+                try:
+                    event = json.loads(raw)
+                except ValueError:
+                    continue
+                if (
+                    isinstance(event, dict)
+                    and event.get("type") == "gpu"
+                    and isinstance(event.get("t"), (int, float))
+                ):
+                    out.append(event)
+        return out
+
     def load(self, keep_events: bool = False) -> LoadedSession:
         """Fold the events into a fresh model; warnings say what was skipped, cut off or recorded by other code."""
         meta = self.read_meta()
