@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,11 @@ from benchtui.core.plan.devices import place
 from benchtui.core.plan.plan import Plan, PlanError
 from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.running.engine import Engine
-from benchtui.core.running.launcher import EXTRA_PATH_ENV, collect_events, config_args, start_runner
+from benchtui.core.running.launcher import EXTRA_PATH_ENV
 from benchtui.core.running.sampler import Sampler
 from benchtui.core.store.session import SessionWriter, list_sessions, load_session
 from benchtui_runners.config import RunConfig, is_oom, xla_flags
+from conftest import run_runner
 from sessionfactory import make_session
 from test_sampler import FakeNVML
 
@@ -35,6 +35,9 @@ FAKEGPU = str(Path(__file__).resolve().parent / "fakegpu")
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
 TINY = {"model": "resnet50", "image_size": 32, "samples": 16, "batch_size": 8, "epochs": 2}
+# Enough steps for windows of several steps to form (24 an epoch, of 2 images); a long window
+# target makes them 1, 2, 4, 8, ... steps however slow this machine is at the moment.
+STEPS = {"samples": 48, "batch_size": 2, "window_s": 60.0}
 
 
 @pytest.fixture
@@ -55,24 +58,6 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # noqa: ANN201
 
 def calls(log: Path) -> list[str]:
     return [line.split(" ", 1)[1] for line in log.read_text().splitlines()] if log.exists() else []
-
-
-def run_runner(config: dict[str, Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """One real runner process through the launcher; its events."""
-
-    async def go() -> list[dict[str, Any]]:
-        with tempfile.TemporaryFile() as log:
-            proc = await start_runner(sys.executable, config_args(config), log, env_extra=env)
-            try:
-                events = await collect_events(proc)
-            finally:
-                proc.close()
-            if not any(e["type"] == "done" for e in events):
-                log.seek(0)
-                print(log.read().decode(errors="replace")[-3000:])
-            return events
-
-    return asyncio.run(go())
 
 
 def one(events: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -108,10 +93,10 @@ def events_of(folder: Path, kind: str) -> list[dict[str, Any]]:
 
 # -- PyTorch on a GPU (item 1: torch.device("cuda") has no index) ---------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("device", ["auto", "cuda"])
-def test_torch_trains_on_the_gpu_asked_for_without_an_index(fake_gpu, device: str) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(("device", "timing"), [("auto", "window"), ("cuda", "step")])
+def test_torch_trains_on_the_gpu_asked_for_without_an_index(fake_gpu, device: str, timing: str) -> None:  # noqa: ANN001
     log = fake_gpu("torch")
-    events = run_runner({"framework": "torch", **TINY, "device": device})
+    events = run_runner({"framework": "torch", **TINY, **STEPS, "device": device, "timing": timing})
     hello, done = one(events, "hello"), one(events, "done")
     assert (
         hello["device"]["type"] == "cuda"
@@ -120,9 +105,16 @@ def test_torch_trains_on_the_gpu_asked_for_without_an_index(fake_gpu, device: st
     )
     assert "torch.cuda.set_device 0" in calls(log)
     assert done["source"].startswith("torch.cuda.max_memory_allocated") and done["peak_bytes"] == 96 << 20
-    batches = [e for e in events if e["type"] == "batch"]
-    assert len(batches) == 4 and all(b["seconds"] > 0 for b in batches)  # CUDA events, resolved
+    windows = [e for e in events if e["type"] == "batch"]
+    assert sum(w["steps"] for w in windows) == 48 and all(w["seconds"] > 0 for w in windows)
     assert hello["settings"]["memory_policy"]["counter"].startswith("torch.cuda.max_memory_allocated")
+    syncs = [c for c in calls(log) if c.startswith("torch.cuda.synchronize")]
+    assert set(syncs) == {"torch.cuda.synchronize 0"}
+    if timing == "window":
+        # One wait per window, per epoch's start and end and after the build: never one per step.
+        assert len(windows) < 48 and len(syncs) <= len(windows) + 2 * 2 + 1, (len(windows), len(syncs))
+    else:  # --timing step: a wait after every step, as asked
+        assert len(windows) == 48 and len(syncs) >= 48
 
 
 # -- Keras backends on a GPU: memory policy, XLA autotuning, host data, counters ----------------------
@@ -145,7 +137,14 @@ def test_keras_backends_train_on_the_gpu_with_an_explicit_memory_policy(
     counter: str,  # noqa: ANN001
 ) -> None:
     log = fake_gpu(fake, names=[A100, H100] if device == "cuda:1" else [H100])
-    config = {"framework": framework, **TINY, "device": device, "cudnn_autotune": False, "data": "host"}
+    config = {
+        "framework": framework,
+        **TINY,
+        **STEPS,
+        "device": device,
+        "cudnn_autotune": False,
+        "data": "host",
+    }
     events = run_runner(config)
     hello, done = one(events, "hello"), one(events, "done")
     assert hello["device"]["type"] == "cuda" and hello["device"]["name"] == H100
@@ -162,15 +161,21 @@ def test_keras_backends_train_on_the_gpu_with_an_explicit_memory_policy(
         scopes = [c.split(" ", 1)[1] for c in seen if c.startswith("tf.device")]
         assert "/CPU:0" in scopes and not [d for d in scopes if "gpu" in d.lower()], scopes
         assert hello["settings"]["host_data"] == "in host memory (tensors on /CPU:0)"
+    windows = [e for e in events if e["type"] == "batch"]
+    assert sum(w["steps"] for w in windows) == 48
     if framework == "keras-torch":  # the run's GPU, not the current device 0 (item 5)
         assert {c for c in seen if c.startswith(("torch.cuda.synchronize", "torch.cuda.max_memory"))} == {
             "torch.cuda.synchronize 1",
             "torch.cuda.max_memory_allocated 1",
         }
-    if framework == "keras-jax":  # every sync waits for what the step wrote, never for nothing (item 8)
+        syncs = [c for c in seen if c.startswith("torch.cuda.synchronize")]
+        assert len(syncs) <= len(windows) + 2 * 2 + 2 < 48  # per window, never per step
+    if framework == "keras-jax":
+        # Every sync waits for what the step wrote, never for nothing (item 8): the whole model state,
+        # hundreds of arrays (inside model.fit, Keras keeps it in a TrackedDict JAX sees as one leaf).
         waits = [int(c.split()[-1]) for c in seen if c.startswith("jax.block_until_ready")]
-        assert waits and min(waits) > 0
-    assert len([e for e in events if e["type"] == "batch"]) == 4
+        assert waits and min(waits) >= 100, waits
+        assert len(waits) <= len(windows) + 2 * 2 + 2 < 48  # per window, never per step
 
 
 # -- the launcher's one device, and energy per image ------------------------------------------------
@@ -288,6 +293,13 @@ def test_a_plan_config_goes_out_on_the_placement_device() -> None:
     config = engine._config("torch", "resnet50", "r1")
     assert config.device == "cuda:0" and config.gpu["name"] == H100
     assert RunConfig.from_json(json.dumps(config.to_dict())).gpu == config.gpu
+    # On a GPU each framework keeps its own thread pool; on a CPU all get the same one: the cores
+    # this process may use (TensorFlow would size its own per logical core, PyTorch per physical one).
+    assert config.threads == 0
+    engine.placement = place("cpu", GPUS)
+    assert engine._config("torch", "resnet50", "r1").threads == len(os.sched_getaffinity(0))
+    engine.plan.threads = 1
+    assert engine._config("tensorflow", "resnet50", "r1").threads == 1  # the plan's, when it says
 
 
 # -- the smaller items -------------------------------------------------------------------------------

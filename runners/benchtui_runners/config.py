@@ -9,7 +9,24 @@ import sys
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from benchtui_runners.timing import WINDOW_TARGET_S, describe
+
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
+#: ``--compile``: each framework's own default (Keras: XLA where ``jit_compile="auto"`` picks it;
+#: PyTorch: eager), or compilation on (XLA, ``torch.compile``) or off everywhere.
+COMPILE_MODES = ("default", "on", "off")
+#: Optimizers and the learning rate each gets when the plan names none (the study's Adam used 1e-4).
+OPTIMIZERS = {"sgd": 0.01, "adam": 1e-4}
+#: Heads: ``softmax``, ``num_classes`` logits with softmax cross-entropy (parity mode);
+#: ``sigmoid``, one sigmoid output with binary cross-entropy (the study's scripts).
+HEADS = ("softmax", "sigmoid")
+#: Each head in words, for the record (the same on every framework).
+HEAD_TEXT = {
+    "softmax": "global average pooling, dense to num_classes logits, softmax cross-entropy",
+    "sigmoid": "global average pooling, dense to one output, sigmoid, binary cross-entropy (the study's)",
+}
+#: PyTorch host data: DataLoader worker processes unless the plan says (tf.data parallelises too).
+LOADER_WORKERS_MAX = 4
 
 
 class Unavailable(Exception):
@@ -36,12 +53,18 @@ class RunConfig:
     device: str = "auto"
     data: str = "device"
     precision: str = "fp32"
-    compile: bool = False
+    compile: str = "default"  # COMPILE_MODES
     cudnn_autotune: bool = True
     channels_last: bool = False
     num_classes: int = 1000
+    optimizer: str = "sgd"  # OPTIMIZERS
     learning_rate: float = 0.01
-    momentum: float = 0.9
+    momentum: float = 0.9  # SGD only
+    head: str = "softmax"  # HEADS
+    shuffle: bool = False  # host data: a new order every epoch
+    loader_workers: int = -1  # PyTorch host data: DataLoader workers; -1: min(4, usable cores)
+    timing: str = "window"  # benchtui_runners.timing.TIMINGS
+    window_s: float = WINDOW_TARGET_S  # seconds of work per timing window (tests ask for longer)
     seed: int = 0
     run_id: str = ""
     mode: str = "train"  # "train": the benchmark; "probe": one step to test a batch size
@@ -56,7 +79,10 @@ class RunConfig:
     def from_json(cls, text: str) -> RunConfig:
         raw = json.loads(text)
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in known})
+        config = cls(**{k: v for k, v in raw.items() if k in known})
+        if isinstance(config.compile, bool):  # before benchtui 0.3 compile was on/off
+            config.compile = "on" if config.compile else "off"
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +105,41 @@ class RunConfig:
     @property
     def epochs_to_run(self) -> int:
         return 1 if self.mode == "probe" else self.epochs
+
+    @property
+    def outputs(self) -> int:
+        """Width of the model's last layer: one sigmoid output, or a logit per class."""
+        return 1 if self.head == "sigmoid" else self.num_classes
+
+    @property
+    def workers(self) -> int:
+        """DataLoader workers for PyTorch host data (the plan's, or min(4, usable cores))."""
+        return self.loader_workers if self.loader_workers >= 0 else min(LOADER_WORKERS_MAX, usable_cores())
+
+
+def training_record(config: RunConfig) -> dict[str, Any]:
+    """What the run trains with, as every runner records it in its settings (one wording everywhere)."""
+    if config.optimizer == "adam":
+        optimizer = f"adam (lr {config.learning_rate:g})"
+    else:
+        optimizer = f"{config.optimizer} (lr {config.learning_rate:g}, momentum {config.momentum:g})"
+    return {
+        "optimizer": optimizer,
+        "head": config.head,
+        "head_text": HEAD_TEXT.get(config.head, config.head),
+        "loss": "binary cross-entropy" if config.head == "sigmoid" else "softmax cross-entropy",
+        "outputs": config.outputs,
+        "shuffle": config.shuffle if config.data == "host" else None,
+        "timing": describe(config.timing, config.window_s),
+    }
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, which a container or taskset narrows)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
 
 def apply_thread_env(threads: int) -> None:

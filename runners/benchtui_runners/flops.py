@@ -155,8 +155,8 @@ def count_torch(
             else contextlib.nullcontext()
         )
         with ctx:
-            loss = loss_fn(model(x), y)
-        loss.backward()
+            outputs = model(x)
+        loss_fn(outputs.float(), y).backward()  # the loss in float32, as the runner takes it
 
     try:
         result = _torch_counts(step)
@@ -167,27 +167,32 @@ def count_torch(
 
 # -- Keras ------------------------------------------------------------------------------------
 def count_keras(
-    model: Any, backend: str, batch_size: int, image_size: int, num_classes: int
+    model: Any, backend: str, batch_size: int, image_size: int, num_classes: int, head: str = "softmax"
 ) -> dict[str, Any]:
-    """FLOPs of forward + loss + gradients of a built Keras model, by backend."""
-    import keras
+    """FLOPs of forward + loss + gradients of a built Keras model with the run's head, by backend."""
+    from benchtui_runners.models import keras_loss
 
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    loss_fn = keras_loss(head)
     shape = (batch_size, image_size, image_size, 3)
+    # Targets as the run's: class ids, or (batch, 1) floats for the sigmoid head.
+    labels = ((batch_size, 1), "float32") if head == "sigmoid" else ((batch_size,), "int32")
     if backend == "tensorflow":
-        return _count_tf(model, loss_fn, shape)
+        return _count_tf(model, loss_fn, shape, labels)
     if backend == "jax":
-        return _count_jax(model, loss_fn, shape)
+        return _count_jax(model, loss_fn, shape, labels)
     if backend == "torch":
-        return _count_keras_torch(model, loss_fn, shape, num_classes)
+        return _count_keras_torch(model, loss_fn, shape, labels, num_classes)
     raise ValueError(f"no FLOP counter for Keras backend {backend!r}")
 
 
-def _count_keras_torch(model: Any, loss_fn: Any, shape: tuple[int, ...], num_classes: int) -> dict[str, Any]:
+def _count_keras_torch(
+    model: Any, loss_fn: Any, shape: tuple[int, ...], labels: tuple[tuple[int, ...], str], num_classes: int
+) -> dict[str, Any]:
     import keras
 
     x = keras.random.normal(shape, seed=1)
-    y = keras.random.randint((shape[0],), 0, num_classes, seed=2, dtype="int32")
+    high = 2 if labels[1] == "float32" else num_classes
+    y = keras.ops.cast(keras.random.randint(labels[0], 0, high, seed=2, dtype="int32"), labels[1])
 
     def step() -> None:
         loss_fn(y, model(x, training=True)).backward()
@@ -259,7 +264,9 @@ def _tf_conv_grad_flops(op: Any) -> int:
     return 2 * _prod(out_backprop.as_list()) * per_output
 
 
-def _count_tf(model: Any, loss_fn: Any, shape: tuple[int, ...]) -> dict[str, Any]:
+def _count_tf(
+    model: Any, loss_fn: Any, shape: tuple[int, ...], labels: tuple[tuple[int, ...], str]
+) -> dict[str, Any]:
     import tensorflow as tf
     from tensorflow.python.framework import ops as tf_ops
 
@@ -270,7 +277,7 @@ def _count_tf(model: Any, loss_fn: Any, shape: tuple[int, ...]) -> dict[str, Any
         return loss, tape.gradient(loss, model.trainable_variables)
 
     graph = step.get_concrete_function(
-        tf.TensorSpec(shape, tf.float32), tf.TensorSpec((shape[0],), tf.int32)
+        tf.TensorSpec(shape, tf.float32), tf.TensorSpec(labels[0], labels[1])
     ).graph
     by_op: Counter[str] = Counter()
     for op in _tf_reachable(graph):
@@ -284,7 +291,9 @@ def _count_tf(model: Any, loss_fn: Any, shape: tuple[int, ...]) -> dict[str, Any
     return {"per_step": sum(by_op.values()), "by_op": dict(by_op), "method": METHOD_TF}
 
 
-def _count_jax(model: Any, loss_fn: Any, shape: tuple[int, ...]) -> dict[str, Any]:
+def _count_jax(
+    model: Any, loss_fn: Any, shape: tuple[int, ...], labels: tuple[tuple[int, ...], str]
+) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
 
@@ -302,7 +311,7 @@ def _count_jax(model: Any, loss_fn: Any, shape: tuple[int, ...]) -> dict[str, An
         [spec(v.value) for v in model.trainable_variables],
         [spec(v.value) for v in model.non_trainable_variables],
         jax.ShapeDtypeStruct(shape, jnp.float32),
-        jax.ShapeDtypeStruct((shape[0],), jnp.int32),
+        jax.ShapeDtypeStruct(labels[0], jnp.dtype(labels[1])),
     )
     by_op: Counter[str] = Counter()
     _walk_jaxpr(closed.jaxpr, by_op, 1)

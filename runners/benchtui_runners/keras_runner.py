@@ -1,20 +1,28 @@
 """The Keras runner: tf.keras on TensorFlow, or Keras 3 on JAX or torch (``KERAS_BACKEND``).
 
-``--data host`` trains with ``model.fit`` on a NumPy array, as the study did, timing
-every batch in a callback (``steps_per_execution=1``). ``--data device`` keeps a few
-batches as backend tensors on the device and steps with ``train_on_batch``. Either
-way each step is forced to complete before the clock is read.
+Every run trains with ``model.fit``, what Keras users run: on a NumPy array in host memory
+(``--data host``, as the study did), or on a few batches made on the device (``--data
+device``). Steps and epochs are timed by the clock every runner shares
+(``benchtui_runners.timing``) from a callback that waits for the device once per window
+of steps, never per step.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import time
 from typing import Any
 
-from benchtui_runners.config import DeviceMissing, RunConfig, allocator_settings, peak_rss_bytes, xla_flags
+from benchtui_runners.config import (
+    DeviceMissing,
+    RunConfig,
+    allocator_settings,
+    peak_rss_bytes,
+    training_record,
+    xla_flags,
+)
 from benchtui_runners.protocol import EventWriter
+from benchtui_runners.timing import StepClock
 
 
 def _backend() -> str:
@@ -270,7 +278,12 @@ def _peak_memory(backend: str, device_name: str) -> dict[str, Any]:
 def _settings(config: RunConfig, backend: str) -> dict[str, Any]:
     import keras
 
-    settings: dict[str, Any] = {"precision": config.precision, "data": config.data}
+    # "compile" is what model.compile resolved, sent after the build (a "settings" event).
+    settings: dict[str, Any] = {
+        "precision": config.precision,
+        "data": config.data,
+        "compile_asked": config.compile,
+    }
     policy = {"amp-fp16": "mixed_float16", "amp-bf16": "mixed_bfloat16"}.get(config.precision, "float32")
     keras.mixed_precision.set_global_policy(policy)
     settings["keras_dtype_policy"] = policy
@@ -282,7 +295,6 @@ def _settings(config: RunConfig, backend: str) -> dict[str, Any]:
         tf.config.experimental.enable_tensor_float_32_execution(tf32)
         settings["tf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
         settings["cudnn_autotune"] = os.environ.get("TF_CUDNN_USE_AUTOTUNE") == "1"
-        settings["compile"] = "xla (jit_compile=True)" if config.compile else "tf.function graph"
         if config.threads > 0:
             tf.config.threading.set_intra_op_parallelism_threads(config.threads)
         # 0 means TensorFlow sizes the pool itself: one thread per logical core.
@@ -294,7 +306,6 @@ def _settings(config: RunConfig, backend: str) -> dict[str, Any]:
 
         jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "float32")
         settings["tf32"] = tf32
-        settings["compile"] = "xla (JAX always compiles)"
         settings["intra_op_threads"] = config.threads or os.cpu_count()
     elif backend == "torch":
         import torch
@@ -307,15 +318,28 @@ def _settings(config: RunConfig, backend: str) -> dict[str, Any]:
         torch.backends.cudnn.benchmark = config.cudnn_autotune
         settings["tf32"] = tf32
         settings["cudnn_autotune"] = config.cudnn_autotune
-        settings["compile"] = "torch.compile" if config.compile else "eager"
     settings["channels_last"] = True  # Keras applications are NHWC
     return settings
 
 
-def _jit_compile(config: RunConfig, backend: str) -> bool:
-    if backend == "jax":
-        return True  # without jit, JAX runs op by op: no one trains that way
-    return bool(config.compile)
+def _jit_compile(config: RunConfig) -> bool | str:
+    """Keras's ``jit_compile`` for ``--compile``: its own ``"auto"`` by default (XLA on a GPU for
+    TensorFlow, always for JAX, never for torch), or on or off as asked."""
+    return {"on": True, "off": False}.get(config.compile, "auto")
+
+
+def resolved_compile(backend: str, jit: bool, asked: str) -> str:
+    """What Keras compiled with, after ``model.compile`` resolved ``jit_compile``, in words."""
+    what = {
+        ("tensorflow", True): "xla (jit_compile=True)",
+        ("tensorflow", False): "tf.function graph, no XLA",
+        ("jax", True): "xla (jax.jit)",
+        ("jax", False): "jax without jit (op by op)",
+        ("torch", True): "torch.compile (jit_compile=True)",
+        ("torch", False): "eager",
+    }.get((backend, bool(jit)), f"jit_compile={jit}")
+    why = {"default": "Keras's default, jit_compile='auto'", "on": "--compile on", "off": "--compile off"}
+    return f"{what} ({why.get(asked, asked)})"
 
 
 def device_scope(device_name: str) -> Any:
@@ -343,16 +367,69 @@ def device_scope(device_name: str) -> Any:
     return keras.device(device_name)
 
 
+def _labels(config: RunConfig, count: int, rng: Any) -> Any:
+    """Class ids for the softmax head; 0/1 targets of shape (count, 1) for the sigmoid head (the study's)."""
+    import numpy as np
+
+    if config.head == "sigmoid":
+        return rng.integers(0, 2, (count, 1)).astype(np.float32)
+    return rng.integers(0, config.num_classes, count).astype(np.int32)
+
+
+def _device_fed(model: Any, pool: list[tuple[Any, Any]]) -> Any:
+    """tf.keras with ``--data device``: the same network, whose ``train_step`` takes its batch from a
+    pool held on the device, by the step's index (the only thing tf.data then yields).
+
+    tf.data runs on the host: a dataset of device tensors would copy every batch back and forth.
+    Overriding ``train_step`` is Keras's documented way to customise what ``fit`` does; the step
+    itself is Keras's own (``super().train_step``).
+    """
+    import keras
+    import tensorflow as tf
+
+    xs = tf.stack([x for x, _ in pool])
+    ys = tf.stack([y for _, y in pool])
+
+    class DeviceFed(keras.Model):
+        def train_step(self, data: Any) -> Any:
+            return super().train_step((tf.gather(xs, data), tf.gather(ys, data)))
+
+    return DeviceFed(model.inputs, model.outputs, name=model.name)
+
+
+def input_record(config: RunConfig, backend: str) -> str:
+    """The input path in words, for the run's settings."""
+    if config.data == "host":
+        where = " (tensors on /CPU:0)" if backend == "tensorflow" else ""
+        return (
+            f"model.fit on a NumPy array in host memory{where}: Keras's own input pipeline for "
+            f"{backend} slices, prefetches and copies each batch; shuffle {'on' if config.shuffle else 'off'}"
+        )
+    if backend == "tensorflow":
+        return (
+            "a pool of 4 batches made on the device; model.fit's train_step takes one by index "
+            "(tf.data yields only the index)"
+        )
+    return "a pool of 4 batches made on the device, cycled into model.fit by a generator (no copy)"
+
+
 def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     _pre_import_settings(config)
     import keras
     import numpy as np
 
+    from benchtui_runners.models import build_keras, keras_loss
+
     backend = _backend()
     writer.phase("import", "end")
     device_name, device_info = _resolve_device(config.device)
     memory_policy = _memory_policy(backend, device_name)  # before anything starts the GPU runtime
-    settings = {**_settings(config, backend), "memory_policy": memory_policy}
+    settings = {
+        **_settings(config, backend),
+        **training_record(config),
+        "input": input_record(config, backend),
+        "memory_policy": memory_policy,
+    }
     if config.data == "host":
         settings["host_data"] = "in host memory" + (" (tensors on /CPU:0)" if backend == "tensorflow" else "")
     settings["xla_gpu_autotune"] = (
@@ -374,9 +451,10 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     with device_scope(device_name):
         writer.phase("data", "start")
         rng = np.random.default_rng(config.seed)
+        pool: list[tuple[Any, Any]] = []
         if config.data == "host":
             x_host = rng.standard_normal((n, size, size, 3), dtype=np.float32)
-            y_host = rng.integers(0, config.num_classes, n, dtype=np.int64)
+            y_host = _labels(config, n, rng)
             if backend == "tensorflow":
                 # TensorFlow turns NumPy into a tensor on its default device, the GPU: the study's
                 # 10.7 GB array would sit in GPU memory. Made on the host, Keras's own array
@@ -385,97 +463,102 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
 
                 with tf.device("/CPU:0"):
                     x_host, y_host = tf.constant(x_host), tf.constant(y_host)
-            pool = []
         else:
             pool = [
                 (
                     keras.random.normal((bs, size, size, 3), seed=config.seed + i),
-                    keras.ops.convert_to_tensor(rng.integers(0, config.num_classes, bs), dtype="int32"),
+                    keras.ops.convert_to_tensor(_labels(config, bs, rng)),
                 )
                 for i in range(min(steps, 4))
             ]
             _sync(backend, device_name, pool)
         writer.phase("data", "end")
 
-        from benchtui_runners.models import build_keras
-
         writer.phase("build", "start")
-        model = build_keras(config.model, config.num_classes, size)
-        model.compile(
-            optimizer=keras.optimizers.SGD(learning_rate=config.learning_rate, momentum=config.momentum),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            jit_compile=_jit_compile(config, backend),
-            steps_per_execution=1,
-        )
+        model = build_keras(config.model, config.num_classes, size, config.head)
+        if pool and backend == "tensorflow":
+            model = _device_fed(model, pool)
+        if config.optimizer == "adam":
+            optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
+        else:
+            optimizer = keras.optimizers.SGD(learning_rate=config.learning_rate, momentum=config.momentum)
+        model.compile(optimizer=optimizer, loss=keras_loss(config.head), jit_compile=_jit_compile(config))
         _sync(backend, device_name, _variables(model))
         writer.phase("build", "end")
+        # What "auto" became is known only now: the record is completed by a settings event.
+        writer.emit(
+            "settings",
+            settings={
+                "compile": resolved_compile(backend, model.jit_compile, config.compile),
+                "jit_compile": bool(model.jit_compile),
+            },
+        )
 
-        state: dict[str, Any] = {"first": True, "epoch": 0, "t_batch": 0.0, "t_epoch": 0.0, "logs": None}
+        def state() -> Any:
+            """What the last step wrote. On JAX, fit keeps it in ``model._jax_state`` while an epoch
+            runs (the variables are emptied then), which is how Keras lets callbacks reach it. Keras
+            tracks that dict (a TrackedDict of TrackedLists, which JAX's tree functions take for one
+            opaque leaf): its arrays are taken out into a plain list, or nothing would be waited for."""
+            current = getattr(model, "_jax_state", None) if backend == "jax" else None
+            if current:
+                return [array for part in dict(current).values() for array in (part or [])]
+            return _variables(model)
 
-        def last_step() -> Any:
-            """What the last step produced; before any step, the model's variables."""
-            return state["logs"] if state["logs"] is not None else _variables(model)
+        clock = StepClock(
+            writer, lambda: _sync(backend, device_name, state()), bs, config.timing, config.window_s
+        )
 
-        def batch_begin(step: int) -> None:
-            if state["first"]:
-                writer.phase("first_batch", "start")
-            state["t_batch"] = time.perf_counter()
+        class Timing(keras.callbacks.Callback):
+            """benchtui's clock inside ``model.fit``.
 
-        def batch_end(step: int, logs: Any) -> None:
-            state["logs"] = logs
-            _sync(backend, device_name, logs)
-            writer.batch(state["epoch"], step + 1, time.perf_counter() - state["t_batch"], bs)
-            if state["first"]:
-                writer.phase("first_batch", "end")
-                state["first"] = False
+            A step has ended when the next one begins, so this callback never overrides
+            ``on_train_batch_end``: a callback that does makes Keras 3 convert every step's logs
+            on the main thread (a wait for the device each step) instead of dispatching them
+            asynchronously (JAX, torch). On TensorFlow Keras converts them on the main thread
+            whatever the callbacks: that wait is part of what tf.keras users get.
+            """
 
-        def epoch_begin(epoch: int) -> None:
-            _sync(backend, device_name, last_step())
-            state["epoch"] = epoch + 1
-            state["t_epoch"] = time.perf_counter()
+            begun = 0
 
-        def epoch_end(epoch: int) -> None:
-            _sync(backend, device_name, last_step())
-            writer.epoch(epoch + 1, time.perf_counter() - state["t_epoch"], n)
-            writer.memory(epoch=epoch + 1, **_peak_memory(backend, device_name))
+            def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+                clock.epoch_begin(epoch + 1)
+                self.begun = 0
 
+            def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+                if batch > 0:
+                    clock.step_end(batch)  # step ``batch`` (1-based) ended: its successor begins
+                self.begun = batch + 1
+
+            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+                if self.begun:
+                    clock.step_end(self.begun)
+                writer.epoch(epoch + 1, clock.epoch_end(), n)
+                writer.memory(epoch=epoch + 1, **_peak_memory(backend, device_name))
+
+        common = {"epochs": config.epochs_to_run, "verbose": 0, "callbacks": [Timing()]}
         if config.data == "host":
-
-            class Timing(keras.callbacks.Callback):
-                def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-                    batch_begin(batch)
-
-                def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-                    batch_end(batch, logs)
-
-                def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-                    epoch_begin(epoch)
-
-                def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-                    epoch_end(epoch)
+            model.fit(x_host, y_host, batch_size=bs, shuffle=config.shuffle, **common)
+        elif backend == "tensorflow":
+            import tensorflow as tf
 
             model.fit(
-                x_host,
-                y_host,
-                batch_size=bs,
-                epochs=config.epochs_to_run,
-                shuffle=False,
-                verbose=0,
-                callbacks=[Timing()],
+                tf.data.Dataset.range(len(pool)).repeat(), steps_per_epoch=steps, shuffle=False, **common
             )
         else:
-            for epoch in range(config.epochs_to_run):
-                epoch_begin(epoch)
-                for step in range(steps):
-                    x, y = pool[step % len(pool)]
-                    batch_begin(step)
-                    logs = model.train_on_batch(x, y, return_dict=True)
-                    batch_end(step, logs)
-                epoch_end(epoch)
+
+            def cycle() -> Any:
+                while True:
+                    yield from pool
+
+            model.fit(cycle(), steps_per_epoch=steps, shuffle=False, **common)
         final_memory = _peak_memory(backend, device_name)  # before counting: no part of the run
         if config.mode == "train":
             # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
             from benchtui_runners.flops import count_keras, emit_flops
 
-            emit_flops(writer, lambda: count_keras(model, backend, bs, size, config.num_classes), bs)
+            emit_flops(
+                writer,
+                lambda: count_keras(model, backend, bs, size, config.num_classes, config.head),
+                bs,
+            )
     writer.done(**final_memory)

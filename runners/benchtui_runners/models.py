@@ -1,9 +1,10 @@
 """Canonical model ids -> constructors, one per framework family, with identical heads.
 
 Every model ends in the same head on every side: global average pooling, then one
-dense layer to ``num_classes`` logits (no dropout, no auxiliary head). Weights are
-random; nothing is ever downloaded. Framework imports happen inside the functions
-so that importing this module costs nothing.
+dense layer (no dropout, no auxiliary head): ``num_classes`` logits with softmax
+cross-entropy, or (``head="sigmoid"``, the study's) one sigmoid output with binary
+cross-entropy. Weights are random; nothing is ever downloaded. Framework imports
+happen inside the functions so that importing this module costs nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ _PRETRAINEDMODELS = {
 
 
 def build_torch(model_id: str, num_classes: int) -> Any:
-    """A ``torch.nn.Module`` with random weights and the shared head."""
+    """A ``torch.nn.Module`` with random weights and the shared head (``num_classes`` outputs)."""
     from torch import nn
 
     if model_id in _TORCHVISION:
@@ -59,8 +60,12 @@ def build_torch(model_id: str, num_classes: int) -> Any:
     return model
 
 
-def build_keras(model_id: str, num_classes: int, image_size: int) -> Any:
-    """A ``keras.Model`` from ``keras.applications`` with random weights and the shared head."""
+def build_keras(model_id: str, num_classes: int, image_size: int, head: str = "softmax") -> Any:
+    """A ``keras.Model`` from ``keras.applications`` with random weights and the shared head.
+
+    ``head="sigmoid"``: one output through a sigmoid, as the study's Keras scripts
+    (``Dense(1, activation="sigmoid")``); otherwise ``num_classes`` logits.
+    """
     import keras
 
     info = MODELS[model_id]
@@ -72,6 +77,34 @@ def build_keras(model_id: str, num_classes: int, image_size: int) -> Any:
     inputs = keras.Input(shape=shape)
     x = base(inputs)
     x = keras.layers.GlobalAveragePooling2D()(x)
-    # float32 logits under mixed precision, as PyTorch autocast leaves its loss in float32.
-    outputs = keras.layers.Dense(num_classes, dtype="float32")(x)
+    # float32 outputs under mixed precision: the PyTorch runner computes its loss in float32 too.
+    if head == "sigmoid":
+        outputs = keras.layers.Dense(1, activation="sigmoid", dtype="float32")(x)
+    else:
+        outputs = keras.layers.Dense(num_classes, dtype="float32")(x)
     return keras.Model(inputs, outputs, name=model_id)
+
+
+def torch_loss(head: str) -> Any:
+    """The loss of a head, on the model's float32 outputs: softmax cross-entropy, or the study's
+    sigmoid then binary cross-entropy (``F.sigmoid`` + ``nn.BCELoss``, as its PyTorch scripts)."""
+    import torch
+    from torch import nn
+
+    if head != "sigmoid":
+        return nn.CrossEntropyLoss()
+    bce = nn.BCELoss()
+
+    def sigmoid_bce(outputs: Any, target: Any) -> Any:
+        return bce(torch.sigmoid(outputs), target)
+
+    return sigmoid_bce
+
+
+def keras_loss(head: str) -> Any:
+    """The Keras loss of a head (the sigmoid head's model already ends in its sigmoid)."""
+    import keras
+
+    if head == "sigmoid":
+        return keras.losses.BinaryCrossentropy()
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)

@@ -72,8 +72,9 @@ class EventWriter:
     def phase(self, name: str, edge: str, **fields: Any) -> None:
         self.emit("phase", name=name, edge=edge, **fields)
 
-    def batch(self, epoch: int, step: int, seconds: float, samples: int) -> None:
-        self.emit("batch", epoch=epoch, step=step, seconds=seconds, samples=samples)
+    def batch(self, epoch: int, step: int, seconds: float, samples: int, steps: int = 1) -> None:
+        """``steps`` steps ending with ``step`` took ``seconds`` each on average; ``samples`` per step."""
+        self.emit("batch", epoch=epoch, step=step, seconds=seconds, samples=samples, steps=steps)
 
     def epoch(self, epoch: int, seconds: float, samples: int, **fields: Any) -> None:
         self.emit("epoch", epoch=epoch, seconds=seconds, samples=samples, **fields)

@@ -1,25 +1,29 @@
-"""The PyTorch runner: trains one model on synthetic data and reports every batch.
+"""The PyTorch runner: trains one model on synthetic data in a plain training loop.
 
-On CUDA each step is bracketed by CUDA events that are resolved when they have
-completed (``Event.query``), so timing never stalls the pipeline; epochs end with a
-device synchronization. On CPU the same loop runs with host clocks.
+Steps and epochs are timed by the clock every runner shares (``benchtui_runners.timing``):
+no wait for the device after a step, one synchronization per window of steps and at each
+epoch's end.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import time
-from collections import deque
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
-from benchtui_runners.config import DeviceMissing, RunConfig, allocator_settings, peak_rss_bytes
-from benchtui_runners.models import build_torch
+from benchtui_runners.config import (
+    DeviceMissing,
+    RunConfig,
+    allocator_settings,
+    peak_rss_bytes,
+    training_record,
+)
+from benchtui_runners.models import build_torch, torch_loss
 from benchtui_runners.protocol import EventWriter
+from benchtui_runners.timing import StepClock
 
 
 def _device(spec: str) -> torch.device:
@@ -117,7 +121,8 @@ def _settings(config: RunConfig, device: torch.device) -> dict[str, Any]:
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
-        "compile": "torch.compile" if config.compile else "eager",
+        "compile": "torch.compile" if config.compile == "on" else "eager",
+        "compile_asked": config.compile,
         "channels_last": config.channels_last,
         "data": config.data,
         "intra_op_threads": torch.get_num_threads(),
@@ -149,10 +154,65 @@ def _peak_memory(device: torch.device) -> dict[str, Any]:
     return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
 
 
+def _optimizer(config: RunConfig, params: Any) -> Any:
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=config.learning_rate)
+    return torch.optim.SGD(params, lr=config.learning_rate, momentum=config.momentum)
+
+
+def _labels(config: RunConfig, count: int, device: Any = None) -> torch.Tensor:
+    """Class ids for the softmax head; 0/1 targets of shape (count, 1) for the sigmoid head (the study's)."""
+    if config.head == "sigmoid":
+        return torch.randint(0, 2, (count, 1), device=device).float()
+    return torch.randint(0, config.num_classes, (count,), device=device)
+
+
+def _loader(config: RunConfig, device: torch.device) -> Any:
+    """The study's path: one array in host memory, fed through a DataLoader as a user would.
+
+    Workers, pinned memory and non-blocking copies, as tf.data parallelises and prefetches on
+    the other side: the input path is part of every step's time on both.
+    """
+    rng = np.random.default_rng(config.seed)
+    n, size = config.samples_per_epoch, config.image_size
+    x_host = rng.standard_normal((n, 3, size, size), dtype=np.float32)
+    if config.head == "sigmoid":
+        y_host = torch.from_numpy(rng.integers(0, 2, (n, 1)).astype(np.float32))
+    else:
+        y_host = torch.from_numpy(rng.integers(0, config.num_classes, n, dtype=np.int64))
+    dataset = torch.utils.data.TensorDataset(torch.from_numpy(x_host), y_host)
+    workers = config.workers
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=config.batch_size,
+        shuffle=config.shuffle,
+        drop_last=True,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=workers > 0,  # started once, not at every epoch
+        generator=torch.Generator().manual_seed(config.seed),
+    )
+
+
+def input_record(config: RunConfig, device: torch.device) -> str:
+    """The input path in words, for the run's settings."""
+    if config.data != "host":
+        return "a pool of 4 batches made on the device, cycled (no input path)"
+    return (
+        f"DataLoader over a NumPy array in host memory: {config.workers} worker process(es), "
+        f"pinned memory {'on' if device.type == 'cuda' else 'off (CPU)'}, non-blocking copies, "
+        f"shuffle {'on' if config.shuffle else 'off'}"
+    )
+
+
 def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     writer.phase("import", "end")
     device = _device(config.device)
-    settings = _settings(config, device)
+    settings = {
+        **_settings(config, device),
+        **training_record(config),
+        "input": input_record(config, device),
+    }
     torch.manual_seed(config.seed)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -172,21 +232,14 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
 
     writer.phase("data", "start")
     if config.data == "host":
-        # The study's path: one NumPy array in host memory, fed through a DataLoader.
-        rng = np.random.default_rng(config.seed)
-        x_host = rng.standard_normal((config.samples_per_epoch, 3, size, size), dtype=np.float32)
-        y_host = rng.integers(0, config.num_classes, config.samples_per_epoch, dtype=np.int64)
-        dataset = torch.utils.data.TensorDataset(torch.from_numpy(x_host), torch.from_numpy(y_host))
-        loader = torch.utils.data.DataLoader(
-            dataset, batch_size=bs, shuffle=False, drop_last=True, pin_memory=device.type == "cuda"
-        )
+        loader = _loader(config, device)
         pool = None
     else:
         # Synthetic tensors made on the device: a few distinct batches, cycled (seeded above).
         pool = [
             (
                 torch.randn((bs, 3, size, size), device=device).contiguous(memory_format=memory_format),
-                torch.randint(0, config.num_classes, (bs,), device=device),
+                _labels(config, bs, device),
             )
             for _ in range(min(steps, 4))
         ]
@@ -194,12 +247,12 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     writer.phase("data", "end")
 
     writer.phase("build", "start")
-    model = build_torch(config.model, config.num_classes).to(device, memory_format=memory_format)
+    model = build_torch(config.model, config.outputs).to(device, memory_format=memory_format)
     model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate, momentum=config.momentum)
-    loss_fn = nn.CrossEntropyLoss()
+    optimizer = _optimizer(config, model.parameters())
+    loss_fn = torch_loss(config.head)
     step_fn: Any = model
-    if config.compile:
+    if config.compile == "on":
         step_fn = torch.compile(model)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -215,14 +268,15 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
             optimizer.step()
 
     else:
-        # fp16 needs loss scaling to keep small gradients; bf16 does not.
+        # fp16 needs loss scaling to keep small gradients; bf16 does not. The loss is taken in
+        # float32 outside autocast, as the Keras head's float32 outputs are on the other side.
         scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
 
         def train_step(x: torch.Tensor, y: torch.Tensor) -> None:
             optimizer.zero_grad(set_to_none=True)
             with torch.autocast(device.type, dtype=amp_dtype):
-                loss = loss_fn(step_fn(x), y)
-            scaler.scale(loss).backward()
+                outputs = step_fn(x)
+            scaler.scale(loss_fn(outputs.float(), y)).backward()
             scaler.step(optimizer)
             scaler.update()
 
@@ -237,49 +291,17 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
             for i in range(steps):
                 yield pool[i % len(pool)]
 
-    cuda = device.type == "cuda"
-    pending: deque[tuple[int, int, Any, Any]] = deque()  # (epoch, step, start, end) on CUDA
-
-    def resolve(block: bool) -> None:
-        while pending:
-            epoch_i, step_i, start, end = pending[0]
-            if not block and not end.query():
-                return
-            if block:
-                end.synchronize()
-            pending.popleft()
-            writer.batch(epoch_i, step_i, start.elapsed_time(end) / 1000.0, bs)
-
-    first = True
+    # One clock for every framework (benchtui_runners.timing): no wait for the device after a
+    # step, one per window of steps; a step's time runs from the previous step's end, so the
+    # loader's fetch and the copy to the device are in it, as tf.data's are on the Keras side.
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    clock = StepClock(writer, sync, bs, config.timing, config.window_s)
     for epoch in range(1, config.epochs_to_run + 1):
-        if cuda:
-            torch.cuda.synchronize(device)
-        epoch_start = time.perf_counter()
+        clock.epoch_begin(epoch)
         for step, (x, y) in enumerate(batches(), start=1):
-            if first:
-                writer.phase("first_batch", "start")
-            if cuda:
-                start_ev = torch.cuda.Event(enable_timing=True)
-                end_ev = torch.cuda.Event(enable_timing=True)
-                start_ev.record()
-                train_step(x, y)
-                end_ev.record()
-                pending.append((epoch, step, start_ev, end_ev))
-                if first:
-                    end_ev.synchronize()
-                resolve(block=False)
-            else:
-                t = time.perf_counter()
-                train_step(x, y)
-                writer.batch(epoch, step, time.perf_counter() - t, bs)
-            if first:
-                writer.phase("first_batch", "end")
-                first = False
-        if cuda:
-            torch.cuda.synchronize(device)
-        seconds = time.perf_counter() - epoch_start
-        resolve(block=True)
-        writer.epoch(epoch, seconds, config.samples_per_epoch)
+            train_step(x, y)
+            clock.step_end(step)
+        writer.epoch(epoch, clock.epoch_end(), config.samples_per_epoch)
         writer.memory(epoch=epoch, **_peak_memory(device))
     final_memory = _peak_memory(device)  # before counting: its extra step is no part of the run
     if config.mode == "train":
@@ -289,7 +311,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         def count_flops() -> dict[str, Any]:
             torch.manual_seed(config.seed + 1)
             x = torch.randn((bs, 3, size, size), device=device)
-            y = torch.randint(0, config.num_classes, (bs,), device=device)
+            y = _labels(config, bs, device)
             return count_torch(
                 model, x.contiguous(memory_format=memory_format), y, loss_fn, amp_dtype, device.type
             )
