@@ -22,7 +22,7 @@ fw = sys.argv[1]
 out = {}
 for precision in sys.argv[2:]:
     autotune = precision != "fp32" if fw == "torch" else precision == "fp32"
-    cfg = RunConfig(framework=fw, model="resnet50", precision=precision, cudnn_autotune=autotune, compile=True)
+    cfg = RunConfig(framework=fw, model="resnet50", precision=precision, cudnn_autotune=autotune, compile="on")
     if fw == "torch":
         import torch
         from benchtui_runners import torch_runner
@@ -74,15 +74,21 @@ def test_tensorflow_applies_each_precision(precision: str) -> None:
         precision, "float32"
     )
     assert s["cudnn_autotune"] is (precision == "fp32")
-    assert s["compile"].startswith("xla")
+    # What Keras compiles with is known after model.compile: the runner sends it then (a settings event).
+    assert s["compile_asked"] == "on" and "compile" not in s
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])
-def test_non_default_settings_reach_the_runner_and_the_session(framework: str, sessions_root: Path) -> None:
+def test_the_study_preset_and_non_default_settings_reach_the_runner_and_the_session(
+    framework: str, sessions_root: Path
+) -> None:
+    # The study's preset, shrunk, with every setting a user may change on top of it.
     result = benchtui(
         "run",
         "--headless",
+        "--preset",
+        "study",
         "--frameworks",
         framework,
         "--models",
@@ -101,13 +107,11 @@ def test_non_default_settings_reach_the_runner_and_the_session(framework: str, s
         "cpu",
         "--precision",
         "amp-bf16",
-        "--data",
-        "host",
         "--no-cudnn-autotune",
         "--channels-last",
-        "--order",
-        "grouped",
         "--threads",
+        "1",
+        "--loader-workers",
         "1",
         "--sessions-dir",
         str(sessions_root),
@@ -117,13 +121,15 @@ def test_non_default_settings_reach_the_runner_and_the_session(framework: str, s
     session = only_session(sessions_root)
     plan = json.loads((session / "session.json").read_text())["plan"]
     assert (
+        plan["preset"],
         plan["precision"],
         plan["data"],
         plan["cudnn_autotune"],
         plan["channels_last"],
         plan["order"],
-    ) == ("amp-bf16", "host", False, True, "grouped")
-    hello = next(e for e in read_events(session) if e["type"] == "hello")
+    ) == ("study", "amp-bf16", "host", False, True, "grouped")
+    events = read_events(session)
+    hello = next(e for e in events if e["type"] == "hello")
     config, settings = hello["config"], hello["settings"]
     assert (config["precision"], config["data"], config["cudnn_autotune"], config["channels_last"]) == (
         "amp-bf16",
@@ -131,12 +137,38 @@ def test_non_default_settings_reach_the_runner_and_the_session(framework: str, s
         False,
         True,
     )
+    # The study's scripts (Wrosinski/dl_frameworks_benchmark): Adam at 1e-4, one sigmoid output with
+    # binary cross-entropy, the NumPy array shuffled every epoch (model.fit's default; the PyTorch
+    # DataLoader's shuffle=True), what each runner says it trained with.
+    assert (config["optimizer"], config["learning_rate"], config["head"], config["shuffle"]) == (
+        "adam",
+        1e-4,
+        "sigmoid",
+        True,
+    )
+    assert settings["optimizer"] == "adam (lr 0.0001)" and settings["loss"] == "binary cross-entropy"
+    assert settings["head"] == "sigmoid" and settings["outputs"] == 1 and settings["shuffle"] is True
     assert settings["precision"] == "amp-bf16" and settings["data"] == "host"
     assert config["threads"] == 1 and settings["intra_op_threads"] == 1  # the same pool size everywhere
     if framework == "torch":
         assert settings["cudnn_benchmark"] is False and settings["channels_last"] is True
-        assert settings["tf32_matmul"] is False
+        assert settings["tf32_matmul"] is False and settings["compile"] == "eager"
+        # The study's loader is 4 workers with pinned memory; --loader-workers 1 changed it, and says so.
+        assert settings["input"].startswith(
+            "DataLoader over a NumPy array in host memory: 1 worker process(es)"
+        )
+        assert "shuffle on" in settings["input"]
     else:
         assert settings["keras_dtype_policy"] == "mixed_bfloat16" and settings["tf32"] is False
+        assert settings["input"].startswith("model.fit on a NumPy array in host memory")
+    # What Keras's jit_compile="auto" became reaches the run's settings after the build.
+    resolved = {**settings, **next((e["settings"] for e in events if e["type"] == "settings"), {})}
     summary = json.loads((session / "summary.json").read_text())
-    assert summary["frameworks"][framework]["settings"] == settings  # and into every export from there
+    assert summary["frameworks"][framework]["settings"] == resolved  # and into every export from there
+    if framework == "tensorflow":
+        assert resolved["compile"] == "tf.function graph, no XLA (Keras's default, jit_compile='auto')"
+    # The headless run ends with how each framework ran.
+    assert (
+        f"how: {'PyTorch' if framework == 'torch' else 'tf.keras'}: {resolved['compile']}; 1 threads"
+        in result.stdout
+    )

@@ -47,7 +47,41 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", help="auto, cpu, cuda or cuda:N (default auto)")
     g.add_argument("--data", help="device: synthetic tensors made on the device; host: a NumPy array")
     g.add_argument("--precision", help="fp32, tf32, amp-fp16, amp-bf16 (default fp32)")
-    g.add_argument("--compile", action="store_true", default=None, help="torch.compile / XLA")
+    g.add_argument(
+        "--compile",
+        nargs="?",
+        const="on",
+        metavar="default|on|off",
+        help="default: each framework's own (Keras jit_compile='auto': XLA on a GPU; PyTorch eager); "
+        "on (bare --compile): XLA / torch.compile everywhere; off: none anywhere",
+    )
+    g.add_argument(
+        "--timing",
+        metavar="window|step",
+        help="window (default): one device sync per ~0.3 s of steps; step: a sync after every step, "
+        "on every framework",
+    )
+    g.add_argument(
+        "--optimizer", metavar="sgd|adam", help="sgd (default, lr 0.01, momentum 0.9) or adam (lr 1e-4)"
+    )
+    g.add_argument("--learning-rate", type=float, metavar="LR", help="the optimizer's learning rate")
+    g.add_argument(
+        "--head",
+        metavar="softmax|sigmoid",
+        help="softmax over --num-classes (default), or one sigmoid output with binary cross-entropy (the study's)",
+    )
+    g.add_argument(
+        "--shuffle",
+        action="store_true",
+        default=None,
+        help="host data: a new order every epoch (the study's)",
+    )
+    g.add_argument(
+        "--loader-workers",
+        type=int,
+        metavar="N",
+        help="PyTorch host data: DataLoader worker processes (default min(4, usable cores))",
+    )
     g.add_argument("--no-cudnn-autotune", dest="cudnn_autotune", action="store_false", default=None)
     g.add_argument("--channels-last", action="store_true", default=None, help="PyTorch NHWC memory format")
     g.add_argument("--order", help="interleaved (default) or grouped")
@@ -59,7 +93,8 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         metavar="N",
-        help="CPU threads for every framework's ops (default 0: each framework's own choice)",
+        help="CPU threads for every framework's ops (default on a CPU: the cores benchtui may use, the same "
+        "for every framework; on a GPU: each framework's own choice)",
     )
     g.add_argument(
         "--memory-limit",

@@ -33,6 +33,12 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         "data",
         "precision",
         "compile",
+        "timing",
+        "optimizer",
+        "learning_rate",
+        "head",
+        "shuffle",
+        "loader_workers",
         "cudnn_autotune",
         "channels_last",
         "order",
@@ -101,11 +107,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchtui.core.store.session import SessionWriter
 
     if args.headless:
-        from benchtui.core.reporting.terminal import print_summary
+        from benchtui.core.reporting.terminal import print_result
         from benchtui.core.running.headless import run_headless
 
         writer = SessionWriter.create(plan, args.sessions_dir)
-        return run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=print_summary)
+        return run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=print_result)
     from benchtui.app import run_app
 
     return run_app(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=not args.no_nvml)

@@ -16,9 +16,11 @@ from textual.widgets.selection_list import Selection
 
 from benchtui.core.plan.plan import PRESETS, Plan, PlanError, from_preset
 from benchtui_runners import catalog
+from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS
+from benchtui_runners.timing import TIMINGS
 
 PRESET_HELP = {
-    "study": "study: the 2019 protocol, 7 models, 299 px, 10,000 samples, 5 epochs, 3 runs",
+    "study": "study: the 2019 scripts, 7 models, 299 px, 10,000 samples, 5 epochs, 3 runs, Adam, sigmoid head",
     "quick": "quick: about two minutes on a CPU-only machine (ResNet50, 64 px, 2 runs)",
 }
 # Flags in PlanError messages, as the fields of this screen are labelled.
@@ -31,6 +33,17 @@ FIELD_NAMES = {
     "--batch-size": "Batch size",
     "--device": "Device",
     "--data": "Data",
+    "--compile": "Compile",
+    "--timing": "Timing",
+    "--optimizer": "Optimizer",
+    "--head": "Head",
+}
+#: The protocol's choices the form shows as drop-downs: plan field -> (label, choices).
+CHOICES = {
+    "compile": ("Compile", COMPILE_MODES),
+    "timing": ("Timing", TIMINGS),
+    "optimizer": ("Optimizer", tuple(OPTIMIZERS)),
+    "head": ("Head", HEADS),
 }
 
 
@@ -199,6 +212,21 @@ class PlanScreen(Screen):
             yield Static(
                 "device: tensors made on the device · host: a NumPy array in host memory", classes="hint"
             )
+            with HorizontalGroup(classes="field-row"):
+                for field, (label, choices) in CHOICES.items():
+                    yield Label(label, classes="field-label")
+                    yield Select(
+                        [(c, c) for c in choices],
+                        value=getattr(plan, field),
+                        allow_blank=False,
+                        compact=True,
+                        id=field,
+                    )
+            yield Static(
+                "compile default: each framework's own (Keras XLA where it picks it, PyTorch eager) · "
+                "timing window: one device sync per ~0.3 s of steps, on every framework",
+                classes="hint",
+            )
             yield Label("Batch size per model", classes="section")
             yield Checkbox(
                 "auto: the largest that fits, probed in fresh processes before the runs",
@@ -272,6 +300,8 @@ class PlanScreen(Screen):
             device = self.query_one("#device", Select)
             device.value = plan.device if plan.device in {v for _, v in device._options} else "auto"  # noqa: SLF001
             self.query_one("#data", Select).value = plan.data
+            for field in CHOICES:
+                self.query_one(f"#{field}", Select).value = getattr(plan, field)
             self.query_one("#preset-help", Static).update(preset_hint(plan.preset, self.probe.found))
             self._show_batch_fields()
         finally:
@@ -306,6 +336,11 @@ class PlanScreen(Screen):
         )
         plan.device = str(self.query_one("#device", Select).value)
         plan.data = str(self.query_one("#data", Select).value)
+        for field in CHOICES:
+            value = str(self.query_one(f"#{field}", Select).value)
+            if field == "optimizer" and value != plan.optimizer:
+                plan.learning_rate = 0.0  # another optimizer: its own default learning rate
+            setattr(plan, field, value)
         plan.validate()
         if plan.preset and not matches_preset(plan, plan.preset):
             plan.preset = ""  # edited after choosing a preset: the session must not claim it

@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from benchtui_runners import catalog
-from benchtui_runners.config import PRECISIONS, RunConfig
+from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, RunConfig
+from benchtui_runners.timing import TIMINGS
 
 
 class PlanError(ValueError):
@@ -38,7 +39,13 @@ class Plan:
     device: str = "auto"
     data: str = "device"
     precision: str = "fp32"
-    compile: bool = False
+    compile: str = "default"  # each framework's own default (Keras: jit_compile="auto"), or on / off
+    timing: str = "window"  # one synchronisation per window of steps, or per step (on every framework)
+    optimizer: str = "sgd"
+    learning_rate: float = 0.0  # 0: the optimizer's default (SGD 0.01, Adam 1e-4)
+    head: str = "softmax"  # softmax over num_classes, or the study's one sigmoid output
+    shuffle: bool = False  # host data: a new order every epoch (the study shuffled)
+    loader_workers: int = -1  # PyTorch host data: DataLoader workers (-1: min(4, usable cores))
     cudnn_autotune: bool = True
     channels_last: bool = False
     num_classes: int = 1000
@@ -73,10 +80,18 @@ class Plan:
         }
         return data
 
+    @property
+    def lr(self) -> float:
+        """The learning rate the runs use: the plan's, or the optimizer's default."""
+        return self.learning_rate or OPTIMIZERS.get(self.optimizer, 0.01)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        plan = cls(**{k: v for k, v in data.items() if k in known})
+        if isinstance(plan.compile, bool):  # sessions before benchtui 0.3: compile was on or off
+            plan.compile = "on" if plan.compile else "off"
+        return plan
 
     def run_config(self, framework: str, model: str, run_id: str) -> RunConfig:
         return RunConfig(
@@ -90,6 +105,12 @@ class Plan:
             data=self.data,
             precision=self.precision,
             compile=self.compile,
+            timing=self.timing,
+            optimizer=self.optimizer,
+            learning_rate=self.lr,
+            head=self.head,
+            shuffle=self.shuffle,
+            loader_workers=self.loader_workers,
             cudnn_autotune=self.cudnn_autotune,
             channels_last=self.channels_last,
             num_classes=self.num_classes,
@@ -154,6 +175,20 @@ class Plan:
             raise PlanError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.order not in ORDERS:
             raise PlanError(f"--order must be interleaved or grouped, got {self.order!r}")
+        if self.compile not in COMPILE_MODES:
+            raise PlanError(f"--compile must be one of {', '.join(COMPILE_MODES)}, got {self.compile!r}")
+        if self.timing not in TIMINGS:
+            raise PlanError(f"--timing must be one of {', '.join(TIMINGS)}, got {self.timing!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise PlanError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if not isinstance(self.learning_rate, (int, float)) or not 0 <= self.learning_rate < 1e3:
+            raise PlanError(f"--learning-rate must be a positive number, got {self.learning_rate!r}")
+        if self.head not in HEADS:
+            raise PlanError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}")
+        if not isinstance(self.loader_workers, int) or self.loader_workers < -1:
+            raise PlanError(
+                f"--loader-workers must be a whole number of at least 0, got {self.loader_workers!r}"
+            )
         for fw in self.python:
             if fw not in catalog.FRAMEWORKS:
                 raise PlanError(f"--python names unknown framework {fw!r}")
@@ -187,8 +222,10 @@ def run_order(plan: Plan) -> list[RunSpec]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The 2019 study's protocol: seven models, 299 px, 10k samples, 5 epochs, 3 runs,
-    # the study's batch sizes, data in a host NumPy array, runs grouped by framework.
+    # The 2019 study's scripts (Wrosinski/dl_frameworks_benchmark): seven models, 299 px, 10k
+    # samples, 5 epochs, 3 runs, the study's batch sizes, runs grouped by framework; Adam with
+    # lr 1e-4, one sigmoid output with binary cross-entropy, a NumPy array in host memory fed
+    # by Keras's model.fit and by a shuffled PyTorch DataLoader (4 workers, pinned memory).
     "study": {
         "frameworks": ["torch", "tensorflow"],
         "models": list(catalog.MODEL_ORDER),
@@ -199,6 +236,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "batch_sizes": {},
         "data": "host",
         "order": "grouped",
+        "optimizer": "adam",
+        "learning_rate": 1e-4,
+        "head": "sigmoid",
+        "shuffle": True,
+        "loader_workers": 4,
     },
     # About two minutes on a 2-core CPU-only machine: both frameworks, two small runs of ResNet50.
     "quick": {

@@ -26,7 +26,7 @@ from benchtui.core.running.source import Listener, SessionSource
 from benchtui.core.store.session import SessionWriter
 from benchtui.core.wire.events import Malformed, parse_line
 from benchtui_runners import catalog
-from benchtui_runners.config import RunConfig
+from benchtui_runners.config import RunConfig, usable_cores
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -241,6 +241,11 @@ class Engine(Pausable):
         """The run's configuration, on the session's one device."""
         config = self.plan.run_config(framework, model, run_id)
         config.device, config.gpu = self.placement.runner_device, self.placement.gpu
+        if config.threads == 0 and config.device == "cpu":
+            # On a CPU every framework gets the same pool, the cores this process may use: left to
+            # themselves they size it differently (TensorFlow per logical core, PyTorch per
+            # physical one), and the comparison would measure that choice.
+            config.threads = usable_cores()
         return config
 
     async def _probe(self, framework: str, model: str, batch: int) -> str:

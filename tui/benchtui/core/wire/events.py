@@ -41,10 +41,19 @@ class PhaseEvent(_Event, total=False):
 
 
 class BatchEvent(_Event, total=False):
+    """A window of ``steps`` steps ending with ``step``, timed between device synchronizations."""
+
     epoch: int
     step: int
-    seconds: float  # device-synchronized
-    samples: int
+    seconds: float  # the window's mean time per step
+    samples: int  # per step
+    steps: int  # steps in the window (1 when absent: sessions before benchtui 0.3)
+
+
+class SettingsEvent(_Event, total=False):
+    """Settings known only after the build (what Keras's ``jit_compile="auto"`` became): added to the hello's."""
+
+    settings: dict[str, Any]
 
 
 class EpochEvent(_Event, total=False):
@@ -114,6 +123,7 @@ RUNNER_EVENTS: dict[str, type] = {
     "hello": HelloEvent,
     "phase": PhaseEvent,
     "batch": BatchEvent,
+    "settings": SettingsEvent,
     "epoch": EpochEvent,
     "memory": MemoryEvent,
     "flops": FlopsEvent,
