@@ -84,7 +84,7 @@ def test_show_by_prefix_with_ratios(root: Path, capsys: pytest.CaptureFixture[st
     assert main(["show", "alpha", "--sessions-dir", str(root)]) == 0
     out = capsys.readouterr().out
     assert "ResNet50" in out and "PyTorch" in out and "tf.keras" in out
-    assert "Frameworks compared" in out
+    assert "The verdict: frameworks compared" in out
     assert re.search(r"PyTorch \d\.\d\d× faster than tf\.keras \(95% CI", out)
     assert main(["show", "20260101", "--sessions-dir", str(root)]) == 0
     assert main(["show", str(root / "20260101T000000Z_alpha")]) == 0

@@ -138,10 +138,22 @@ def test_hierarchical_large_group_uses_standard_error() -> None:
     assert hi == pytest.approx(m + 1.96 * se, abs=0.3 * se)
 
 
-def test_hierarchical_numerator_gives_rates() -> None:
+def test_hierarchical_numerator_gives_total_over_total() -> None:
+    # Two runs of two 8-image epochs: 32 images in 12 s are 2.67 images/s, not the mean of the
+    # runs' rates (8/2 + 8/4) / 2 = 3.0 that an average of averages would say.
     groups = [[2.0, 2.0], [4.0, 4.0]]
-    assert grouped_mean(groups, numerator=8.0) == 3.0  # (8/2 + 8/4) / 2
+    assert grouped_mean(groups, numerator=8.0) == pytest.approx(32 / 12)
+    # The rate's interval is the time's, inverted: times 2..4 s are 4..2 images/s.
+    assert hierarchical_ci(groups) == (2.0, 4.0)
     assert hierarchical_ci(groups, numerator=8.0) == (2.0, 4.0)
+
+
+def test_pooled_mean_weighs_each_value_once() -> None:
+    # A run with three values and a run with one: 4 values, total 10.
+    assert grouped_mean([[1.0, 2.0, 3.0], [4.0]]) == 2.5
+    reps = hierarchical_replicates([[1.0, 1.0, 1.0], [5.0]], resamples=2000, seed=1)
+    # Replicates: both picks of the big run (1.0), both of the small one (5.0), or one each (2.0).
+    assert set(reps) <= {1.0, 2.0, 5.0} and reps.count(2.0) / len(reps) == pytest.approx(0.5, abs=0.05)
 
 
 def test_ratio_exact_when_sides_are_constant() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchtui.app import BenchApp, make_app
+from benchtui.core.store.session import load_session
 from benchtui.screens.live import LiveScreen
 from benchtui.widgets.comparison import BatchComparison
 from benchtui.widgets.results_table import ResultsTable
@@ -56,7 +57,15 @@ async def test_replay_renders_the_recorded_rows() -> None:
         assert keras["state"] == "done" and keras["ips"] == "31.5" and keras["first"] == "16.25"
         comparison = app.screen.query_one(BatchComparison)
         assert comparison.model_id == "resnet50"
-        assert "faster per batch" in comparison._render_lines(100)[-1].plain
+        # The verdict under the strips is the summary's, word for word, and it agrees with the table
+        # above it: the ratio of the images/s the two rows show.
+        (verdict,) = load_session(TINY).model.summary()["ratios"]
+        *_, line, how = (strip.plain for strip in comparison._render_lines(200))
+        assert line.startswith(verdict["text"] + " · from epoch times excluding the first")
+        assert how == "PyTorch eager, 2 threads · tf.keras tf.function graph"  # what each side ran with
+        assert verdict["text"].startswith("tf.keras 5.6") and 31.5 / 5.6 == pytest.approx(
+            verdict["factor"], rel=0.01
+        )
         panels = list(app.screen.query(TelemetryPanel))
         assert [p.gpu_index for p in panels] == [None]  # no NVML on the recording machine
         note = panels[0]._render_lines(100)[0].plain

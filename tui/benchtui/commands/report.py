@@ -54,7 +54,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return EXIT_OK
     failing = cmp.failing(pct)
     for row in cmp.rows:
-        if row.ratio is not None and row.ratio.percent > pct and row.ratio.significant is not True:
+        if row.ratio is not None and row.ratio.percent > pct and not row.ratio.conclusive:
             print(
                 f"not failing: {model_label(row.model)} · {framework_label(row.framework)} is "
                 f"{row.ratio.percent:+.1f}% but {row.ratio.phrase()}",

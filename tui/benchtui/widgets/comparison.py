@@ -1,4 +1,4 @@
-"""The comparison area: per-batch time of each framework on the model being run, on one scale."""
+"""The comparison area: per-batch time of each framework on the model being run, on one scale, and the verdict."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from textual.widget import Widget
 
 from benchtui.core import fmt
 from benchtui.core.model.stats import warmup_cut
-from benchtui.core.model.summary import RunState, SessionModel
+from benchtui.core.model.summary import RunState, SessionModel, model_verdicts
 from benchtui.widgets.spark import strip
 from benchtui_runners import catalog
 
@@ -60,45 +60,69 @@ def focus_model(model: SessionModel) -> str | None:
     return model.plan.models[0] if model.plan.models else None
 
 
-def ratio_line(series: list[Series]) -> Text:
-    """Framework against framework, by median steady batch time."""
-    known = [s for s in series if s.median]
+def ratio_line(series: list[Series], model: SessionModel | None = None, model_id: str | None = None) -> Text:
+    """The verdict for the model on screen: the one every view prints (``model_verdicts``).
+
+    It comes from the finished runs, as the results table's figures do, so the two never
+    disagree; until each framework has finished a run of the model, it says what it waits for.
+    A GPU against a CPU is refused at once, from the runs' own devices.
+    """
+    known = [s for s in series if s.run is not None]
     kinds = {s.run.device_kind for s in known if s.run is not None and s.run.device_kind}
     if len(kinds) > 1:  # a GPU against a CPU says nothing about the frameworks
         return Text(
             "ratio: none, the frameworks ran on different devices ("
-            + ", ".join(
-                f"{catalog.FRAMEWORK_LABELS.get(s.framework, s.framework)} {s.run.device_kind}"
-                for s in known
-                if s.run is not None
-            )
+            + ", ".join(f"{_label(s.framework)} {s.run.device_kind}" for s in known if s.run is not None)
             + ")",
             style="bold red",
         )
-    if len(known) < 2:
-        waiting = [catalog.FRAMEWORK_LABELS.get(s.framework, s.framework) for s in series if not s.median]
-        return Text(
-            "ratio: waiting for " + " and ".join(waiting) if waiting else "ratio: one framework only",
-            style="dim",
-        )
-    if len(known) == 2:
-        a, b = sorted(known, key=lambda s: s.median or 0.0)
-        ratio = (b.median or 0.0) / (a.median or 1.0)
-        fast = catalog.FRAMEWORK_LABELS.get(a.framework, a.framework)
-        slow = catalog.FRAMEWORK_LABELS.get(b.framework, b.framework)
+    verdicts, refused = model_verdicts(model, model_id) if model is not None and model_id else ([], [])
+    if refused:
+        return Text(refused[0]["text"], style="bold red")
+    if verdicts:
         text = Text()
-        text.append(f"{fast}", style="bold")
-        text.append(f" {ratio:.2f}× faster per batch than ")
-        text.append(slow, style="bold")
-        text.append(" (latest runs, median batch after warm-up)", style="dim")
+        for i, verdict in enumerate(verdicts):
+            if i:
+                text.append("; ")
+            text.append(verdict["text"], style="dim" if verdict.get("significant") is False else "bold")
+        text.append(f" · from {verdicts[0]['basis_label']}, finished runs", style="dim")
         return text
-    base = known[0]
-    parts = [
-        f"{catalog.FRAMEWORK_LABELS.get(s.framework, s.framework)} {(s.median or 0.0) / (base.median or 1.0):.2f}×"
-        for s in known[1:]
-    ]
-    label = catalog.FRAMEWORK_LABELS.get(base.framework, base.framework)
-    return Text(f"batch time relative to {label}: " + ", ".join(parts))
+    if len(series) < 2:
+        return Text("ratio: one framework only", style="dim")
+    missing, waiting = [], []
+    for s in series:
+        runs = model.cell_runs(s.framework, model_id or "") if model is not None else []
+        if any(r.status == "ok" for r in runs):
+            continue
+        if runs and all(r.finished for r in runs):  # nothing will come: failed, unavailable, stopped
+            missing.append(f"{_label(s.framework)} has no successful run ({runs[0].status})")
+        else:
+            waiting.append(_label(s.framework))
+    if missing:
+        return Text("no verdict: " + "; ".join(missing), style="yellow")
+    return Text(
+        "verdict: after a finished run of "
+        + " and of ".join(waiting or [_label(s.framework) for s in series]),
+        style="dim",
+    )
+
+
+def settings_line(series: list[Series]) -> Text:
+    """What each framework compiled with (as resolved) and, on the CPU, its threads: what the numbers above mean."""
+    parts = []
+    for s in series:
+        settings = (s.run.hello.get("settings") or {}) if s.run is not None else {}
+        compile_ = str(settings.get("compile") or "").split(" (")[0]
+        if not compile_:
+            continue
+        on_cpu = (s.run.hello.get("device") or {}).get("type") == "cpu" if s.run is not None else False
+        threads = settings.get("intra_op_threads") if on_cpu else None  # what a CPU run's speed rests on
+        parts.append(f"{_label(s.framework)} {compile_}" + (f", {threads} threads" if threads else ""))
+    return Text(" · ".join(parts), style="dim", overflow="ellipsis", no_wrap=True)
+
+
+def _label(framework: str) -> str:
+    return catalog.FRAMEWORK_LABELS.get(framework, framework)
 
 
 class BatchComparison(Widget):
@@ -114,6 +138,7 @@ class BatchComparison(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.model_id: str | None = None
+        self._model: SessionModel | None = None
         self.series: list[Series] = []
         self.ceiling: float | None = None
         self.clipped = False
@@ -121,6 +146,7 @@ class BatchComparison(Widget):
     def update_from(self, model: SessionModel) -> None:
         """Take fresh lists from the model (never a reference to its arrays) and redraw."""
         self.model_id = focus_model(model)
+        self._model = model
         series: list[Series] = []
         if self.model_id is not None:
             for framework in model.plan.frameworks:
@@ -178,7 +204,10 @@ class BatchComparison(Widget):
             shown = s.seconds[-fits:]
             line.append(strip(shown, len(shown) * per_batch, self.ceiling), style=color)
             lines.append(line)
-        lines.append(ratio_line(self.series))
+        lines.append(ratio_line(self.series, self._model, self.model_id))
+        how = settings_line(self.series)
+        if how.plain:
+            lines.append(how)
         return lines
 
     def render(self) -> Group:

@@ -11,6 +11,7 @@ from benchtui.core.model.stats import (
     OUTLIER_MIN_RELATIVE,
     WIDE_SPREAD,
     describe,
+    grouped_mean,
     hierarchical_ci,
     median,
     outlier_mask,
@@ -31,6 +32,7 @@ OUTLIER_SHARE = 0.01
 BASIS_LABELS = {
     "epoch": "epoch times excluding the first",
     "epoch-all": "epoch times",
+    "single-epoch": "the single epoch's time (its warm-up included)",
     "batch": "batch times after warm-up",
 }
 
@@ -85,8 +87,27 @@ def samples_per_epoch(run: RunState) -> int | None:
     return run.hello.get("samples_per_epoch") or next(iter(run.epoch_samples.values()), None)
 
 
+def batch_size_of(run: RunState) -> int | None:
+    """Samples per step: the runner's config, else samples per epoch over steps per epoch."""
+    config = run.hello.get("config")
+    size = config.get("batch_size") if isinstance(config, dict) else None
+    if isinstance(size, int) and size > 0:
+        return size
+    samples, steps = samples_per_epoch(run), run.steps_per_epoch
+    return samples // steps if samples and steps else None
+
+
+def per_sample(values: Sequence[float], samples: int | None) -> list[float]:
+    """Seconds per sample: what two cells with different batch sizes can be compared on."""
+    return [v / samples for v in values] if samples else []
+
+
 def figure_groups(runs: Sequence[RunState], name: str) -> tuple[list[list[float]], float | None]:
-    """Per-run groups of raw values behind a headline figure, and a numerator for rates."""
+    """Per-run groups of raw values behind a headline figure, and a numerator for rates.
+
+    Images/s is built from seconds per image of the epochs after the first (numerator 1):
+    total images over total time, as everywhere.
+    """
     groups: list[list[float]] = []
     numerator: float | None = None
     for run in runs:
@@ -102,8 +123,8 @@ def figure_groups(runs: Sequence[RunState], name: str) -> tuple[list[list[float]
         elif name == "images_per_s":
             samples = samples_per_epoch(run)
             if samples:
-                numerator = float(samples)
-                groups.append(epochs[1:] or epochs[:1])
+                numerator = 1.0
+                groups.append(per_sample(epochs[1:] or epochs[:1], samples))
         else:  # build_s, time_to_first_batch_s: one value per run
             phase = {"build_s": "build", "time_to_first_batch_s": "first_batch"}[name]
             value = run.phase_seconds(phase)
@@ -122,6 +143,24 @@ def figure_ci(runs: Sequence[RunState], name: str) -> list[float] | None:
         return None
     interval = hierarchical_ci(groups, numerator=numerator)
     return list(interval) if interval else None
+
+
+def throughput(runs: Sequence[RunState]) -> float | None:
+    """A cell's images/s: total images over total time of the epochs after the first (of every
+    epoch when a run has only one), over all its runs. Never a mean of the runs' rates."""
+    groups, numerator = figure_groups(runs, "images_per_s")
+    return grouped_mean(groups, numerator) if numerator is not None else None
+
+
+def steady_throughput(runs: Sequence[RunState]) -> float | None:
+    """Images/s over the batches after each run's warm-up: total images over total time."""
+    images = seconds = 0.0
+    for run in runs:
+        steady, size = steady_batches(run), batch_size_of(run)
+        if steady and size:
+            images += size * len(steady)
+            seconds += sum(steady)
+    return images / seconds if seconds > 0 else None
 
 
 def timing_groups(runs: Sequence[RunState], basis: str | None = None) -> tuple[str, list[list[float]]]:
@@ -159,11 +198,19 @@ def pair_groups(
 
 
 def compare_cells(base: Sequence[RunState], other: Sequence[RunState]) -> dict[str, Any] | None:
-    """Time ratio other / base with its 95% CI, or None when a side has no times."""
-    basis, a, b = pair_groups(base, other)
+    """Time per image of other / base with its 95% CI, or None when a side has no times.
+
+    From exactly the data of the cells' images/s (seconds per image of the epochs after the
+    first, or of the only epoch), so the ratio is the inverse ratio of the images/s every
+    table shows, total images over total time, whatever the batch sizes.
+    """
+    a, _ = figure_groups(base, "images_per_s")
+    b, _ = figure_groups(other, "images_per_s")
     ratio = ratio_ci(a, b)
     if ratio is None:
         return None
+    several = all(len(epochs_of(r)) > 1 for r in (*base, *other))
+    basis = "epoch" if several else "single-epoch"
     return {"basis": basis, "basis_label": BASIS_LABELS[basis], **ratio.to_dict(), "_ratio": ratio}
 
 

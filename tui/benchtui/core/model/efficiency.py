@@ -69,12 +69,15 @@ def run_peak(run: RunState) -> tuple[float, str] | None:
 
 
 def cell_efficiency(
-    runs: Sequence[RunState], images_ci: Sequence[float | None] | None = None
+    runs: Sequence[RunState],
+    images_per_s: float | None = None,
+    images_ci: Sequence[float | None] | None = None,
 ) -> dict[str, Any]:
     """The compute-efficiency fields of a summary row, from a cell's successful runs.
 
-    ``images_ci`` is the row's 95% interval of images/s: with one FLOP count for every
-    run, the interval of TFLOP/s is that one scaled by FLOPs per image.
+    ``images_per_s`` and ``images_ci`` are the row's throughput (total images over total
+    time) and its 95% interval: with one FLOP count for every run, achieved TFLOP/s and
+    its interval are those scaled by FLOPs per image, so they tell the same story.
     """
     events = [r.flops for r in runs if r.flops]
     counted = [f for f in events if f.get("per_step")]
@@ -89,20 +92,17 @@ def cell_efficiency(
         "flops_reason": ""
         if counted
         else str(next((f.get("reason") for f in events if f.get("reason")), "")),
-        "achieved_tflops": mean(achieved) if achieved else None,
+        "achieved_tflops": mean(achieved) if achieved else None,  # replaced below when counts agree
         "achieved_tflops_spread": describe(achieved),
         "achieved_tflops_ci": None,
         "peak_tflops": None,
         "peak_fraction": None,
         "peak_source": "",
     }
-    if (
-        images_ci
-        and per_image
-        and images_ci[0] is not None
-        and images_ci[1] is not None
-        and max(per_image) - min(per_image) <= SAME_COUNT * max(per_image)
-    ):
+    same_count = bool(per_image) and max(per_image) - min(per_image) <= SAME_COUNT * max(per_image)
+    if same_count and images_per_s is not None and len(per_image) == len(runs):
+        out["achieved_tflops"] = images_per_s * per_image[0] / TERA
+    if same_count and images_ci and images_ci[0] is not None and images_ci[1] is not None:
         out["achieved_tflops_ci"] = [images_ci[0] * per_image[0] / TERA, images_ci[1] * per_image[0] / TERA]
     peak = next((p for p in (run_peak(r) for r in runs) if p is not None), None)
     if peak is not None:

@@ -26,6 +26,7 @@ from benchtui.core.wire.events import (
     PhaseEvent,
     RunEndEvent,
     RunStartEvent,
+    SettingsEvent,
 )
 from benchtui_runners import catalog
 
@@ -134,11 +135,21 @@ class SessionModel:
             run.current_epoch = 1
 
     def _on_batch(self, run: RunState, event: BatchEvent) -> None:
-        run.batch_seconds.append(float(event["seconds"]))
-        run.batch_epochs.append(int(event["epoch"]))
-        run.current_epoch = int(event["epoch"])
+        # A window of steps: each of its steps took the window's mean (benchtui_runners.timing).
+        steps = int(event.get("steps") or 1)
+        if steps < 1:
+            raise ValueError("a window of no steps")
+        seconds, epoch = float(event["seconds"]), int(event["epoch"])
+        run.batch_seconds.extend([seconds] * steps)
+        run.batch_epochs.extend([epoch] * steps)
+        run.current_epoch = epoch
         run.current_step = int(event["step"])
         run.status = RunStatus.RUNNING
+
+    def _on_settings(self, run: RunState, event: SettingsEvent) -> None:
+        settings = event.get("settings")
+        if isinstance(settings, dict):  # a new dict: the hello event as read stays as it was
+            run.hello["settings"] = {**(run.hello.get("settings") or {}), **settings}
 
     def _on_epoch(self, run: RunState, event: EpochEvent) -> None:
         epoch = int(event["epoch"])
@@ -227,6 +238,8 @@ class SessionModel:
             stats = describe([f[name] for f in per_run if f[name] is not None])
             row[name] = stats["mean"] if stats else None
             row["spread"][name] = stats
+        # Throughput is total images over total time, never a mean of the runs' rates.
+        row["images_per_s"] = analysis.throughput(ok)
         # 95% bootstrap intervals (over runs, then epochs within runs; seeded, cached).
         row["ci"] = {name: analysis.figure_ci(ok, name) for name in HEADLINE}
         for name, interval in row["ci"].items():
@@ -240,10 +253,7 @@ class SessionModel:
         cuts = [analysis.warmup_of(r) for r in ok]
         row["warmup_batches"] = [c for c, _ in cuts]
         row["warmup_s"] = [s for _, s in cuts]
-        steady_rates = [
-            row["batch_size"] / mean(steady) for r in ok if (steady := analysis.steady_batches(r))
-        ]
-        row["steady_images_per_s"] = mean(steady_rates) if steady_rates else None
+        row["steady_images_per_s"] = analysis.steady_throughput(ok)
         row["warnings"] = analysis.cell_warnings(ok, row["spread"], row["batch"])
         # From run_end when recorded: loading folds GPU samples last (and only the newest), so
         # the figure must not depend on them for summary.json to be recomputable.
@@ -254,7 +264,8 @@ class SessionModel:
                 caution(
                     CautionKind.CPU_CONTENTION,
                     f"other processes kept {max(loads):.1f} core(s) busy during a run: on a shared CPU "
-                    "its times measure the contention as much as the framework",
+                    "its times measure the contention as much as the framework; stop the other work, or "
+                    "give every framework only the idle cores (--threads N), and run again",
                 )
             )
         others = [r.other_gpu_procs for r in ok if r.other_gpu_procs]
@@ -279,7 +290,7 @@ class SessionModel:
         row["peak_memory_bytes"] = max(peaks) if peaks else None
         row["memory_source"] = ok[0].memory_source if ok else ""
         # Compute efficiency (additive): FLOPs per step, achieved TFLOP/s, % of the GPU's peak.
-        eff = efficiency.cell_efficiency(ok, row["ci"].get("images_per_s"))
+        eff = efficiency.cell_efficiency(ok, row["images_per_s"], row["ci"].get("images_per_s"))
         row["spread"]["achieved_tflops"] = eff.pop("achieved_tflops_spread")
         row["ci"]["achieved_tflops"] = eff.pop("achieved_tflops_ci")
         row.update(eff)
@@ -357,53 +368,71 @@ class SessionModel:
 def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """For each model, every framework against the plan's first framework that has results.
 
-    Each entry names the faster framework and says "1.23× faster (95% CI 1.18–1.29)",
-    with "not significant" when the interval contains 1. Pairs whose runs trained on
-    different kinds of device (a GPU against a CPU) get no ratio: they are returned
-    apart, each with the sentence every view shows instead.
+    The one verdict of benchtui (``model_verdicts``), for every model of the plan: each entry
+    names the faster framework and says "1.23× faster (95% CI 1.18–1.29)", with "not
+    significant" when the interval contains 1. Pairs whose runs trained on different kinds
+    of device (a GPU against a CPU) get no ratio: they are returned apart, each with the
+    sentence every view shows instead.
     """
     out: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     for m in model.plan.models:
-        cells = [
-            (fw, [r for r in model.cell_runs(fw, m) if r.status is RunStatus.OK])
-            for fw in model.plan.frameworks
-        ]
-        cells = [(fw, runs) for fw, runs in cells if runs]
-        if len(cells) < 2:
-            continue
-        base_fw, base_runs = cells[0]
-        for fw, runs in cells[1:]:
-            mixed = analysis.mixed_devices(base_runs, runs)
-            if mixed is not None:
-                refused.append(
-                    {
-                        "model": m,
-                        "base": base_fw,
-                        "framework": fw,
-                        "devices": {
-                            base_fw: sorted(analysis.device_kinds(base_runs)),
-                            fw: sorted(analysis.device_kinds(runs)),
-                        },
-                        "text": f"no ratio between {analysis.framework_label(base_fw)} and {analysis.framework_label(fw)}: they ran on "
-                        f"different devices ({analysis.framework_label(base_fw)} {'/'.join(sorted(analysis.device_kinds(base_runs)))}, "
-                        f"{analysis.framework_label(fw)} {'/'.join(sorted(analysis.device_kinds(runs)))})",
-                    }
-                )
-                continue
-            result = analysis.compare_cells(base_runs, runs)
-            if result is None:
-                continue
-            ratio: Ratio = result.pop("_ratio")
-            winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
-            out.append(
+        ratios, refusals = model_verdicts(model, m)
+        out += ratios
+        refused += refusals
+    return out, refused
+
+
+def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The verdicts of one model: every framework against the plan's first that has results.
+
+    Over the runs that succeeded; the ratio is of time per image, so it is the inverse ratio
+    of the cells' images/s (total images over total time) whatever their batch sizes. Every
+    view prints its ``text``: the live screen (as runs finish), show, the end of a headless
+    run, md, html, csv, json and compare.
+    """
+    out: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    ok = RunStatus.OK
+    cells = [
+        (fw, [r for r in model.cell_runs(fw, model_id) if r.status is ok]) for fw in model.plan.frameworks
+    ]
+    cells = [(fw, cell) for fw, cell in cells if cell]
+    if len(cells) < 2:
+        return out, refused
+    label = analysis.framework_label
+    base_fw, base_runs = cells[0]
+    for fw, cell in cells[1:]:
+        if analysis.mixed_devices(base_runs, cell) is not None:
+            kinds_a = "/".join(sorted(analysis.device_kinds(base_runs)))
+            kinds_b = "/".join(sorted(analysis.device_kinds(cell)))
+            refused.append(
                 {
-                    "model": m,
+                    "model": model_id,
                     "base": base_fw,
                     "framework": fw,
-                    **result,
-                    "faster_framework": winner if ratio.value != 1.0 else None,
-                    "text": f"{analysis.framework_label(winner)} {seen.phrase(analysis.framework_label(loser))}",
+                    "devices": {
+                        base_fw: sorted(analysis.device_kinds(base_runs)),
+                        fw: sorted(analysis.device_kinds(cell)),
+                    },
+                    "text": f"no ratio between {label(base_fw)} and {label(fw)}: they ran on different "
+                    f"devices ({label(base_fw)} {kinds_a}, {label(fw)} {kinds_b})",
                 }
             )
+            continue
+        result = analysis.compare_cells(base_runs, cell)
+        if result is None:
+            continue
+        ratio: Ratio = result.pop("_ratio")
+        winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
+        out.append(
+            {
+                "model": model_id,
+                "base": base_fw,
+                "framework": fw,
+                **result,
+                "faster_framework": winner if ratio.value != 1.0 else None,
+                "text": f"{label(winner)} {seen.phrase(label(loser))}",
+            }
+        )
     return out, refused

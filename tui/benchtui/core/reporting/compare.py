@@ -54,7 +54,7 @@ class CompareRow:
         if self.status_b == "failed" and self.status_a != "failed":
             return True
         if self.ratio is not None:
-            return self.ratio.percent > pct and self.ratio.significant is True
+            return self.ratio.percent > pct and self.ratio.conclusive
         return self.status_a == "ok" and self.status_b not in ("ok", "absent")
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,6 +77,9 @@ class Comparison:
     b: LoadedSession
     rows: list[CompareRow] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
+    # Each session's own verdicts (framework against framework, per model): the summary's, as every view prints them.
+    verdicts_a: list[dict[str, Any]] = field(default_factory=list)
+    verdicts_b: list[dict[str, Any]] = field(default_factory=list)
 
     def failing(self, pct: float) -> list[CompareRow]:
         return [r for r in self.rows if r.slower_than(pct)]
@@ -87,6 +90,7 @@ class Comparison:
             "b": str(self.b.path),
             "rows": [r.to_dict() for r in self.rows],
             "differences": self.differences,
+            "verdicts": {"a": self.verdicts_a, "b": self.verdicts_b},
         }
 
 
@@ -149,7 +153,13 @@ def compare_sessions(
             for fw in loaded.plan.frameworks:
                 if (m, fw) not in cells:
                     cells.append((m, fw))
-    out = Comparison(la, lb, differences=_differences(la, lb))
+    out = Comparison(
+        la,
+        lb,
+        differences=_differences(la, lb),
+        verdicts_a=list(la.model.summary().get("ratios") or []),
+        verdicts_b=list(lb.model.summary().get("ratios") or []),
+    )
     for m, fw in cells:
         row = CompareRow(m, fw, _cell_status(la, fw, m), _cell_status(lb, fw, m))
         runs_a = (

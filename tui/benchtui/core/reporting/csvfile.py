@@ -66,6 +66,7 @@ RATIO_COLUMNS = (
     "time_ratio_ci_high",
     "ratio_significant",
     "ratio_basis",
+    "verdict",
 )
 BATCH_COLUMNS = (
     "run_id",
@@ -76,6 +77,7 @@ BATCH_COLUMNS = (
     "step",
     "seconds",
     "samples",
+    "steps",
     "images_per_s",
     "t",
 )
@@ -115,6 +117,7 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 time_ratio_ci_high=ratio["ci_high"],
                 ratio_significant=ratio["significant"],
                 ratio_basis=ratio["basis"],
+                verdict=ratio["text"],
             )
         for key in EFFICIENCY_COLUMNS:
             rec[key] = row.get(key)
@@ -143,7 +146,11 @@ def write(report: Report, fh: IO[str]) -> None:
 
 
 def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
-    """batches.csv: one row per recorded batch, streamed from the session's events; returns the row count."""
+    """batches.csv: one row per recorded batch event, streamed from the session's events; returns the row count.
+
+    A row is a window of ``steps`` steps (benchtui_runners.timing): ``seconds`` is their mean
+    time per step and ``samples`` the samples of one step.
+    """
     specs = {rid: run.spec for rid, run in loaded.model.runs.items()}
     writer = csv.writer(fh, lineterminator="\n")
     writer.writerow(BATCH_COLUMNS)
@@ -170,6 +177,7 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
                 event.get("step"),
                 csv_value(seconds),
                 csv_value(samples),
+                csv_value(event.get("steps") or 1),
                 csv_value(rate),
                 csv_value(event.get("t")),
             ]

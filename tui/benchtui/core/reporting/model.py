@@ -82,7 +82,8 @@ WARMUP_NOTE = (
     "within 10% (plus 3 robust SDs) of the median of the run's second half."
 )
 SIDE_BY_SIDE_TITLE = "The study's four figures, side by side (seconds)"
-CI_NOTE = "in brackets the 95% bootstrap confidence interval (seeded; over runs, then epochs within runs)."
+#: What brackets mean, in every view that prints them (show, headless, md, html): always the 95% CI.
+CI_NOTE = "[in brackets]: the 95% confidence interval (seeded bootstrap over runs, then epochs within runs)."
 
 
 @dataclass
@@ -149,18 +150,23 @@ class Report:
 
 
 # -- figures as text -----------------------------------------------------------------------
+def with_ci(row: dict[str, Any], name: str, formatter: Formatter = fmt.seconds) -> str:
+    """A figure and its 95% CI in brackets, '3.21 [3.10–3.40]'; brackets hold nothing else anywhere."""
+    text = formatter(row.get(name))
+    ci = (row.get("ci") or {}).get(name)
+    if ci and ci[0] is not None and ci[1] is not None and row.get("runs", 0) >= 1 and ci[1] > ci[0]:
+        text += f" [{formatter(ci[0])}–{formatter(ci[1])}]"
+    return text
+
+
 def cell_text(row: dict[str, Any], name: str, formatter: Formatter = fmt.seconds) -> str:
     """A figure with its 95% CI in brackets, or why there is none."""
-    value = row.get(name)
-    if value is None:
+    if row.get(name) is None:
         status = row.get("status", "")
         return {"unavailable": "not available", "failed": "failed", "incomplete": "incomplete"}.get(
             status, "–"
         )
-    text = formatter(value)
-    ci = (row.get("ci") or {}).get(name)
-    if ci and ci[0] is not None and ci[1] is not None and row.get("runs", 0) >= 1 and ci[1] > ci[0]:
-        text += f" [{formatter(ci[0])}–{formatter(ci[1])}]"
+    text = with_ci(row, name, formatter)
     if row.get("status") == "failed":
         text += " (some runs failed)"
     return text
@@ -269,6 +275,25 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
     )
     items.append(("Batch sizes", sizes))
     return items
+
+
+def how_it_ran(frameworks: dict[str, Any]) -> list[str]:
+    """One line per framework: what it compiled with (as resolved), its threads and timing.
+
+    ``frameworks`` is a summary's ``frameworks`` (versions, device and settings per framework).
+    """
+    out = []
+    for fw, env in frameworks.items():
+        settings = env.get("settings") or {}
+        parts = [str(settings.get("compile") or "compile not recorded")]
+        if settings.get("intra_op_threads"):
+            parts.append(f"{settings['intra_op_threads']} threads")
+        if isinstance(settings.get("timing"), str):
+            parts.append(settings["timing"].split(":")[0] + " timing")
+        if settings.get("optimizer"):
+            parts.append(f"{settings['optimizer']}, {settings.get('loss', '')}".rstrip(", "))
+        out.append(f"{framework_label(fw)}: {'; '.join(parts)}")
+    return out
 
 
 def header_facts(loaded: LoadedSession) -> list[tuple[str, str]]:

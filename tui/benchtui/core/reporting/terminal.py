@@ -15,11 +15,14 @@ from benchtui.core import fmt
 from benchtui.core.model.analysis import BASIS_LABELS, framework_label, model_label
 from benchtui.core.model.status import status_style
 from benchtui.core.reporting.compare import Comparison
-from benchtui.core.reporting.model import STUDY_COLUMNS, Report
+from benchtui.core.reporting.model import CI_NOTE, STUDY_COLUMNS, Report, how_it_ran, with_ci
 
 #: Below this many columns the table drops spreads, runs and TFLOP/s rather than cut numbers.
 WIDE_TABLE = 150
-RATIO_NOTE = "95% CIs by seeded bootstrap; 'not significant' when the CI contains 1."
+RATIO_NOTE = (
+    "Time per image, from the times under 'From' (so the inverse ratio of images/s); 95% CIs by "
+    "seeded bootstrap; 'not significant' when the CI contains 1."
+)
 COMPARE_NOTE = (
     "B/A is the ratio of times (below 1: B is faster); 95% CIs by seeded hierarchical bootstrap "
     "(runs, then epochs or batches); 'not significant' when the CI contains 1."
@@ -35,9 +38,9 @@ def stdout_console(file: Any = None) -> Console:
 
 
 def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None = None) -> Table:
-    """The study's table: one row per (model, framework), each figure with its spread over runs.
+    """The study's table: one row per (model, framework), each figure with its 95% CI in brackets.
 
-    Narrower than WIDE_TABLE columns, the spreads, run counts and TFLOP/s go (they stay in
+    Narrower than WIDE_TABLE columns, the intervals, run counts and TFLOP/s go (they stay in
     the exports), the frame thins, and numbers keep their full width while names wrap: a
     number is never cut. Reasons for failed or unavailable rows are printed under the
     table (``summary_notes``), not squeezed into it.
@@ -58,16 +61,12 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
     columns.append(("Status", "left"))
     body: list[list[str]] = []
     for row in rows:
-        spread = row.get("spread", {})
         status = row["status"]
         cells = [model_label(row["model"]), framework_label(row["framework"]), str(row["batch_size"])]
         if wide:
             cells.append(f"{row['runs']}/{row.get('runs_planned', row['runs'])}")
-        for col in STUDY_COLUMNS:
-            value = row[col.key]
-            cells.append(
-                fmt.with_spread(value, spread.get(col.key), col.formatter) if wide else col.formatter(value)
-            )
+        for col in STUDY_COLUMNS:  # brackets: the 95% CI, as in every export
+            cells.append(with_ci(row, col.key, col.formatter) if wide else col.formatter(row[col.key]))
         if wide:
             cells.append(fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")))
             if energy_known:
@@ -106,20 +105,49 @@ def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def print_summary(
-    rows: list[dict[str, Any]], title: str, file: Any = None, console: Console | None = None
+    rows: list[dict[str, Any]],
+    title: str,
+    file: Any = None,
+    console: Console | None = None,
+    ratios: list[dict[str, Any]] | None = None,
 ) -> None:
-    """The table, fitted to the terminal, then the notes for the rows marked *."""
+    """The table, fitted to the terminal, what its brackets mean, the notes for the rows marked *,
+    then the verdict per model (``ratios``: the summary's)."""
     console = console or stdout_console(file)
     console.print(summary_table(rows, title, width=console.width))
+    if console.width >= WIDE_TABLE and any(row.get("runs") for row in rows):
+        console.print(CI_NOTE, style="dim", highlight=False, markup=False)
     for note in summary_notes(rows):
         console.print(note, highlight=False)
+    print_verdict(ratios or [], console)
+
+
+def print_result(summary: dict[str, Any], title: str) -> None:
+    """The end of a headless run on stdout: the study's table, how each framework ran, then the verdict."""
+    console = stdout_console()
+    print_summary(summary["rows"], title, console=console, ratios=None)
+    print_how(summary, console)
+    print_verdict(summary.get("ratios") or [], console)
+
+
+def print_how(summary: dict[str, Any], console: Console) -> None:
+    """What each framework compiled with (as resolved), threads, timing, optimizer and loss."""
+    for line in how_it_ran(summary.get("frameworks") or {}):
+        console.print(f"how: {line}", style="dim", highlight=False, markup=False)
+
+
+def print_verdict(ratios: list[dict[str, Any]], console: Console) -> None:
+    table = ratio_table(ratios)
+    if table is not None:
+        console.print(table)
+        console.print(RATIO_NOTE, style="dim", highlight=False)
 
 
 def ratio_table(ratios: list[dict[str, Any]]) -> Table | None:
     """'PyTorch 1.23× faster than tf.keras (95% CI 1.18–1.29)' per model; None when nothing to compare."""
     if not ratios:
         return None
-    table = Table(title="Frameworks compared", title_justify="left", header_style="bold")
+    table = Table(title="The verdict: frameworks compared", title_justify="left", header_style="bold")
     table.add_column("Model")
     table.add_column("Result")
     table.add_column("From")
@@ -138,10 +166,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
     """``benchtui show``: the study's table, its notes, then the framework ratios."""
     console = console or stdout_console()
     print_summary(report.rows, report_title(report), console=console)
-    ratios = ratio_table(report.ratios)
-    if ratios is not None:
-        console.print(ratios)
-        console.print(RATIO_NOTE, style="dim")
+    print_how(report.summary, console)
+    print_verdict(report.ratios, console)
 
 
 def summary_view(report: Report, width: int) -> Group:
@@ -191,6 +217,13 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     """The comparison's table, what differs between the sessions, and how to read B/A."""
     console = console or stdout_console()
     console.print(comparison_table(cmp))
+    for side, loaded, verdicts in (("A", cmp.a, cmp.verdicts_a), ("B", cmp.b, cmp.verdicts_b)):
+        for r in verdicts:  # each session's own verdict, as show and every export print it
+            style = "dim" if r.get("significant") is False else "bold"
+            console.print(
+                Text.assemble(f"{side} {loaded.path.name} · {model_label(r['model'])}: ", (r["text"], style)),
+                highlight=False,
+            )
     if cmp.differences:
         console.print("[yellow]The sessions differ in:[/] " + "; ".join(cmp.differences), highlight=False)
     console.print(COMPARE_NOTE, style="dim", highlight=False)

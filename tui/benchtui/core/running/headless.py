@@ -43,14 +43,15 @@ def _probe_line(event: dict[str, Any]) -> str:
     )
 
 
-#: Shows the study's table at the end of a run: (summary rows, title).
-SummaryCallback = Callable[[list[dict[str, Any]], str], None]
+#: Shows the result at the end of a run: (the session's summary: rows and verdicts, title).
+SummaryCallback = Callable[[dict[str, Any], str], None]
 
 
 def run_headless(
     plan: Plan, writer: SessionWriter, use_nvml: bool = True, on_summary: SummaryCallback | None = None
 ) -> int:
-    """Run a plan with progress on stderr, then hand the study's table to ``on_summary``; return the exit code."""
+    """Run a plan with progress on stderr, then hand its summary (the study's table, the verdicts) to
+    ``on_summary``; return the exit code."""
     err = Console(stderr=True)
     if not err.is_terminal:  # a log file: no wrapping at 80 columns
         err = Console(stderr=True, width=200)
@@ -97,7 +98,7 @@ def run_headless(
             progress.update(
                 current,
                 description=f"{run_id} epoch {run.current_epoch}/{run.epochs_planned}",
-                advance=1,
+                advance=int(event.get("steps") or 1),
             )
         elif kind == "run_end":
             progress.update(overall, completed=engine.model.done_runs)
@@ -115,7 +116,7 @@ def run_headless(
         status = asyncio.run(main())
 
     if on_summary is not None:
-        on_summary(engine.model.rows(), f"benchtui · {writer.path.name}")
+        on_summary(engine.model.summary(), f"benchtui · {writer.path.name}")
     err.print(f"session {status}: [cyan]{writer.path}[/]")
     if engine.model.malformed:
         err.print(f"[yellow]{engine.model.malformed} malformed event line(s) were skipped (see logs/)[/]")
