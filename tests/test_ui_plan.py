@@ -92,6 +92,34 @@ async def test_plan_errors_are_shown_on_the_screen(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
+async def test_the_protocol_drop_downs_follow_the_preset_and_reach_the_plan(tmp_path: Path) -> None:
+    app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        choice = {f: screen.query_one(f"#{f}", Select) for f in ("compile", "timing", "optimizer", "head")}
+        # Parity defaults for the quick plan; the study preset sets the study's optimizer and head.
+        assert {f: s.value for f, s in choice.items()} == {
+            "compile": "default",
+            "timing": "window",
+            "optimizer": "sgd",
+            "head": "softmax",
+        }
+        screen.query_one("#preset", Select).value = "study"
+        await pilot.pause()
+        assert (choice["optimizer"].value, choice["head"].value) == ("adam", "sigmoid")
+        study = screen.build_plan()
+        assert study.preset == "study"
+        assert (study.optimizer, study.lr, study.head) == ("adam", 1e-4, "sigmoid")
+        # Edited: the plan takes the choices, each optimizer its own default learning rate, and
+        # the session no longer claims the study's protocol.
+        choice["optimizer"].value, choice["compile"].value, choice["timing"].value = "sgd", "off", "step"
+        edited = screen.build_plan()
+        assert (edited.optimizer, edited.lr, edited.compile, edited.timing) == ("sgd", 0.01, "off", "step")
+        assert edited.head == "sigmoid" and edited.preset == ""
+
+
+@pytest.mark.asyncio
 async def test_a_plan_passed_in_fills_the_form(tmp_path: Path) -> None:
     plan = Plan(
         frameworks=["torch"],

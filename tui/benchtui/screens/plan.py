@@ -221,6 +221,7 @@ class PlanScreen(Screen):
                         allow_blank=False,
                         compact=True,
                         id=field,
+                        classes="choice",
                     )
             yield Static(
                 "compile default: each framework's own (Keras XLA where it picks it, PyTorch eager) · "
