@@ -11,7 +11,8 @@ Steps, each a real ``benchtui`` command in a fresh process:
 2. The study's protocol for ResNet50 on PyTorch and Keras/JAX (299 px, 10,000 samples,
    5 epochs, 3 runs) with the study's batch, then with ``--batch-size auto``.
 3. The settings that change the answer: fp32, tf32, amp-bf16 and ``--compile`` (fp32).
-4. Harness overhead: the PyTorch runner against a bare hand-written loop (benchmarks/overhead.py).
+4. Harness overhead: the PyTorch runner against a bare hand-written loop, Keras/JAX's against a
+   plain model.fit (benchmarks/overhead.py).
 5. Memory: the runner's GPU memory as NVML saw it against the framework's own peak counter.
 
 It writes ``<out>/acceptance-<device>.md`` (the figures and the commands) and
@@ -154,9 +155,11 @@ def memory_check(loaded: Any) -> list[dict[str, Any]]:
 def overhead(device: str, small: bool, timeout: float, log: list[str]) -> dict[str, Any]:
     args = ["--device", device]
     args += (
-        ["--image-size", "32", "--batch-size", "8", "--steps", "4", "--epochs", "2", "--pairs", "1"]
+        ["--frameworks", "torch", "--image-size", "32", "--batch-size", "8", "--steps", "4", "--epochs", "2"]
+        + ["--pairs", "1"]
         if small
-        else ["--image-size", "224", "--batch-size", "64", "--steps", "50", "--epochs", "3", "--pairs", "4"]
+        else ["--frameworks", "torch,keras-jax", "--image-size", "224", "--batch-size", "64", "--steps", "50"]
+        + ["--epochs", "4", "--pairs", "4"]
     )
     cmd = [sys.executable, str(ROOT / "benchmarks" / "overhead.py"), *args]
     log.append("python benchmarks/overhead.py " + shlex.join(args))
@@ -262,10 +265,15 @@ def main(argv: list[str] | None = None) -> int:
     doctor = benchtui(["doctor"], args.timeout)
     commands.append("benchtui doctor")
     base = ["--models", "resnet50", "--device", args.device, "--image-size", str(size["image"])]
+    if args.small:  # the test suite: two workers share two cores, oversubscribed pools crawl
+        base += ["--threads", "1"]
+    # The study's scripts (the preset: Adam, sigmoid head, host data, loaders), on ResNet50.
     study = [
+        "--preset",
+        "study",
         *base,
         *("--frameworks", FRAMEWORKS, "--samples", str(size["samples"]), "--epochs", str(size["epochs"])),
-        *("--runs", str(size["runs"]), "--order", "grouped"),
+        *("--runs", str(size["runs"])),
     ]
     matrix = [
         *base,
