@@ -68,11 +68,9 @@ class StepClock:
         self.pending = 0  # steps ended since the last mark
         self.t_epoch = 0.0
         self.t_mark = 0.0
-        self.syncs = 0  # for the record: how often this run waited for its device
 
     def _sync(self) -> float:
         self.sync()
-        self.syncs += 1
         return self.clock()
 
     def epoch_begin(self, epoch: int) -> None:
