@@ -50,7 +50,7 @@ def test_non_finite_numbers_become_null_and_unicode_survives() -> None:
 
 
 def test_times_are_monotonic() -> None:
-    events = _roundtrip(lambda w: [w.batch(1, i, 0.1, 1) for i in range(50)])
+    events = _roundtrip(lambda w: [w.batch(1, i, 0.1, 1) for i in range(1, 51)])
     times = [e["t"] for e in events]
     assert times == sorted(times)
 

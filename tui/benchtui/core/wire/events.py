@@ -9,6 +9,8 @@ Every event has ``type`` and ``t`` (monotonic seconds); the parent tags runner e
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from typing import Any, Literal, TypedDict
 
 WIRE_VERSION = 1
@@ -143,10 +145,13 @@ class Malformed(ValueError):
 
 
 def parse_line(line: bytes | str) -> dict[str, Any]:
-    """Parse one line from a runner. Unknown types and fields pass through untouched.
+    """Parse and check one line from a runner (``check_event``). Unknown types and fields pass through.
 
-    Raises Malformed for anything that is not a JSON object with a string ``type``.
+    Raises Malformed, with the reason, for anything that is not a JSON object with a string
+    ``type`` whose known fields have the types and ranges their type says.
     """
+    if len(line) > MAX_LINE_BYTES:
+        raise Malformed(f"a line of {len(line)} bytes (at most {MAX_LINE_BYTES})")
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
@@ -156,9 +161,219 @@ def parse_line(line: bytes | str) -> dict[str, Any]:
     if not line:
         raise Malformed("empty line")
     try:
-        event = json.loads(line)
+        event = loads_strict(line)
     except json.JSONDecodeError as exc:
         raise Malformed(f"not JSON: {exc.msg}") from exc
-    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+    except RecursionError as exc:
+        raise Malformed("nested too deeply") from exc
+    if not isinstance(event, dict):
         raise Malformed("not an event object with a 'type'")
+    return check_event(event)
+
+
+# -- validation: every event is checked where it enters the parent, and again when a file is read --
+#: Most bytes one event line may have (a traceback included); longer lines are malformed.
+MAX_LINE_BYTES = 1 << 20
+_MAX_TIME = 1e9  # seconds: one step, one epoch or a monotonic clock beyond this is nonsense
+_MAX_COUNT = 10**12
+_MAX_TEXT = 4096  # a name, a word, a device's field
+_LONG_TEXT = 64 * 1024  # an error's message
+_MAX_TRACEBACK = 512 * 1024
+
+
+def _reject_constant(name: str) -> Any:
+    raise Malformed(f"{name} is not a number JSON allows")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise Malformed(f"field {dup!r} appears twice")
+    return obj
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise Malformed(f"{text[:20]} is too large for a number")
+    return value
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """JSON without NaN or Infinity (not JSON: strict parsers refuse them) and without duplicate keys."""
+    return json.loads(
+        text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_no_duplicates
+    )
+
+
+def _number(value: Any, lo: float, hi: float, *, above: bool = False) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"is {type(value).__name__}, not a number"
+    if not math.isfinite(value):
+        return "is not finite"
+    if value < lo or value > hi or (above and value == lo):
+        return f"is {value!r}, outside {'(' if above else '['}{lo:g}, {hi:g}]"
+    return None
+
+
+def _int(lo: int, hi: int = _MAX_COUNT, optional: bool = False) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"is {type(value).__name__}, not an integer"
+        return None if lo <= value <= hi else f"is {value}, outside [{lo}, {hi}]"
+
+    return check
+
+
+def _float(lo: float, hi: float, above: bool = False, optional: bool = False) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        return _number(value, lo, hi, above=above)
+
+    return check
+
+
+def _text(limit: int = _MAX_TEXT) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str):
+            return f"is {type(value).__name__}, not text"
+        return None if len(value) <= limit else f"is {len(value)} characters long (at most {limit})"
+
+    return check
+
+
+def _one_of(*words: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value in words else f"is {str(value)[:40]!r}, not one of {', '.join(words)}"
+
+    return check
+
+
+def _kind(*types: type) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if type(value) in types:  # exactly: a bool is not an int here, nor an int a bool
+            return None
+        return f"is {type(value).__name__}, not {' or '.join(t.__name__ for t in types)}"
+
+    return check
+
+
+def _records(value: Any) -> str | None:
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        return "is not a list of objects"
+    return None if len(value) <= 1024 else "has more than 1024 entries"
+
+
+_TIME = _float(0.0, _MAX_TIME, above=True)  # a duration that was measured: never zero
+_CLOCK = _float(-_MAX_TIME, _MAX_TIME)  # a monotonic clock reading
+_COUNT = _int(0)
+_DICT = _kind(dict)
+_TEXTS = _text()
+
+#: type -> field -> check; ``REQUIRED`` names the fields an event of that type cannot lack.
+#: Fields not named pass through unchecked (a newer runner's additions).
+FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
+    "hello": {
+        "pid": _COUNT,
+        "framework": _TEXTS,
+        "versions": _DICT,
+        "device": _DICT,
+        "settings": _DICT,
+        "samples_per_epoch": _int(1),
+        "steps_per_epoch": _int(1),
+    },
+    "phase": {"name": _TEXTS, "edge": _one_of("start", "end"), "at": _CLOCK},
+    "batch": {
+        "epoch": _int(1, 10**7),
+        "step": _int(1),
+        "seconds": _TIME,
+        "samples": _COUNT,
+        "steps": _int(1, 10**9),
+    },
+    "settings": {"settings": _DICT},
+    "epoch": {"epoch": _int(1, 10**7), "seconds": _TIME, "samples": _COUNT},
+    "memory": {"peak_bytes": _int(0, optional=True), "source": _TEXTS},
+    "done": {"peak_bytes": _int(0, optional=True), "source": _TEXTS},
+    "flops": {
+        "per_step": _float(0.0, 1e30),
+        "per_image": _float(0.0, 1e30),
+        "batch_size": _int(1),
+        "method": _TEXTS,
+        "counted": _TEXTS,
+        "convention": _TEXTS,
+        "reason": _text(_LONG_TEXT),
+        "seconds": _float(0.0, _MAX_TIME),
+    },
+    "error": {"kind": _TEXTS, "message": _text(_LONG_TEXT), "traceback": _text(_MAX_TRACEBACK)},
+    "run_start": {"framework": _TEXTS, "model": _TEXTS, "index": _COUNT, "python": _TEXTS, "pid": _COUNT},
+    "run_end": {
+        "status": _TEXTS,
+        "reason": _text(_LONG_TEXT),
+        "returncode": _int(-(2**31), 2**31, optional=True),
+        "malformed": _COUNT,
+        "other_cpu_cores": _float(0.0, 1e6, optional=True),
+        "other_gpu_processes": _int(0, optional=True),
+        "other_gpu_memory": _int(0, optional=True),
+    },
+    "energy": {"epoch": _int(0, 10**7), "mj": _float(0.0, 1e18)},
+    "gpu": {"gpus": _records, "host": _DICT, "watched": _int(-1, 1024, optional=True)},
+    "probe_start": {"probe": _TEXTS, "framework": _TEXTS, "model": _TEXTS, "batch_size": _int(1)},
+    "probe": {
+        "probe": _TEXTS,
+        "framework": _TEXTS,
+        "model": _TEXTS,
+        "batch_size": _int(1),
+        "result": _TEXTS,
+        "reason": _text(_LONG_TEXT),
+        "peak_bytes": _int(0, optional=True),
+        "seconds": _float(0.0, _MAX_TIME),
+    },
+    "batch_choice": {"model": _TEXTS, "policy": _TEXTS, "upper": _COUNT, "found": _DICT, "chosen": _DICT},
+    "session_end": {"lines": _COUNT, "status": _TEXTS},
+}
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "phase": ("name", "edge"),
+    "batch": ("epoch", "step", "seconds"),
+    "epoch": ("epoch", "seconds"),
+    "energy": ("epoch", "mj"),
+    "probe_start": ("probe", "framework", "model", "batch_size"),
+    "probe": ("probe", "framework", "model", "batch_size", "result"),
+    "batch_choice": ("model",),
+    "session_end": ("lines",),
+}
+_COMMON: dict[str, Callable[[Any], str | None]] = {
+    "t": _CLOCK,
+    "v": _int(0, 10**6),
+    "run": _kind(str, type(None)),
+}
+
+
+def check_event(event: dict[str, Any]) -> dict[str, Any]:
+    """The event if every field it carries has the type and range its type says; else Malformed.
+
+    The same check runs on a runner's line as it arrives and on every line of a session file
+    as it is read, so nothing a file or a runner holds can reach the fold (or a view) unchecked.
+    """
+    kind = event.get("type")
+    if not isinstance(kind, str) or len(kind) > 64:
+        raise Malformed("not an event object with a 'type'")
+    for name, check in _COMMON.items():
+        if name in event and (why := check(event[name])) is not None:
+            raise Malformed(f"{kind}.{name} {why}")
+    spec = FIELDS.get(kind)
+    if spec is None:
+        return event  # a type this version does not know: kept, and never folded
+    required = REQUIRED.get(kind, ())
+    for name in required:
+        if event.get(name) is None:
+            raise Malformed(f"{kind} has no {name!r}")
+    for name, check in spec.items():
+        value = event.get(name)
+        if value is not None and (why := check(value)) is not None:  # None: not known (flops without a count)
+            raise Malformed(f"{kind}.{name} {why}")
     return event
