@@ -26,6 +26,15 @@ def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def _stall(text: str) -> float:
+    if text in ("auto", "off"):
+        return 0.0 if text == "auto" else -1.0
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be auto, off or seconds, got {text!r}") from None
+
+
 def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("plan (defaults: the study's protocol)")
     g.add_argument("--preset", help="start from a preset: study, quick")
@@ -88,7 +97,16 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--num-classes", type=int, metavar="N")
     g.add_argument("--name", help="a label for the session (its folder name is made safe from it)")
     g.add_argument("--sessions-dir", metavar="DIR", help="where sessions are written (default ./sessions)")
-    g.add_argument("--interval", type=float, metavar="SECONDS", help="GPU sampling period (default 0.5)")
+    g.add_argument(
+        "--interval", type=float, metavar="SECONDS", help="GPU sampling period (default 0.5; 0.05 to 3600)"
+    )
+    g.add_argument(
+        "--stall-timeout",
+        type=_stall,
+        metavar="auto|off|SECONDS",
+        help="stop a runner that sends nothing for this long, as failed: stalled (auto, the default: 15 min "
+        "before its first step, then 50 times its longest window of steps, at least 2 min)",
+    )
     g.add_argument(
         "--threads",
         type=int,

@@ -49,6 +49,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         "batch_policy",
         "max_batch_size",
         "threads",
+        "stall_timeout",
     ):
         value = getattr(args, name)
         if value is not None:
@@ -104,14 +105,24 @@ def check_device(device: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     check_device(plan.device)
-    from benchtui.core.store.session import SessionWriter
+    from benchtui.core.store.session import SessionWriter, usable_sessions_dir
 
+    usable_sessions_dir(args.sessions_dir)  # a folder that cannot hold a session: one line, nothing started
     if args.headless:
+        import sys
+
         from benchtui.core.reporting.terminal import print_result
         from benchtui.core.running.headless import run_headless
 
         writer = SessionWriter.create(plan, args.sessions_dir)
-        return run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=print_result)
+        code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=print_result)
+        if writer.failure:
+            print(
+                f"benchtui: error: {writer.failure} in {writer.path}: the session stopped; what was "
+                "written is kept",
+                file=sys.stderr,
+            )
+        return code
     from benchtui.app import run_app
 
     return run_app(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=not args.no_nvml)

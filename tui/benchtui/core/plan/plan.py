@@ -16,7 +16,24 @@ class PlanError(ValueError):
     """A plan that cannot be run; the message is one line for the user."""
 
 
-DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d{1,3})?)$")
+#: The largest value each count may take: beyond these a plan is a typo, not a benchmark (and
+#: --runs 999999999 would allocate the whole memory before anything ran).
+LIMITS: dict[str, int] = {
+    "--image-size": 4096,
+    "--samples": 10**8,
+    "--epochs": 10_000,
+    "--runs": 1000,
+    "--num-classes": 10**6,
+    "--threads": 4096,
+    "--loader-workers": 256,
+    "--memory-limit": 2**24,  # MB: 16 TiB
+    "--max-batch-size": 10**6,
+}
+MAX_RUNS_IN_PLAN = 100_000  # runs x frameworks x models
+INTERVAL_RANGE = (0.05, 3600.0)  # GPU sampling period: 20 samples a second at most, one an hour at least
+STALL_RANGE = (1.0, 7 * 86400.0)  # --stall-timeout, seconds
+MAX_NAME = 200
 ORDERS = ("interleaved", "grouped")
 DATA_PLACEMENTS = ("device", "host")
 
@@ -56,6 +73,9 @@ class Plan:
     interval: float = 0.5  # GPU sampling period, seconds
     memory_limit_mb: int = 0  # cap on each runner's address space (0: none)
     threads: int = 0  # CPU threads for every framework's ops (0: each framework's default)
+    # Seconds without an event after which a runner is stopped as stalled (0: derived from the
+    # run so far, see engine.stall_limit; -1: never).
+    stall_timeout: float = 0.0
 
     def batch_size(self, model: str, framework: str | None = None) -> int:
         if framework is not None and f"{framework}:{model}" in self.batch_sizes:
@@ -138,19 +158,48 @@ class Plan:
             ("--runs", self.runs),
             ("--num-classes", self.num_classes),
         ):
-            if not isinstance(value, int) or value <= 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise PlanError(f"{label} must be a positive whole number, got {value!r}")
         if not isinstance(self.threads, int) or self.threads < 0:
             raise PlanError(f"--threads must be a whole number (0: framework default), got {self.threads!r}")
         if not isinstance(self.memory_limit_mb, int) or self.memory_limit_mb < 0:
             raise PlanError(f"--memory-limit must be a whole number of MB, got {self.memory_limit_mb!r}")
-        if not self.interval > 0:
-            raise PlanError(f"--interval must be positive, got {self.interval!r}")
+        for label, value in (
+            ("--image-size", self.image_size),
+            ("--samples", self.samples),
+            ("--epochs", self.epochs),
+            ("--runs", self.runs),
+            ("--num-classes", self.num_classes),
+            ("--threads", self.threads),
+            ("--loader-workers", self.loader_workers),
+            ("--memory-limit", self.memory_limit_mb),
+            ("--max-batch-size", self.max_batch_size),
+        ):
+            if isinstance(value, int) and value > LIMITS[label]:
+                raise PlanError(f"{label} must be at most {LIMITS[label]:,}, got {value:,}")
+        if len(self.frameworks) * len(self.models) * self.runs > MAX_RUNS_IN_PLAN:
+            raise PlanError(
+                f"the plan has {len(self.frameworks) * len(self.models) * self.runs:,} runs "
+                f"(at most {MAX_RUNS_IN_PLAN:,}): fewer --runs, models or frameworks"
+            )
+        lo, hi = INTERVAL_RANGE
+        if not isinstance(self.interval, (int, float)) or not lo <= self.interval <= hi:
+            raise PlanError(f"--interval must be between {lo} and {hi:g} seconds, got {self.interval!r}")
+        lo, hi = STALL_RANGE
+        stall = self.stall_timeout
+        if not isinstance(stall, (int, float)) or not (stall in (0, -1) or lo <= stall <= hi):
+            raise PlanError(
+                f"--stall-timeout must be auto, off or between {lo:g} and {hi:g} seconds, got {stall!r}"
+            )
+        if not isinstance(self.name, str) or len(self.name) > MAX_NAME:
+            raise PlanError(f"--name must be at most {MAX_NAME} characters")
+        if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in self.name):
+            raise PlanError("--name must not contain control characters")
         for key, size in self.batch_sizes.items():
             fw, _, model = key.rpartition(":")
             if model not in catalog.MODELS or (fw and fw not in catalog.FRAMEWORKS):
                 raise PlanError(f"--batch-size names unknown model {key!r}")
-            if not isinstance(size, int) or size <= 0:
+            if not isinstance(size, int) or size <= 0 or size > LIMITS["--samples"]:
                 raise PlanError(f"--batch-size for {model} must be a positive whole number")
         if self.batch_policy not in ("min", "per-framework"):
             raise PlanError(f"--batch-policy must be min or per-framework, got {self.batch_policy!r}")

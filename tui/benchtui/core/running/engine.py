@@ -12,9 +12,11 @@ import asyncio
 import json
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchtui.core.model.runs import RunState
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.devices import Placement, place
 from benchtui.core.plan.plan import Plan, RunSpec, run_order
@@ -23,8 +25,8 @@ from benchtui.core.running.control import Pausable
 from benchtui.core.running.launcher import LocalLauncher, RunnerProcess, config_args, start_runner
 from benchtui.core.running.sampler import Sampler
 from benchtui.core.running.source import Listener, SessionSource
-from benchtui.core.store.session import SessionWriter
-from benchtui.core.wire.events import Malformed, parse_line
+from benchtui.core.store.session import SessionWriter, StorageError
+from benchtui.core.wire.events import MAX_LINE_BYTES, Malformed, parse_line
 from benchtui_runners import catalog
 from benchtui_runners.config import RunConfig, usable_cores
 
@@ -39,6 +41,30 @@ def describe_exit(returncode: int | None) -> str:
             name = f"signal {-returncode}"
         return f"runner was killed by {name} before finishing"
     return f"runner exited with code {returncode} before finishing"
+
+
+#: The watchdog's limits when the plan sets none (--stall-timeout auto): before a run's first step
+#: (importing, building, compiling: minutes on a large model) and while a phase is open, and after
+#: it: STALL_FACTOR times the longest window of steps seen, never less than STALL_FLOOR_S.
+STALL_BEFORE_STEPS_S = 900.0
+STALL_FLOOR_S = 120.0
+STALL_FACTOR = 50.0
+
+
+def stall_limit(plan_timeout: float, run: RunState | None) -> float | None:
+    """Seconds without an event after which a runner is stopped as stalled (None: never)."""
+    if plan_timeout > 0:
+        return plan_timeout
+    if plan_timeout < 0:
+        return None
+    if run is None or run.window_max_s <= 0 or run.phase:
+        return STALL_BEFORE_STEPS_S
+    return max(STALL_FLOOR_S, STALL_FACTOR * run.window_max_s)
+
+
+def _write_log(log: Any, note: str) -> None:
+    log.write(note.encode())
+    log.flush()
 
 
 class Engine(Pausable):
@@ -69,6 +95,8 @@ class Engine(Pausable):
         self._no_fit: dict[tuple[str, str], str] = {}  # cells the batch search found no size for
         # Chosen once when the session starts (from the sampler's NVML view), the same for every run.
         self.placement = Placement("unchecked", plan.device)
+        #: What made the session stop writing (a full disk, ...); the session ends "failed" with it.
+        self.storage_error: StorageError | None = None
 
     # -- what a view reads (SessionSource) ---------------------------------------------
     is_replay = False
@@ -112,9 +140,26 @@ class Engine(Pausable):
         if self.writer.closed:
             return  # a GPU sample that arrived after the session was finished
         self.model.apply(event)
-        self.writer.append(event)
+        self._write(self.writer.append, event)
         if self.listener is not None:
             self.listener(event)
+
+    def _write(self, write: Callable[..., object], *args: Any, **kwargs: Any) -> None:
+        """One write to the session; a failed one stops the session (``storage_failed``), never raises."""
+        try:
+            write(*args, **kwargs)
+        except StorageError as exc:
+            self.storage_failed(exc)
+        except OSError as exc:  # a log file: the writer did not see it, so say it the writer's way
+            self.storage_failed(self.writer.failed_write(exc, "a runner's log"))
+
+    def storage_failed(self, exc: StorageError) -> None:
+        """The disk refused a write: stop the runner and the plan; what was written is kept."""
+        if self.storage_error is None:
+            self.storage_error = exc
+            super().cancel()
+            if self.current is not None:
+                asyncio.ensure_future(self.current.terminate())
 
     def _on_sample(self, sample: dict[str, Any]) -> None:
         """Called in the sampler's thread: hand the sample to the loop."""
@@ -138,9 +183,9 @@ class Engine(Pausable):
         if self.sampler is not None:
             self.sampler.on_sample = self._on_sample
             self.sampler.watch_gpu(self.placement.nvml_index)
-            self.writer.update_meta(gpus=gpus, telemetry=self.sampler.status)
+            self._write(self.writer.update_meta, gpus=gpus, telemetry=self.sampler.status)
             self.sampler.start()
-        self.writer.update_meta(placement=self.placement.to_dict())
+        self._write(self.writer.update_meta, placement=self.placement.to_dict())
         unavailable: dict[tuple[str, str], str] = {}
         try:
             if self.plan.batch_auto:
@@ -192,6 +237,8 @@ class Engine(Pausable):
 
     def _final_status(self) -> str:
         states = [r.status for r in self.model.runs.values()]
+        if self.storage_error is not None:
+            return "failed"
         if self._cancelled:
             return "interrupted"
         if "failed" in states:
@@ -235,7 +282,7 @@ class Engine(Pausable):
                 chosen=chosen,
             )
         # Runs read their batch from the plan: record the chosen sizes with it.
-        self.writer.update_meta(plan=self.plan.to_dict())
+        self._write(self.writer.update_meta, plan=self.plan.to_dict())
 
     def _config(self, framework: str, model: str, run_id: str) -> RunConfig:
         """The run's configuration, on the session's one device."""
@@ -264,7 +311,12 @@ class Engine(Pausable):
         )
         error: dict[str, Any] = {}
         done: dict[str, Any] = {}
-        with open(self.writer.log_path(probe_id), "ab") as log:
+        try:
+            log = open(self.writer.log_path(probe_id), "ab")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            self.storage_failed(self.writer.failed_write(exc, "a probe's log"))
+            return "error"
+        with log:
             try:
                 proc = await start_runner(
                     self.plan.python_for(framework),
@@ -284,9 +336,9 @@ class Engine(Pausable):
                 if self.sampler is not None:
                     self.sampler.set_target(probe_id, proc.pid)
                 try:
-                    while line := await proc.events.readline():
+                    async for line in proc.lines(lambda: stall_limit(self.plan.stall_timeout, None)):
                         try:
-                            event = parse_line(line)
+                            event = parse_line(line or b"")
                         except Malformed:
                             continue
                         if event["type"] == "error":
@@ -294,6 +346,9 @@ class Engine(Pausable):
                         elif event["type"] == "done":
                             done = event
                     returncode = await proc.process.wait()
+                    await proc.finish_log()
+                    if proc.ending == "stalled":
+                        error = {"kind": "exception", "message": f"stalled for {proc.stalled_after:.0f} s"}
                 finally:
                     proc.close()
                     self.current = None
@@ -323,7 +378,13 @@ class Engine(Pausable):
         config = self._config(spec.framework, spec.model, spec.run_id).to_dict()
         python = self.plan.python_for(spec.framework)
         self._stop_current = False
-        with open(self.writer.log_path(spec.run_id), "ab") as log:
+        try:
+            log = open(self.writer.log_path(spec.run_id), "ab")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            self.storage_failed(self.writer.failed_write(exc, "a runner's log"))
+            self._parent_event("run_end", spec.run_id, status="failed", reason=f"no log: {exc.strerror}")
+            return
+        with log:
             try:
                 proc = await start_runner(
                     python, config_args(config), log, self.launcher, self.placement.env, cwd=self.writer.path
@@ -358,6 +419,7 @@ class Engine(Pausable):
             try:
                 malformed = await self._pump(spec, proc, log)
                 returncode = await proc.process.wait()
+                await proc.finish_log()
             finally:
                 proc.close()
                 if self.sampler is not None:
@@ -366,6 +428,14 @@ class Engine(Pausable):
         state = self.model.runs[spec.run_id]
         if self._stop_current:
             status, reason = "stopped", "stopped by user"
+        elif self.storage_error is not None:
+            status, reason = "failed", f"the session could not be written: {self.writer.failure}"
+        elif proc.ending == "stalled":
+            status, reason = (
+                "failed",
+                f"stalled: the runner sent nothing for {proc.stalled_after:.0f} s and was stopped "
+                "(--stall-timeout)",
+            )
         elif self._cancelled:
             status, reason = "interrupted", "session interrupted"
         elif state.status in ("failed", "unavailable"):
@@ -387,29 +457,31 @@ class Engine(Pausable):
         )
 
     async def _pump(self, spec: RunSpec, proc: RunnerProcess, log: Any) -> int:
-        """Read the runner's events until EOF; return how many lines were malformed."""
+        """Read the runner's events until its run is over (``RunnerProcess.lines``); return how many were malformed.
+
+        Every line is checked (``parse_line``); a bad one is counted, and its reason goes to the
+        run's log. The run's tag is the parent's: a runner's own ``run`` field is overwritten.
+        """
         malformed = 0
         prefix = '{"run":' + json.dumps(spec.run_id) + ","
-        while True:
+        run = self.model.runs[spec.run_id]
+        async for line in proc.lines(lambda: stall_limit(self.plan.stall_timeout, run)):
             try:
-                line = await proc.events.readline()
-            except (ValueError, asyncio.LimitOverrunError):  # a line beyond STREAM_LIMIT
-                malformed += 1
-                log.write(b"[benchtui] an event line longer than the limit was dropped\n")
-                continue
-            if not line:
-                return malformed
-            try:
+                if line is None:
+                    raise Malformed(f"a line longer than {MAX_LINE_BYTES} bytes")
                 event = parse_line(line)
             except Malformed as exc:
                 malformed += 1
-                log.write(f"[benchtui] malformed event line ({exc}): {line[:200]!r}\n".encode())
-                log.flush()
+                note = f"[benchtui] malformed event line ({exc}): {(line or b'')[:200]!r}\n"
+                self._write(_write_log, log, note)
                 continue
+            tagged = "run" not in event
             event["run"] = spec.run_id
             self.model.apply(event)
-            # The runner's own bytes, tagged: no second serialisation on the hot path.
-            self.writer.append_raw(prefix + line.decode("utf-8").strip()[1:])
+            if tagged:  # the runner's own bytes, tagged: no second serialisation on the hot path
+                self._write(self.writer.append_raw, prefix + line.decode("utf-8").strip()[1:])
+            else:
+                self._write(self.writer.append, event)
             if self.listener is not None:
                 self.listener(event)
             kind = event["type"]
@@ -417,6 +489,7 @@ class Engine(Pausable):
                 kind == "phase" and event.get("name") == "first_batch" and event.get("edge") == "start"
             ):
                 self._read_energy(spec.run_id, int(event.get("epoch") or 0) if kind == "epoch" else 0)
+        return malformed
 
     def _read_energy(self, run_id: str, epoch: int) -> None:
         """The GPU's energy counter at the first batch (epoch 0) and at each epoch's end: joules per image."""

@@ -12,6 +12,7 @@ working directory (where a folder named like the package would shadow it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -19,18 +20,25 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from benchtui.core.provenance import RUNNER_PACKAGE, runner_code_hash
-from benchtui.core.wire.events import Malformed, parse_line
+from benchtui.core.wire.events import MAX_LINE_BYTES, Malformed, parse_line
 from benchtui_runners.protocol import FD_ENV
 
 #: Extra folders for a runner's ``sys.path``, after the runner package's (site hooks, say: the
 #: tests' fake GPU). The parent's own ``PYTHONPATH`` never reaches a runner.
 EXTRA_PATH_ENV = "BENCHTUI_RUNNER_PYTHONPATH"
-STREAM_LIMIT = 16 * 1024 * 1024  # longest event line accepted (tracebacks can be long)
+STREAM_LIMIT = MAX_LINE_BYTES  # longest event line read; a longer one is dropped whole (one malformed line)
+#: A runner's log (its stdout and stderr) keeps its first LOG_CAP_BYTES and its last LOG_TAIL_BYTES.
+LOG_CAP_BYTES = 64 * 2**20
+LOG_TAIL_BYTES = 256 * 2**10
+#: After a runner exits, how long its event pipe may stay open (a child of its own holds it) before
+#: the reading stops and the rest of its process group is killed.
+EXIT_GRACE_S = 2.0
 
 
 class LocalLauncher:
@@ -92,36 +100,156 @@ def runner_env(fd: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+async def read_event_line(reader: asyncio.StreamReader) -> bytes | None:
+    """The next line with its newline (the last may lack it; ``b""`` at the end), or None for a line
+    longer than the reader's limit, which is dropped whole: one overlong line is one bad line."""
+    overlong = False
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:  # the end: the rest, without a newline
+            return None if overlong else exc.partial
+        except asyncio.LimitOverrunError as exc:
+            overlong = True
+            await reader.readexactly(exc.consumed)  # drop what the limit holds, then look again
+            continue
+        return None if overlong else line
+
+
 @dataclass
 class RunnerProcess:
-    """A started runner: its process and the read end of its event pipe."""
+    """A started runner: its process, the read end of its event pipe, and the copying of its log."""
 
     process: asyncio.subprocess.Process
     events: asyncio.StreamReader
     transport: asyncio.BaseTransport
+    log_task: asyncio.Future[None] | None = None
+    output: asyncio.BaseTransport | None = None  # the read end of its stdout/stderr pipe
+    #: Why ``lines`` stopped: "eof" (the pipe closed), "stalled" (the watchdog stopped the runner),
+    #: "pipe held" (the runner exited, something else kept the pipe open past the grace).
+    ending: str = ""
+    stalled_after: float = 0.0
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    async def lines(
+        self, stall_limit: Callable[[], float | None] = lambda: None, grace: float = EXIT_GRACE_S
+    ) -> AsyncIterator[bytes | None]:
+        """The runner's event lines (None: an overlong line dropped) until its run is over.
+
+        A run is over when the pipe closes, or ``grace`` seconds after the runner process exits
+        whoever else holds the pipe (its group is then killed), or when no line came for
+        ``stall_limit()`` seconds (asked again after every line; None: no limit): then the watchdog
+        stops the runner's process group and ``ending`` is "stalled".
+        """
+        exited: asyncio.Future[Any] = asyncio.ensure_future(self.process.wait())
+        read: asyncio.Future[Any] | None = None
+        deadline: float | None = None  # set when the runner has exited
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                if read is None:
+                    read = asyncio.ensure_future(read_event_line(self.events))
+                if deadline is None:
+                    limit = stall_limit()
+                    await asyncio.wait([read, exited], timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+                    if not read.done() and exited.done():
+                        deadline = loop.time() + grace
+                        continue
+                else:
+                    limit = None
+                    await asyncio.wait({read}, timeout=max(0.0, deadline - loop.time()))
+                if read.done():
+                    line, read = read.result(), None
+                    if line == b"":
+                        self.ending = "eof"
+                        return
+                    yield line
+                elif deadline is not None:
+                    self.ending = "pipe held"
+                    self.kill_now(force=True)  # what is left of its group: nothing may outlive its run
+                    return
+                else:
+                    self.ending, self.stalled_after = "stalled", float(limit or 0.0)
+                    await self.terminate()
+                    return
+        finally:
+            if read is not None and not read.done():
+                read.cancel()
+            if not exited.done():
+                exited.cancel()
 
     async def terminate(self, grace: float = 3.0) -> None:
         """Stop the runner's whole process group: SIGTERM, then SIGKILL after ``grace``."""
         if self.process.returncode is not None:
             return
         _signal_group(self.process.pid, signal.SIGTERM)
+        _signal_group(self.process.pid, signal.SIGCONT)  # a stopped process handles SIGTERM only once woken
         try:
             await asyncio.wait_for(self.process.wait(), grace)
         except asyncio.TimeoutError:
             _signal_group(self.process.pid, signal.SIGKILL)
             await self.process.wait()
 
-    def kill_now(self) -> None:
-        """SIGKILL the group at once (used when the parent itself is going away)."""
-        if self.process.returncode is None:
+    def kill_now(self, force: bool = False) -> None:
+        """SIGKILL the group at once (the parent is going away; ``force``: even after the runner exited)."""
+        if force or self.process.returncode is None:
             _signal_group(self.process.pid, signal.SIGKILL)
+
+    async def finish_log(self, grace: float = EXIT_GRACE_S) -> None:
+        """Wait for the runner's output to be copied to its log (at most ``grace`` after it exited)."""
+        if self.log_task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self.log_task), grace)
+        except asyncio.TimeoutError:
+            self.log_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.log_task
 
     def close(self) -> None:
         self.transport.close()
+        if self.log_task is not None and not self.log_task.done():
+            self.log_task.cancel()
+        if self.output is not None:
+            self.output.close()
+
+
+async def copy_log(
+    stream: asyncio.StreamReader, log: IO[bytes], cap: int = LOG_CAP_BYTES, tail: int = LOG_TAIL_BYTES
+) -> None:
+    """Copy a runner's output to its log: the first ``cap`` bytes, then only the last ``tail`` bytes.
+
+    The pipe is always drained (a runner blocked on a full pipe would stop training), even when
+    the log cannot be written (a full disk: the session's own writes report that).
+    """
+    written = dropped = 0
+    last = bytearray()
+    writable = True
+    while chunk := await stream.read(1 << 16):
+        if written < cap:
+            head, chunk = chunk[: cap - written], chunk[cap - written :]
+            written += len(head)
+            if writable:
+                try:
+                    log.write(head)
+                    log.flush()
+                except OSError:
+                    writable = False
+        if chunk:
+            dropped += len(chunk)
+            last += chunk
+            del last[:-tail]
+    if dropped and writable:
+        note = (
+            f"\n[benchtui] this log reached its cap of {cap} bytes: {dropped - len(last)} bytes were "
+            f"dropped; the last {len(last)} bytes follow\n"
+        )
+        with contextlib.suppress(OSError):
+            log.write(note.encode() + bytes(last))
+            log.flush()
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -139,17 +267,20 @@ async def start_runner(
     env_extra: dict[str, str] | None = None,
     cwd: Path | None = None,
 ) -> RunnerProcess:
-    """Start a runner with its stdout/stderr going to ``log`` and events to a pipe.
+    """Start a runner with its stdout/stderr copied to ``log`` (``copy_log``) and events to a pipe.
 
     ``cwd`` is the session's folder; without one (doctor, tests), the runner package's own folder.
     """
     launcher = launcher or LocalLauncher()
     read_fd, write_fd = os.pipe()
+    # The runner's output goes through a pipe of our own, not asyncio's: asyncio's process.wait()
+    # waits for its pipes to close too, and a grandchild holding stdout would then hold the run.
+    out_read, out_write = os.pipe()
     try:
         process = await asyncio.create_subprocess_exec(
             *launcher.command(python, args),
             stdin=subprocess.DEVNULL,  # a child sharing the terminal would race the TUI for keys
-            stdout=log,
+            stdout=out_write,  # copied to ``log`` with a cap (copy_log)
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
             start_new_session=True,  # own process group: stop and kill reach its children too
@@ -158,26 +289,34 @@ async def start_runner(
         )
     except BaseException:
         os.close(read_fd)
+        os.close(out_read)
         raise
     finally:
-        os.close(write_fd)  # the child holds the only write end: EOF means it is gone
+        os.close(write_fd)  # the child holds the only write ends: EOF means it (and its children) are gone
+        os.close(out_write)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=STREAM_LIMIT)
     transport, _ = await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
     )
-    return RunnerProcess(process, reader, transport)
+    output = asyncio.StreamReader()
+    out_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(output), os.fdopen(out_read, "rb", buffering=0)
+    )
+    log_task = asyncio.ensure_future(copy_log(output, log))
+    return RunnerProcess(process, reader, transport, log_task, out_transport)
 
 
 async def collect_events(proc: RunnerProcess) -> list[dict[str, Any]]:
-    """Every well-formed event until the runner closes its pipe, then its exit (malformed lines skipped)."""
+    """Every well-formed event until the run is over (``RunnerProcess.lines``), then its exit."""
     events: list[dict[str, Any]] = []
-    while line := await proc.events.readline():
+    async for line in proc.lines():
         try:
-            events.append(parse_line(line))
+            events.append(parse_line(line or b""))
         except Malformed:
             pass
     await proc.process.wait()
+    await proc.finish_log()
     return events
 
 

@@ -8,6 +8,7 @@ memory are sampled in every case.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -65,7 +66,9 @@ class Sampler:
         nvml: Any | None = None,
         use_nvml: bool = True,
     ) -> None:
-        self.interval = interval
+        # The plan checks --interval; a sampler given anything else still samples at a sane rate
+        # (an infinite wait would kill its thread, a microsecond one write thousands of samples a second).
+        self.interval = min(max(interval, 0.05), 3600.0) if math.isfinite(interval) else 0.5
         self.on_sample = on_sample
         self.nvml: Any  # the pynvml module (or a fake with its API), None without NVML
         if nvml is not None:
