@@ -41,6 +41,16 @@ def epochs_of(run: RunState) -> list[float]:
     return [run.epoch_times[e] for e in sorted(run.epoch_times)]
 
 
+def first_epoch_of(run: RunState) -> list[float]:
+    """Epoch 1's time, or nothing when its line was lost (never the next epoch's)."""
+    return [run.epoch_times[1]] if 1 in run.epoch_times else []
+
+
+def later_epochs_of(run: RunState) -> list[float]:
+    """The times of the epochs after the first, by their numbers."""
+    return [t for e, t in sorted(run.epoch_times.items()) if e > 1]
+
+
 def steady_batches(run: RunState) -> list[float]:
     """Batch times after the warm-up that stats.warmup_cut detects in this run's batches."""
     seconds = run.batch_seconds
@@ -117,14 +127,14 @@ def figure_groups(runs: Sequence[RunState], name: str) -> tuple[list[list[float]
             # resampling epochs within a run would mostly measure the warm-up.
             groups.append([sum(epochs) / len(epochs)] if epochs else [])
         elif name == "first_epoch_s":
-            groups.append(epochs[:1])
+            groups.append(first_epoch_of(run))
         elif name == "mean_epoch_excl_first_s":
-            groups.append(epochs[1:])
+            groups.append(later_epochs_of(run))
         elif name == "images_per_s":
             samples = samples_per_epoch(run)
             if samples:
                 numerator = 1.0
-                groups.append(per_sample(epochs[1:] or epochs[:1], samples))
+                groups.append(per_sample(later_epochs_of(run) or first_epoch_of(run), samples))
         else:  # build_s, time_to_first_batch_s: one value per run
             phase = {"build_s": "build", "time_to_first_batch_s": "first_batch"}[name]
             value = run.phase_seconds(phase)
@@ -170,7 +180,7 @@ def timing_groups(runs: Sequence[RunState], basis: str | None = None) -> tuple[s
     of them; otherwise batch times after warm-up (a one-epoch plan); otherwise all
     epoch times.
     """
-    epochs = [g for g in (epochs_of(r)[1:] for r in runs) if g]
+    epochs = [g for g in (later_epochs_of(r) for r in runs) if g]
     batches = [g for g in (steady_batches(r) for r in runs) if g]
     every = [g for g in (epochs_of(r) for r in runs) if g]
     if basis is None:
@@ -257,7 +267,7 @@ def cell_warnings(
             )
         )
     if len(runs) >= 3:
-        means = [sum(g) / len(g) for g in (epochs_of(r)[1:] or epochs_of(r) for r in runs) if g]
+        means = [sum(g) / len(g) for g in (later_epochs_of(r) or epochs_of(r) for r in runs) if g]
         if len(means) == len(runs):
             flags = outlier_mask(means, min_relative=OUTLIER_MIN_RELATIVE)
             center = median(means)

@@ -12,7 +12,7 @@ from typing import Any
 
 from benchtui.core import fmt
 from benchtui.core.model import gpu_peaks
-from benchtui.core.model.analysis import epochs_of, samples_per_epoch
+from benchtui.core.model.analysis import first_epoch_of, later_epochs_of, samples_per_epoch
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import describe, mean
 
@@ -48,8 +48,7 @@ def run_tflops(run: RunState) -> float | None:
     per_step = run.flops.get("per_step")
     if not per_step:
         return None
-    epochs = epochs_of(run)
-    timed = epochs[1:] or epochs[:1]
+    timed = later_epochs_of(run) or first_epoch_of(run)
     steps = _steps_per_epoch(run)
     if not timed or not steps or sum(timed) <= 0:
         return None

@@ -28,6 +28,8 @@ class RunState:
     batch_epochs: array = field(default_factory=lambda: array("i"))
     current_epoch: int = 0
     current_step: int = 0
+    missing_steps: int = 0  # steps a lost batch line left out (a gap in the step numbers)
+    window_max_s: float = 0.0  # the longest window of steps after the first step (the watchdog's scale)
     peak_bytes: int | None = None
     memory_source: str = ""
     malformed: int = 0
@@ -85,20 +87,29 @@ class RunState:
     def steps_per_epoch(self) -> int | None:
         return self.hello.get("steps_per_epoch")
 
+    def missing_epochs(self) -> list[int]:
+        """Epochs before the last one recorded that have no time: lost lines, never shifted figures."""
+        last = max(self.epoch_times, default=0)
+        return [e for e in range(1, last) if e not in self.epoch_times]
+
     def figures(self) -> dict[str, float | None]:
-        """The study's four figures and throughput for this run (None where unknown)."""
+        """The study's four figures and throughput for this run (None where unknown).
+
+        Keyed by epoch number: "first epoch" is epoch 1's time or nothing, never the next one's.
+        """
         epochs = [self.epoch_times[e] for e in sorted(self.epoch_times)]
-        rest = epochs[1:]
+        first = self.epoch_times.get(1)
+        rest = [t for e, t in sorted(self.epoch_times.items()) if e > 1]
         samples = self.hello.get("samples_per_epoch") or (next(iter(self.epoch_samples.values()), None))
         if rest and samples:
             images_per_s = samples * len(rest) / sum(rest)
-        elif epochs and samples:
-            images_per_s = samples / epochs[0]
+        elif first is not None and samples:
+            images_per_s = samples / first
         else:
             images_per_s = None
         return {
             "mean_epoch_s": mean(epochs) if epochs else None,
-            "first_epoch_s": epochs[0] if epochs else None,
+            "first_epoch_s": first,
             "mean_epoch_excl_first_s": mean(rest) if rest else None,
             "build_s": self.phase_seconds("build"),
             "images_per_s": images_per_s,

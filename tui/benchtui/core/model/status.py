@@ -76,6 +76,7 @@ class SessionStatus(str, Enum):
     INCOMPLETE = "incomplete"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    ABANDONED = "abandoned"  # "running" on disk, but the process writing it is gone
 
     @classmethod
     def parse(cls, value: object, default: SessionStatus | None = None) -> SessionStatus:
@@ -99,6 +100,7 @@ class CautionKind(str, Enum):
     CPU_CONTENTION = "cpu-contention"  # other processes busy on the CPU during a run
     GPU_SHARING = "gpu-sharing"  # other processes on the GPU during a run
     MIXED_DEVICES = "mixed-devices"  # a ratio refused: the frameworks ran on different devices
+    MISSING_DATA = "missing-data"  # epochs or steps of a run are missing from its events
 
     def __str__(self) -> str:
         return self.value
@@ -124,6 +126,7 @@ STATUS_STYLE: dict[str, str] = {
     "unavailable": "yellow",
     "incomplete": "bold yellow",
     "interrupted": "bold magenta",
+    "abandoned": "bold magenta",
     "stopped": "magenta",
     "skipped": "dim",
     "queued": "dim",

@@ -139,11 +139,21 @@ class SessionModel:
         steps = int(event.get("steps") or 1)
         if steps < 1:
             raise ValueError("a window of no steps")
-        seconds, epoch = float(event["seconds"]), int(event["epoch"])
+        seconds, epoch, step = float(event["seconds"]), int(event["epoch"]), int(event["step"])
+        if epoch > run.epochs_planned or step < steps:
+            raise ValueError("a step outside the plan")
+        # Steps by their numbers: a window that does not start where the last one ended means
+        # lost lines; the gap is counted and said, never filled in.
+        before = run.current_step if epoch == run.current_epoch else 0
+        if step - steps < before:
+            raise ValueError("steps already counted")
+        run.missing_steps += step - steps - before
         run.batch_seconds.extend([seconds] * steps)
         run.batch_epochs.extend([epoch] * steps)
+        if step > steps or epoch > 1:  # the run's first step is its own window (compiling, warming up)
+            run.window_max_s = max(run.window_max_s, seconds * steps)
         run.current_epoch = epoch
-        run.current_step = int(event["step"])
+        run.current_step = step
         run.status = RunStatus.RUNNING
 
     def _on_settings(self, run: RunState, event: SettingsEvent) -> None:
@@ -153,6 +163,8 @@ class SessionModel:
 
     def _on_epoch(self, run: RunState, event: EpochEvent) -> None:
         epoch = int(event["epoch"])
+        if epoch > run.epochs_planned:
+            raise ValueError("an epoch outside the plan")
         run.epoch_times[epoch] = float(event["seconds"])
         run.epoch_samples[epoch] = int(event.get("samples") or 0)
 
@@ -255,6 +267,19 @@ class SessionModel:
         row["warmup_s"] = [s for _, s in cuts]
         row["steady_images_per_s"] = analysis.steady_throughput(ok)
         row["warnings"] = analysis.cell_warnings(ok, row["spread"], row["batch"])
+        gaps = [(r, r.missing_epochs()) for r in ok]
+        gaps = [(r, missing) for r, missing in gaps if missing or r.missing_steps]
+        if gaps:
+            run, missing = gaps[0]
+            what = f"epoch {', '.join(map(str, missing))}" if missing else f"{run.missing_steps} step(s)"
+            row["warnings"].append(
+                caution(
+                    CautionKind.MISSING_DATA,
+                    f"{what} of run {run.spec.run_id} missing from its events (lost lines): the figures "
+                    "leave out what is missing"
+                    + (f"; {len(gaps) - 1} other run(s) too" if len(gaps) > 1 else ""),
+                )
+            )
         # From run_end when recorded: loading folds GPU samples last (and only the newest), so
         # the figure must not depend on them for summary.json to be recomputable.
         loads = [r.other_cpu for r in ok if r.other_cpu is not None]

@@ -12,7 +12,10 @@ check); ``SessionWriter`` writes a new one.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import math
 import os
 import platform
 import re
@@ -29,14 +32,77 @@ from benchtui.core.model.status import RunStatus
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan
 from benchtui.core.provenance import cpu_model, provenance, recorded_by_other
+from benchtui.core.wire.events import Malformed, check_event
 
 SESSION_SCHEMA = 1
-_DECODER = json.JSONDecoder()
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# NaN and Infinity are not JSON: a line holding one is unreadable (the hook costs nothing on others).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 DEFAULT_SESSIONS_DIR = "sessions"
+RESERVE_BYTES = 512 * 1024
 
 
 class SessionError(ValueError):
     """A folder that is not a readable session; the message is one line for the user."""
+
+
+class StorageError(SessionError):
+    """A session that cannot be written (a full disk, a read-only folder); one line for the user."""
+
+
+_STORAGE_WORDS = {
+    errno.ENOSPC: "disk full",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EIO: "I/O error",
+    errno.ENOTDIR: "not a folder",
+    errno.EEXIST: "a file is in the way",
+}
+
+
+def storage_problem(exc: OSError) -> str:
+    """A failed write in a few words: "disk full", "read-only file system", ..."""
+    return _STORAGE_WORDS.get(exc.errno or 0) or (exc.strerror or str(exc)).lower()
+
+
+def usable_sessions_dir(path: str | os.PathLike[str] | None = None) -> Path:
+    """The sessions folder, created if missing and checked writable; StorageError (one line) if not.
+
+    Called before anything starts, so a folder that cannot hold a session stops nothing midway.
+    """
+    base = sessions_dir(path)
+    try:
+        if base.exists() and not base.is_dir():
+            raise StorageError(f"the sessions folder {base} is a file, not a folder")
+        base.mkdir(parents=True, exist_ok=True)
+        probe = base / f".benchtui-write-test-{os.getpid()}"
+        try:
+            with open(probe, "wb") as fh:
+                fh.write(b"x")
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+    except OSError as exc:
+        raise StorageError(f"cannot write sessions in {base}: {storage_problem(exc)}") from exc
+    return base
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinity made None: what strict JSON parsers can read."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def slugify(name: str, limit: int = 60) -> str:
@@ -72,9 +138,16 @@ def host_info() -> dict[str, Any]:
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write strict JSON (no NaN) through a temporary file: the old file stays whole if this fails."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(json_safe(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 class SessionFolder:
@@ -84,6 +157,7 @@ class SessionFolder:
     EVENTS = "events.jsonl"
     SUMMARY = "summary.json"
     LOGS = "logs"
+    RESERVE = ".reserve"
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -111,6 +185,11 @@ class SessionFolder:
     @property
     def summary_path(self) -> Path:
         return self.path / self.SUMMARY
+
+    @property
+    def reserve_path(self) -> Path:
+        """Space a writer holds for its last writes (removed when it finishes)."""
+        return self.path / self.RESERVE
 
     @property
     def logs_dir(self) -> Path:
@@ -149,47 +228,131 @@ class SessionFolder:
                 if b'"gpu"' not in raw or not raw.endswith(b"\n"):
                     continue
                 try:
-                    event = json.loads(raw)
-                except ValueError:
+                    event = check_event(json.loads(raw, parse_constant=_no_constant))
+                except (ValueError, AttributeError):  # not JSON, not an object, Malformed
                     continue
-                if (
-                    isinstance(event, dict)
-                    and event.get("type") == "gpu"
-                    and isinstance(event.get("t"), (int, float))
-                ):
+                if event.get("type") == "gpu" and isinstance(event.get("t"), (int, float)):
                     out.append(event)
         return out
 
     def load(self, keep_events: bool = False) -> LoadedSession:
         """Fold the events into a fresh model; warnings say what was skipped, cut off or recorded by other code."""
-        meta = self.read_meta()
+        warnings: list[str] = []
+        meta = read_meta(self.path, warnings)
         plan = self.read_plan(meta)
         model = SessionModel(plan)
-        warnings: list[str] = []
         other = recorded_by_other(meta.get("benchtui"))
         if other:
             warnings.append(other)
         kept: list[dict[str, Any]] = []
         # Without keep_events only the model's window of GPU samples is parsed (same model).
         tail = None if keep_events else GpuTail(model.gpu_samples.maxlen)
-        for event in self.events(warnings, tail):
+        check = EventCheck()
+        for event in iter_events(self.path, warnings, tail, check):
             model.apply(event)
             if keep_events:
                 kept.append(event)
         if tail is not None:
             model.events += tail.dropped
-        if meta.get("status") == "running":
-            warnings.append(_unfinished(self.path, model))
+        status = meta.get("status")
+        if status == "running":
+            if writer_alive(meta.get("writer")) is False:
+                meta["status"] = "abandoned"
+                warnings.append(_unfinished(self.path, model, abandoned=True))
+            else:
+                warnings.append(_unfinished(self.path, model))
+        elif status in FINISHED:
+            warnings += _lost_lines(meta, model, check)
         return LoadedSession(self.path, meta, plan, model, kept, warnings)
 
 
+SESSION_STATUSES = frozenset({"running", "complete", "incomplete", "failed", "interrupted", "abandoned"})
+#: The session statuses a writer records when it is done.
+FINISHED = frozenset({"complete", "incomplete", "failed", "interrupted"})
+
+
+def _lost_lines(meta: dict[str, Any], model: SessionModel, check: EventCheck) -> list[str]:
+    """A finished session whose events.jsonl lacks lines (cut at a line boundary, lines deleted).
+
+    Sessions from this version end with a ``session_end`` line holding the line count; every
+    session's runs must have ended. A run that did not is marked "interrupted", never left pending.
+    """
+    out: list[str] = []
+    end = check.end
+    if end is not None and end["lines"] > check.lines:
+        out.append(
+            f"events.jsonl has {check.lines} line(s) where its writer wrote {end['lines']}: "
+            f"{end['lines'] - check.lines} line(s) are missing, figures may lack what they held"
+        )
+    elif end is None and "writer" in meta:  # written by a version that ends its file so
+        out.append("events.jsonl ends early (its last line is missing): the file was cut")
+    cut = [r for r in model.runs.values() if not r.finished]
+    for run in cut:
+        run.status, run.reason = RunStatus.INTERRUPTED, "its end is missing from events.jsonl"
+    if cut:
+        out.append(
+            f"{len(cut)} run(s) have no end in events.jsonl (first: {cut[0].spec.run_id}): "
+            "they show as interrupted"
+        )
+    for run in model.runs.values():
+        missing = run.missing_epochs()
+        if missing and run.status is RunStatus.OK:
+            out.append(
+                f"run {run.spec.run_id}: epoch {', '.join(map(str, missing))} missing from events.jsonl; "
+                "its figures leave the missing epoch(s) out"
+            )
+    return out
+
+
+def _process_started(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since boot, from /proc), to tell it from a later one with its pid."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def writer_identity() -> dict[str, Any]:
+    """Who writes a session: enough to tell later whether that process is still alive."""
+    pid = os.getpid()
+    return {"pid": pid, "hostname": socket.gethostname(), "process_started": _process_started(pid)}
+
+
+def writer_alive(writer: object) -> bool | None:
+    """Whether the process that wrote a session is alive: None when that cannot be told (another host)."""
+    if not isinstance(writer, dict) or writer.get("hostname") != socket.gethostname():
+        return None
+    pid = writer.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, another user's
+    except OSError:
+        return None
+    started = writer.get("process_started")
+    if isinstance(started, (int, float)) and (now := _process_started(pid)) is not None:
+        return abs(now - started) < 1.0  # the same pid, a later process: the writer is gone
+    return True
+
+
 class SessionWriter:
-    """Writes one session folder. Events are appended and flushed line by line."""
+    """Writes one session folder. Events are appended and flushed line by line.
+
+    A write that fails (a full disk, an I/O error) raises StorageError once and leaves the
+    writer ``failure`` set; later writes are dropped, and ``finish`` records what it still can.
+    """
 
     def __init__(self, path: Path, plan: Plan, extra: dict[str, Any] | None = None) -> None:
         self.path = path
         self.folder = SessionFolder(path)
         self.folder.logs_dir.mkdir(parents=True, exist_ok=False)
+        self.failure = ""  # what made a write fail ("disk full: ..."); "" while every write worked
+        self.lines = 0  # lines appended to events.jsonl: session_end records it, a reader checks it
         self.meta: dict[str, Any] = {
             "schema": SESSION_SCHEMA,
             "kind": "benchtui-session",
@@ -201,15 +364,20 @@ class SessionWriter:
             "started": _utc_now(),
             "started_monotonic": time.monotonic(),
             "finished": None,
+            "writer": writer_identity(),
             **(extra or {}),
         }
         self.write_meta()
         self._events: IO[str] = open(self.folder.events_path, "a", encoding="utf-8")
+        # Room kept for the end: when the disk fills up, this is freed so that summary.json and
+        # the "failed: disk full" status can still be written.
+        with open(self.folder.reserve_path, "wb") as fh:
+            fh.write(bytes(RESERVE_BYTES))
 
     @classmethod
     def create(cls, plan: Plan, root: str | os.PathLike[str] | None = None, **extra: Any) -> SessionWriter:
-        base = sessions_dir(root)
-        base.mkdir(parents=True, exist_ok=True)
+        """A new session folder under ``root``; StorageError (one line) when none can be written."""
+        base = usable_sessions_dir(root)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         slug = slugify(plan.name or plan.preset or "+".join(plan.frameworks))
         for n in range(1000):
@@ -223,10 +391,27 @@ class SessionWriter:
                     return cls(path, plan, extra)
                 except FileExistsError:
                     continue
+                except (OSError, StorageError) as exc:
+                    import shutil
+
+                    shutil.rmtree(path, ignore_errors=True)  # nothing half-made left behind
+                    why = storage_problem(exc) if isinstance(exc, OSError) else str(exc)
+                    raise StorageError(f"cannot write a session in {base}: {why}") from exc
         raise SessionError(f"could not create a session folder in {base}")
 
+    def failed_write(self, exc: OSError, what: str) -> StorageError:
+        """Record the first failed write (``failure``) and return the one-line error that says it."""
+        if not self.failure:
+            self.failure = f"{storage_problem(exc)} while writing {what}"
+        return StorageError(f"{self.failure} in {self.path}")
+
     def write_meta(self) -> None:
-        _write_json_atomic(self.folder.meta_path, self.meta)
+        try:
+            _write_json_atomic(self.folder.meta_path, self.meta)
+        except OSError as exc:
+            raise self.failed_write(exc, self.META_NAME) from exc
+
+    META_NAME = SessionFolder.META
 
     def update_meta(self, **fields: Any) -> None:
         self.meta.update(fields)
@@ -236,17 +421,52 @@ class SessionWriter:
         return self.folder.log_path(run_id)
 
     def append(self, event: dict[str, Any]) -> None:
-        self._events.write(json.dumps(event, separators=(",", ":")) + "\n")
-        self._events.flush()
+        self.append_raw(json.dumps(json_safe(event), separators=(",", ":"), allow_nan=False))
 
     def append_raw(self, line: str) -> None:
-        """Append one already-serialised event (no trailing newline)."""
-        self._events.write(line + "\n")
-        self._events.flush()
+        """Append one already-serialised event (no trailing newline); dropped once a write has failed."""
+        if self.failure:
+            return
+        try:
+            self._events.write(line + "\n")
+            self._events.flush()
+        except OSError as exc:
+            raise self.failed_write(exc, SessionFolder.EVENTS) from exc
+        self.lines += 1
 
     def finish(self, status: str, summary: dict[str, Any]) -> None:
-        _write_json_atomic(self.folder.summary_path, summary)
-        self.update_meta(status=status, finished=_utc_now())
+        """The last line of events.jsonl, summary.json and the final status: each as far as the disk lets.
+
+        After a failed write the session is recorded "failed" with the reason in ``failure``
+        (when session.json can still be written); nothing raises from here.
+        """
+        with contextlib.suppress(OSError):
+            self.folder.reserve_path.unlink()  # its space is the room for what follows on a full disk
+        end = {
+            "type": "session_end",
+            "t": time.monotonic(),
+            "run": None,
+            "lines": self.lines + 1,
+            "status": status,
+        }
+        for step in (
+            lambda: self.append(end),
+            lambda: _write_json_atomic(self.folder.summary_path, summary),
+        ):
+            if self.failure:
+                break
+            try:
+                step()
+            except StorageError:
+                pass
+            except OSError as exc:
+                self.failed_write(exc, SessionFolder.SUMMARY)
+        fields: dict[str, Any] = {"status": "failed" if self.failure else status, "finished": _utc_now()}
+        if self.failure:
+            fields["failure"] = self.failure
+        self.meta.update(fields)
+        with contextlib.suppress(StorageError):
+            self.write_meta()
         self.close()
 
     @property
@@ -255,7 +475,10 @@ class SessionWriter:
 
     def close(self) -> None:
         if not self._events.closed:
-            self._events.close()
+            try:
+                self._events.close()
+            except OSError as exc:  # the last buffered bytes could not be written
+                self.failed_write(exc, SessionFolder.EVENTS)
 
 
 @dataclass
@@ -274,13 +497,33 @@ class LoadedSession:
         return SessionFolder(self.path)
 
 
-def read_meta(path: Path) -> dict[str, Any]:
+#: session.json's fields that views read, and the type each must have: a field of another type
+#: (a hand edit, another tool) is dropped with a warning, so no view meets it.
+META_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "host": (dict,),
+    "gpus": (list,),
+    "gpus_end": (list,),
+    "placement": (dict,),
+    "telemetry": (str,),
+    "benchtui": (dict,),
+    "status": (str,),
+    "started": (str,),
+    "finished": (str, type(None)),
+    "started_monotonic": (int, float),
+    "writer": (dict,),
+    "failure": (str,),
+}
+
+
+def read_meta(path: Path, warnings: list[str] | None = None) -> dict[str, Any]:
+    """session.json, checked: a benchtui session of a schema this version reads, its fields of their types."""
     meta_path = path / SessionFolder.META
     if not meta_path.is_file():
         raise SessionError(f"{path} is not a benchtui session (no session.json)")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise SessionError(f"{meta_path} is unreadable: {exc}") from exc
     if not isinstance(meta, dict) or meta.get("kind") != "benchtui-session":
         raise SessionError(f"{path} is not a benchtui session")
@@ -290,6 +533,17 @@ def read_meta(path: Path) -> dict[str, Any]:
             f"{path} was written with session schema {schema}; this benchtui reads up to "
             f"{SESSION_SCHEMA}: upgrade benchtui"
         )
+    dropped = [k for k, types in META_TYPES.items() if k in meta and not isinstance(meta[k], types)]
+    for key in ("gpus", "gpus_end"):
+        if key in meta and key not in dropped and not all(isinstance(g, dict) for g in meta[key]):
+            dropped.append(key)
+    for key in dropped:
+        del meta[key]
+    if "status" in meta and meta["status"] not in SESSION_STATUSES:
+        dropped.append("status")
+        meta["status"] = "incomplete"  # a word no view knows: shown as what it is, not finished whole
+    if dropped and warnings is not None:
+        warnings.append(f"session.json: {', '.join(dropped)} had the wrong type and were ignored")
     return meta
 
 
@@ -314,17 +568,61 @@ class GpuTail:
         return self.count - len(self.lines)
 
 
-def iter_events(path: Path, warnings: list[str], gpu_tail: GpuTail | None = None) -> Iterator[dict[str, Any]]:
-    """Events of ``events.jsonl``; a half-written last line or a bad line is skipped with a warning.
+class EventCheck:
+    """What reading events.jsonl skipped, and why: one warning line at the end."""
 
-    With ``gpu_tail``, GPU samples are held back and only the newest are parsed and
-    yielded, after every other event (a damaged sample older than those goes uncounted).
+    def __init__(self) -> None:
+        self.bad = 0
+        self.first = ""  # the first skipped line's number and reason
+        self.lines = 0  # complete lines read
+        self.end: dict[str, Any] | None = None  # the session_end event, when the writer finished
+
+    def skip(self, why: str) -> None:
+        self.bad += 1
+        if not self.first:
+            self.first = f"line {self.lines}: {why}"
+
+    def warning(self) -> str:
+        return f"{self.bad} unreadable line(s) in events.jsonl were skipped (first, {self.first})"
+
+
+def _event_of(raw: bytes, decode: Any, check: EventCheck) -> dict[str, Any] | None:
+    try:
+        text = raw.decode("utf-8")
+        event, end = decode(text)
+        if end != len(text) - 1 and text[end:].strip(" \t\r\n"):
+            raise ValueError("extra data")
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError, extra data
+        try:
+            event = json.loads(raw, parse_constant=_no_constant)
+        except ValueError as exc:
+            check.skip("not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not JSON")
+            return None
+    if not isinstance(event, dict):
+        check.skip("not an event object")
+        return None
+    try:
+        return check_event(event)
+    except Malformed as exc:
+        check.skip(str(exc))
+        return None
+
+
+def iter_events(
+    path: Path, warnings: list[str], gpu_tail: GpuTail | None = None, check: EventCheck | None = None
+) -> Iterator[dict[str, Any]]:
+    """Events of ``events.jsonl``, each checked as a runner's line is (``check_event``).
+
+    A half-written last line, a line that is not JSON and an event whose fields are out of
+    type or range are skipped, counted and said in one warning. With ``gpu_tail``, GPU samples
+    are held back and only the newest are parsed and yielded, after every other event (a
+    damaged sample older than those goes uncounted).
     """
     events_path = path / SessionFolder.EVENTS
     if not events_path.exists():
         warnings.append("events.jsonl is missing: the session recorded nothing")
         return
-    bad = 0
+    check = check or EventCheck()
     # raw_decode on text skips json.loads' encoding detection and whitespace checks: about
     # a third faster per line, which is most of loading a long session. Anything it does
     # not take cleanly goes through json.loads, so what is accepted stays the same.
@@ -334,37 +632,23 @@ def iter_events(path: Path, warnings: list[str], gpu_tail: GpuTail | None = None
             if not raw.endswith(b"\n"):
                 warnings.append("the last line of events.jsonl was cut off mid-write and was skipped")
                 break
+            check.lines += 1
             if gpu_tail is not None and raw.startswith(GPU_LINE_PREFIX):
                 gpu_tail.lines.append(raw)
                 gpu_tail.count += 1
                 continue
-            try:
-                text = raw.decode("utf-8")
-                event, end = decode(text)
-                if end != len(text) - 1 and text[end:].strip(" \t\r\n"):
-                    raise ValueError("extra data")
-            except ValueError:  # JSONDecodeError, UnicodeDecodeError, extra data
-                try:
-                    event = json.loads(raw)
-                except ValueError:
-                    bad += 1
-                    continue
-            if isinstance(event, dict):
-                yield event
-            else:
-                bad += 1
-    for raw in gpu_tail.lines if gpu_tail is not None else ():
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(event, dict):
+            event = _event_of(raw, decode, check)
+            if event is None:
+                continue
+            if event["type"] == "session_end":
+                check.end = event
             yield event
-        else:
-            bad += 1
-    if bad:
-        warnings.append(f"{bad} unreadable line(s) in events.jsonl were skipped")
+    for raw in gpu_tail.lines if gpu_tail is not None else ():
+        event = _event_of(raw, decode, check)
+        if event is not None:
+            yield event
+    if check.bad:
+        warnings.append(check.warning())
 
 
 def load_session(path: str | os.PathLike[str], keep_events: bool = False) -> LoadedSession:
@@ -399,13 +683,16 @@ def _check_plan(plan: Plan, folder: Path) -> None:
 LIVE_WINDOW_S = 60.0
 
 
-def _unfinished(folder: Path, model: SessionModel) -> str:
-    """One line on what a session that never finished lost; cut-off runs become "interrupted"."""
+def _unfinished(folder: Path, model: SessionModel, abandoned: bool = False) -> str:
+    """One line on what a session that never finished lost; cut-off runs become "interrupted".
+
+    ``abandoned``: its writer is known to be gone (its pid is not alive on this host).
+    """
     try:
         age = time.time() - (folder / SessionFolder.EVENTS).stat().st_mtime
     except OSError:
         age = float("inf")
-    if age < LIVE_WINDOW_S:
+    if age < LIVE_WINDOW_S and not abandoned:
         return f"the session is still being written (last event {age:.0f} s ago): figures are partial"
     cut = [r for r in model.runs.values() if r.status is not RunStatus.QUEUED and not r.finished]
     queued = [r for r in model.runs.values() if r.status is RunStatus.QUEUED]
@@ -423,6 +710,8 @@ def _unfinished(folder: Path, model: SessionModel) -> str:
         if run.current_epoch:
             where += f" (epoch {run.current_epoch} of {run.epochs_planned}, step {run.current_step})"
     lost = f"; {never} planned run(s) never started" if never else ""
+    if abandoned:
+        return f"the session was abandoned{where}: the process writing it is gone{lost}"
     return f"the session was cut off{where} (its process was stopped or crashed){lost}"
 
 
@@ -475,6 +764,13 @@ def _device_label(meta: dict[str, Any], plan: dict[str, Any], folder: Path) -> s
     return label
 
 
+def _listed_status(meta: dict[str, Any]) -> str:
+    status = str(meta.get("status", "?"))
+    if status == "running" and writer_alive(meta.get("writer")) is False:
+        return "abandoned"  # the process writing it is gone: it will never finish
+    return status
+
+
 def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, str]]:
     """One line of facts per session folder under ``root``, newest first; unreadable ones are said so."""
     base = sessions_dir(root)
@@ -514,7 +810,7 @@ def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, 
                 "device": str(device),
                 "frameworks": ",".join(map(str, plan.get("frameworks") or [])),
                 "models": ",".join(map(str, plan.get("models") or [])),
-                "status": str(meta.get("status", "?")),
+                "status": _listed_status(meta),
                 "label": str(meta.get("name") or ""),
                 "finished": str(meta.get("finished") or ""),
             }
