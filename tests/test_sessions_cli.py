@@ -297,6 +297,7 @@ def test_iter_events_accepts_what_json_loads_accepts(tmp_path: Path) -> None:
     warnings: list[str] = []
     got = [e["type"] for e in iter_events(tmp_path, warnings)]
     expected = []
+
     def no_constant(name: str) -> None:
         raise ValueError(name)
 

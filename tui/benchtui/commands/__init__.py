@@ -1,12 +1,15 @@
 """The commands behind ``benchtui``: each takes the parsed arguments from cli.py, prints, and returns an exit code.
 
-Only the standard library is imported here: cli.py imports this package at start.
+Only the standard library is imported here (and benchtui.core.fmt, which imports nothing else): cli.py
+imports this package at start. What they print from a session or a runner goes through ``fmt.clean``.
 """
 
 from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING
+
+from benchtui.core.fmt import clean
 
 if TYPE_CHECKING:
     from benchtui.core.store.session import LoadedSession
@@ -18,6 +21,11 @@ class BadInput(Exception):
     """Bad input from the user: one line on stderr, exit 2."""
 
 
+def say(message: object) -> None:
+    """One line on stderr, without the control characters that session text can hold."""
+    print(clean(message), file=sys.stderr)
+
+
 def load(session: str, sessions_dir: str | None, tag: str = "") -> LoadedSession:
     """The session named on the command line, read back; what was skipped or odd goes to stderr as warnings."""
     from benchtui.core.store.session import load_session, resolve_session
@@ -25,5 +33,5 @@ def load(session: str, sessions_dir: str | None, tag: str = "") -> LoadedSession
     loaded = load_session(resolve_session(session, sessions_dir))
     prefix = f"{tag} {loaded.path.name}: " if tag else ""
     for warning in loaded.warnings:
-        print(f"warning: {prefix}{warning}", file=sys.stderr)
+        say(f"warning: {prefix}{warning}")
     return loaded

@@ -7,7 +7,8 @@ import io
 import sys
 from pathlib import Path
 
-from benchtui.commands import EXIT_FAILED, EXIT_OK, BadInput, load
+from benchtui.commands import EXIT_FAILED, EXIT_OK, BadInput, load, say
+from benchtui.core.fmt import clean
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.reporting import files, terminal
 from benchtui.core.reporting.compare import compare_sessions
@@ -37,7 +38,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             sys.stdout.write(buf.getvalue())
         sys.stdout.flush()
         return EXIT_OK
-    print(files.write_file(Path(output), loaded, args.format, args.per_batch))
+    print(clean(files.write_file(Path(output), loaded, args.format, args.per_batch)))
     return EXIT_OK
 
 
@@ -55,19 +56,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     failing = cmp.failing(pct)
     for row in cmp.rows:
         if row.ratio is not None and row.ratio.percent > pct and not row.ratio.conclusive:
-            print(
+            say(
                 f"not failing: {model_label(row.model)} · {framework_label(row.framework)} is "
-                f"{row.ratio.percent:+.1f}% but {row.ratio.phrase()}",
-                file=sys.stderr,
+                f"{row.ratio.percent:+.1f}% but {row.ratio.phrase()}"
             )
     if not failing:
-        print(f"ok: no row of B is slower than A by more than {pct:g}%", file=sys.stderr)
+        say(f"ok: no row of B is slower than A by more than {pct:g}%")
         return EXIT_OK
     for row in failing:
         if row.ratio is not None and row.ratio.percent > pct:
             what = f"{row.ratio.percent:+.1f}% ({row.ratio.phrase()})"
         else:
             what = row.note or f"B {row.status_b} where A {row.status_a}"
-        print(f"FAIL: {model_label(row.model)} · {framework_label(row.framework)}: {what}", file=sys.stderr)
-    print(f"{len(failing)} row(s) of B are slower than A by more than {pct:g}%", file=sys.stderr)
+        say(f"FAIL: {model_label(row.model)} · {framework_label(row.framework)}: {what}")
+    say(f"{len(failing)} row(s) of B are slower than A by more than {pct:g}%")
     return EXIT_FAILED

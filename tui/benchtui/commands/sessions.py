@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from benchtui.commands import EXIT_OK
+from benchtui.core.fmt import clean
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -18,14 +19,14 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
     infos = list_sessions(args.sessions_dir)
     if not infos:
-        print(f"no sessions in {sessions_dir(args.sessions_dir)}", file=sys.stderr)
+        print(f"no sessions in {clean(sessions_dir(args.sessions_dir))}", file=sys.stderr)
         return EXIT_OK
     table = Table(header_style="bold")
     for col in ("Started (UTC)", "Session", "Name", "Device", "Frameworks", "Models", "Status"):
         table.add_column(col)
     for info in infos:
-        status = info["status"]
-        # Text, not markup: names and errors come from session files.
+        status = clean(info["status"])
+        # Text, not markup, and cleaned: names and errors come from session files.
         cells = [
             info["started"],
             info["name"],
@@ -36,8 +37,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         ]
         status_text = Text(status, style=status_style(status, "dim"))
         if info.get("error"):
-            status_text.append(f" {info['error']}")
-        table.add_row(*(Text(c) for c in cells), status_text)
+            status_text.append(f" {clean(info['error'])}")
+        table.add_row(*(Text(clean(c)) for c in cells), status_text)
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)

@@ -1,7 +1,8 @@
-"""Formatting figures for people: seconds, bytes, rates, spreads. Shared by every view."""
+"""Formatting for people: seconds, bytes, rates, spreads, and text made safe to show. Shared by every view."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 NA = "N/A"
@@ -76,3 +77,48 @@ def tflops_with_peak(value: float | None, fraction: float | None) -> str:
     """'123 (45%)' when the GPU's peak is known, else '123'."""
     text = tflops(value)
     return f"{text} ({percent(fraction)})" if value is not None and fraction is not None else text
+
+
+# -- text from files and runners, made safe to show -------------------------------------------
+# Session files and runners are not trusted: an error message, a plan's name or a hand-edited
+# session.json can hold escape sequences that clear the screen, retitle the window or fake
+# output. Whole sequences go, so that no half of one is left to print as garbage:
+_SEQUENCES = re.compile(
+    r"\x1b[\]PX^_].*?(?:\x07|\x1b\\|\x9c|\Z)"  # OSC, DCS, SOS, PM, APC: up to BEL or ST (or the end)
+    r"|[\x90\x98\x9d\x9e\x9f].*?(?:\x07|\x1b\\|\x9c|\Z)"  # the same opened by a C1 control
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI: parameters, intermediates, a final byte
+    r"|\x1b[ -/]*[0-~]?",  # any other escape: ESC, intermediates, a final byte
+    re.DOTALL,
+)
+#: C0 (but tab and line ends, handled apart), DEL, C1, and the bidi overrides and isolates that
+#: can make text read differently from what it is (Trojan Source).
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_LINE_ENDS = re.compile("\r\n|[\r\n\u2028\u2029]")
+
+
+def clean(text: object, *, one_line: bool = True) -> str:
+    """``text`` as a string safe to print on a terminal or in a cell: no control characters.
+
+    Escape sequences (CSI, OSC and the like) are removed whole; other C0 and C1 controls,
+    DEL and Unicode bidi overrides are dropped. With ``one_line`` line breaks and tabs become
+    spaces; without it they stay, as ``\\n`` and ``\\t``. It does not escape markup: Rich
+    markup, HTML and Markdown are each writer's to escape.
+    """
+    text = text if isinstance(text, str) else str(text)
+    if text.isprintable():  # the usual case: no control, no format character, no line break
+        return text
+    text = _CONTROLS.sub("", _SEQUENCES.sub("", text))
+    if one_line:
+        return _LINE_ENDS.sub(" ", text).replace("\t", " ")
+    return _LINE_ENDS.sub("\n", text)
+
+
+def clean_tree(value: Any) -> Any:
+    """A copy of JSON-like ``value`` (dicts, lists, scalars) with every string cleaned (``clean``)."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {clean(k) if isinstance(k, str) else k: clean_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_tree(v) for v in value]
+    return value

@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, OptionList, Static
 
+from benchtui.core.fmt import clean
 from benchtui.core.model.status import status_style
 from benchtui.core.reporting import registry
 from benchtui.core.reporting.registry import WRITERS
@@ -51,10 +52,10 @@ def export_in_background(screen: Screen, path: Path, fmt: str) -> None:
             written = export_session(path, fmt)
         except Exception as exc:  # noqa: BLE001 - any failure is reported, never a crash
             screen.app.call_from_thread(
-                screen.notify, f"Export failed: {exc}", severity="error", markup=False
+                screen.notify, clean(f"Export failed: {exc}"), severity="error", markup=False
             )
             return
-        screen.app.call_from_thread(screen.notify, f"Written: {written}", markup=False, timeout=8)
+        screen.app.call_from_thread(screen.notify, clean(f"Written: {written}"), markup=False, timeout=8)
 
     screen.run_worker(job, thread=True, group="export", exclusive=True)
 
@@ -102,19 +103,19 @@ class SessionsScreen(Screen):
             table.add_column(column)
         self.infos = list_sessions(self.root)
         folder = sessions_dir(self.root).resolve()
-        title = Text(f"Sessions in {folder}", style="bold")
+        title = Text(f"Sessions in {clean(folder)}", style="bold")
         if not self.infos:
             title.append("\nNo sessions yet: run a plan and it is saved here.", style="dim")
         self.query_one("#sessions-title", Static).update(title)
         for info in self.infos:
             name = info.get("label") or info["name"].partition("_")[2] or info["name"]
+            # Text, not markup (a str cell is markup to a DataTable), and cleaned: it all comes from session files.
             table.add_row(
-                info["started"],
-                Text(name),
-                info["device"],
-                info["frameworks"],
-                info["models"],
-                Text(info["status"], style=status_style(info["status"], "yellow")),
+                *(
+                    Text(clean(c))
+                    for c in (info["started"], name, info["device"], info["frameworks"], info["models"])
+                ),
+                Text(clean(info["status"]), style=status_style(info["status"], "yellow")),
                 key=info["path"],
             )
         table.focus()
@@ -141,7 +142,7 @@ class SessionsScreen(Screen):
         try:
             view = summary_view(path, self.size.width)
         except Exception as exc:  # noqa: BLE001 - a broken folder is shown as such
-            view = Text(f"Cannot read {path.name}: {exc}", style="red")
+            view = Text(clean(f"Cannot read {path.name}: {exc}"), style="red")
         self.app.call_from_thread(self._show_summary, path, view)
 
     def _show_summary(self, path: Path, view: RenderableType) -> None:

@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
+from rich.markup import escape
 from textual.widgets import Log
+
+from benchtui.core.fmt import clean
 
 FIRST_READ = 16 * 1024  # on switching to a log, show about this many bytes of its end
 MAX_READ = 256 * 1024  # per tick: a runner printing megabytes cannot stall the UI
+
+
+def shown_lines(lines: list[str]) -> list[str]:
+    """Log lines as the pane shows them: without control characters or escape sequences.
+
+    Textual's Log drops only some C0 controls: an ESC from a runner (a colour, a clear-screen,
+    a window title) would reach the terminal. Whole lines are cleaned, so a sequence split
+    across two reads is removed whole; tabs stay (the Log expands them).
+    """
+    return [part for line in lines for part in clean(line, one_line=False).split("\n")]
+
+
+def open_log(path: Path) -> BinaryIO | None:
+    """``path`` opened for reading if it is a regular file and neither it nor its folder is a link.
+
+    A replayed session is not trusted: its log can be a link to /etc/shadow, or a FIFO whose
+    open would block the UI for good. Raises OSError when it cannot be opened at all.
+    """
+    if path.parent.is_symlink():
+        return None
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 class RunLog(Log):
@@ -33,13 +64,16 @@ class RunLog(Log):
         self._pos = -1  # read the end of the file on the next poll
         self._partial = ""
         self.clear()
-        self.border_title = f"Log · {title}" if title else "Log"
+        self.border_title = f"Log · {escape(clean(title))}" if title else "Log"  # a border title is markup
 
     def poll(self) -> None:
         if self.path is None:
             return
         try:
-            with open(self.path, "rb") as fh:
+            log = open_log(self.path)
+            if log is None:
+                return
+            with log as fh:
                 size = fh.seek(0, 2)
                 if self._pos < 0:
                     self._pos = max(0, size - FIRST_READ)
@@ -47,7 +81,7 @@ class RunLog(Log):
                     self._pos = 0
                 if size == self._pos:
                     if self._partial:  # no newline for a whole tick: show the line as it is
-                        self.write_line(self._partial)
+                        self.write_lines(shown_lines([self._partial]))
                         self._partial = ""
                     return
                 fh.seek(self._pos)
@@ -61,4 +95,4 @@ class RunLog(Log):
         lines = text.split("\n")
         self._partial = lines.pop()  # an unfinished last line waits for its end
         if lines:
-            self.write_lines(lines)
+            self.write_lines(shown_lines(lines))

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, mixed_devices, pair_groups, timing_groups
 from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
 from benchtui.core.store.session import LoadedSession, load_session
@@ -73,6 +74,8 @@ class CompareRow:
 
 @dataclass
 class Comparison:
+    """B against A, row by row; its text (notes, differences, verdicts) is cleaned (``fmt.clean``)."""
+
     a: LoadedSession
     b: LoadedSession
     rows: list[CompareRow] = field(default_factory=list)
@@ -105,7 +108,8 @@ def _cell_status(loaded: LoadedSession, fw: str, m: str) -> str:
 
 
 def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
-    """Settings, hardware and library versions that differ between the sessions."""
+    """Settings, hardware and library versions that differ between the sessions (cleaned: GPU names
+    and versions come from the session files)."""
     out = []
     pa, pb = a.plan.to_dict(), b.plan.to_dict()
     for key in PLAN_FIELDS:
@@ -134,7 +138,7 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
         for lib in sorted(set(va) | set(vb)):
             if va.get(lib) != vb.get(lib):
                 out.append(f"{framework_label(fw)} {lib}: {va.get(lib)} vs {vb.get(lib)}")
-    return out
+    return [fmt.clean(d) for d in out]
 
 
 def compare_sessions(
@@ -157,8 +161,8 @@ def compare_sessions(
         la,
         lb,
         differences=_differences(la, lb),
-        verdicts_a=list(la.model.summary().get("ratios") or []),
-        verdicts_b=list(lb.model.summary().get("ratios") or []),
+        verdicts_a=fmt.clean_tree(list(la.model.summary().get("ratios") or [])),
+        verdicts_b=fmt.clean_tree(list(lb.model.summary().get("ratios") or [])),
     )
     for m, fw in cells:
         row = CompareRow(m, fw, _cell_status(la, fw, m), _cell_status(lb, fw, m))
@@ -201,5 +205,6 @@ def compare_sessions(
             if runs_b:
                 row.basis, gb = timing_groups(runs_b)
                 row.time_b = grouped_mean(gb)
+        row.note = fmt.clean(row.note)  # device names and statuses come from the session files
         out.rows.append(row)
     return out

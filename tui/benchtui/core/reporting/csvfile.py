@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
 from typing import IO, Any
 
+from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.summary import HEADLINE
 from benchtui.core.reporting.model import Report
@@ -128,12 +130,35 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield rec
 
 
+#: What a spreadsheet reads as a formula at the start of a cell (OWASP's list; full-width forms too).
+FORMULA_START = tuple("=+-@\t\r＝＋－＠")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_text(text: str) -> str:
+    """A string cell, safe to print and to open in a spreadsheet.
+
+    Control characters go (``fmt.clean``, one line), and a cell that a spreadsheet would run as
+    a formula (``=cmd|' /C calc'!A0``, ``@SUM(A1)``, ``-2+3``) gets a leading ``'``, as OWASP
+    advises; a cell that is exactly a number (``-1.5``) is left as it is.
+    """
+    text = fmt.clean(text)
+    if text.lstrip().startswith(FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
 def csv_value(value: Any) -> Any:
+    """A cell: numbers as numbers (floats at full precision), None empty, strings made safe (``csv_text``)."""
     if value is None:
         return ""
     if isinstance(value, float):
         return repr(value)  # full precision, round-trips
-    return value
+    if isinstance(value, str):
+        return csv_text(value)
+    if isinstance(value, (bool, int)):
+        return value
+    return csv_text(str(value))
 
 
 def write(report: Report, fh: IO[str]) -> None:
@@ -169,12 +194,12 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
         )
         writer.writerow(
             [
-                spec.run_id,
-                spec.framework,
-                spec.model,
-                spec.index,
-                event.get("epoch"),
-                event.get("step"),
+                csv_value(spec.run_id),
+                csv_value(spec.framework),
+                csv_value(spec.model),
+                csv_value(spec.index),
+                csv_value(event.get("epoch")),
+                csv_value(event.get("step")),
                 csv_value(seconds),
                 csv_value(samples),
                 csv_value(event.get("steps") or 1),

@@ -1,14 +1,57 @@
-"""Exporting a session to a file: the report built once, written by its format's writer, all or nothing."""
+"""Exporting a session to a file: the report built once, written by its format's writer, all or nothing;
+and reading a file of the session folder for a report, safely."""
 
 from __future__ import annotations
 
 import os
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from benchtui.core.reporting.model import build_report
 from benchtui.core.reporting.registry import writer_for
 from benchtui.core.store.session import LoadedSession, SessionError, load_session
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The end of a file: its last bytes, and the file's whole size."""
+
+    data: bytes
+    size: int
+
+    @property
+    def cut(self) -> bool:
+        """Whether the file has more than ``data``: its beginning was left out."""
+        return self.size > len(self.data)
+
+
+def read_tail(folder: Path, path: Path, limit: int) -> Tail | None:
+    """The last ``limit`` bytes of ``path``, a regular file inside the session ``folder``; None for any other.
+
+    A session folder is not trusted: a log can be a link to /etc/shadow, a run id can hold
+    ``../``, ``logs/`` can be a link, a "log" can be a FIFO that blocks a reader forever or a
+    file of gigabytes. So the path must resolve inside the folder, the file is opened without
+    following a link (O_NOFOLLOW), without waiting (O_NONBLOCK) and must be a regular file,
+    and only its end is read.
+    """
+    try:
+        if path.is_symlink() or not path.resolve(strict=True).is_relative_to(folder.resolve(strict=True)):
+            return None
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+    except (OSError, RuntimeError):  # missing, a link (ELOOP), a loop of links, unreadable
+        return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if info.st_size > limit:
+            fh.seek(info.st_size - limit)
+        data = fh.read(limit)
+    return Tail(data, max(info.st_size, len(data)))
 
 
 def render(loaded: LoadedSession, fmt: str, fh: IO[str], per_batch: bool = False) -> None:

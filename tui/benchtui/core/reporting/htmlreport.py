@@ -8,12 +8,15 @@ from typing import IO, Any
 from benchtui.core import fmt
 from benchtui.core.model.analysis import epochs_of, framework_label, model_label, steady_batches
 from benchtui.core.model.stats import median
+from benchtui.core.reporting.files import read_tail
 from benchtui.core.reporting.model import CI_NOTE, Report, Table
 from benchtui.core.reporting.plots import Band, Bar, Series, bar_chart, color_for, line_chart
 from benchtui.core.store.session import LoadedSession
 
 #: Points per plotted line: enough for a 960 px chart, small enough for a 2 MB report.
 MAX_POINTS = 800
+#: The end of a failed run's log shown under its reason: the error is at the end, and a report with
+#: many failed runs must stay small. What is left out is said.
 LOG_TAIL_BYTES = 4000
 #: Telemetry lines in neutral colours: the framework colours are taken by the run bands.
 GPU_COLORS = ("#343a40", "#2b8a3e", "#c2255c", "#e67700")
@@ -41,8 +44,26 @@ footer{color:#868e96;font-size:12px;margin-top:32px}
 """
 
 
-def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
+def _e(value: Any, one_line: bool = True) -> str:
+    """Text for HTML: escaped, and without control characters (session text is not trusted)."""
+    return escape(fmt.clean(value, one_line=one_line), quote=True)
+
+
+def log_tail(report: Report, run_id: str, limit: int = LOG_TAIL_BYTES) -> str:
+    """The end of a run's log as text, saying so when its beginning is left out; '' without a log.
+
+    Only a regular file inside the session folder is read (``files.read_tail``): never a link.
+    """
+    loaded = report.session
+    tail = read_tail(loaded.path, loaded.folder.log_path(run_id), limit)
+    if tail is None or not tail.size:
+        return ""
+    text = tail.data.decode("utf-8", errors="replace")
+    if tail.cut:
+        text = text.partition("\n")[2] or text  # from the first whole line
+        shown = fmt.bytes_(len(text.encode("utf-8", errors="replace")))
+        text = f"[… cut: the log is {fmt.bytes_(tail.size)}; its last {shown} follow]\n" + text
+    return text
 
 
 # -- tables ---------------------------------------------------------------------------
@@ -142,15 +163,10 @@ def _problems(report: Report) -> str:
     for rid, run in loaded.model.runs.items():
         if run.status not in ("failed", "stopped", "interrupted"):
             continue
-        log = loaded.folder.log_path(rid)
-        tail = ""
-        if log.is_file():
-            with open(log, "rb") as fh:
-                fh.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
-                tail = fh.read().decode("utf-8", errors="replace")
+        tail = log_tail(report, rid)
         parts.append(
             f"<details><summary>{_e(rid)}: {_e(run.status)} — {_e(run.reason)}</summary>"
-            f"<pre>{_e(tail or '(no log)')}</pre></details>"
+            f"<pre>{_e(tail or '(no log)', one_line=False)}</pre></details>"
         )
     return "".join(parts)
 

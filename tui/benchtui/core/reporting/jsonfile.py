@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import IO, Any
 
 from benchtui.core.reporting.model import Report
 
 EXPORT_KIND = "benchtui-summary-export"
+#: What json.dumps leaves raw with ensure_ascii=False and a terminal may act on: DEL, C1 controls,
+#: bidi overrides and Unicode line breaks. JSON's own \uXXXX escapes keep the data the same.
+_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def export_dict(report: Report) -> dict[str, Any]:
@@ -51,7 +55,10 @@ def finite(value: Any) -> Any:
 
 
 def render(report: Report) -> str:
-    return json.dumps(finite(export_dict(report)), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    """The export as JSON text: the data as recorded, and nothing in it that a terminal would act on."""
+    text = json.dumps(finite(export_dict(report)), indent=2, ensure_ascii=False, allow_nan=False)
+    # These characters can only be inside strings (JSON's syntax is ASCII), where an escape means the same.
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 def write(report: Report, fh: IO[str]) -> None:

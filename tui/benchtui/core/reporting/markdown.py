@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+from benchtui.core import fmt
 from benchtui.core.model.analysis import model_label
 from benchtui.core.reporting.model import CI_NOTE, Report, Table
 
 
 def md_escape(text: Any) -> str:
-    """Safe inside a Markdown table cell: no pipes, no line breaks, no raw HTML."""
-    out = " ".join(str(text).split())
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`")):
+    """Safe inside a Markdown table cell: no pipes, no line breaks, no raw HTML, no control characters.
+
+    A backslash is escaped before the pipes are: ``a\\|b`` would otherwise end the cell at its pipe.
+    """
+    out = " ".join(fmt.clean(text).split())
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("\\", "\\\\"), ("|", "\\|"), ("`", "\\`")):
         out = out.replace(a, b)
     return out
 

@@ -117,10 +117,17 @@ class Problem:
 
 @dataclass
 class Report:
-    """Everything a writer shows about a session, computed once."""
+    """Everything a writer shows about a session, computed once.
+
+    Its text is safe to show: every string that came from the session's files or its runners
+    (names, error messages, versions, labels) has been through ``fmt.clean``, so no control
+    character or escape sequence reaches a terminal or a file through it. ``summary`` alone is
+    the raw data, for the writers of data (json, csv), which make it safe in their own format.
+    Markup (Rich, HTML, Markdown) is still each writer's to escape.
+    """
 
     session: LoadedSession  # for what only some writers need: plots, per-batch rows
-    summary: dict[str, Any]
+    summary: dict[str, Any]  # raw: as the session's events say
     title: str
     facts: list[tuple[str, str]]
     environment: list[tuple[str, str]]
@@ -133,20 +140,18 @@ class Report:
     peak_sources: list[str]
     ratios: list[dict[str, Any]]
     problems: list[Problem]
+    #: The summary's rows, cleaned: one per (model, framework), every figure with its CI and spread.
+    rows: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[Notice] = field(default_factory=list)
 
     @property
-    def rows(self) -> list[dict[str, Any]]:
-        """The summary's rows: one per (model, framework), every figure with its CI and spread."""
-        return list(self.summary["rows"])
-
-    @property
     def folder(self) -> str:
-        return self.session.path.name
+        """The session folder's name, cleaned (a folder can be renamed by hand to anything)."""
+        return fmt.clean(self.session.path.name)
 
     @property
     def status(self) -> str:
-        return str(self.session.meta.get("status"))
+        return fmt.clean(self.session.meta.get("status"))
 
 
 # -- figures as text -----------------------------------------------------------------------
@@ -444,24 +449,49 @@ def efficiency_methods(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
+# -- text made safe ----------------------------------------------------------------------------
+def clean_table(table: Table) -> Table:
+    """``table`` with every title, header, cell and note through ``fmt.clean``."""
+    return Table(
+        fmt.clean(table.title),
+        [fmt.clean(h) for h in table.header],
+        [[fmt.clean(c) for c in row] for row in table.rows],
+        list(table.align),
+        fmt.clean(table.note),
+    )
+
+
+def _clean_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(fmt.clean(k), fmt.clean(v)) for k, v in pairs]
+
+
 def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> Report:
-    """The report of ``loaded``, from its summary (computed here when not given)."""
+    """The report of ``loaded``, from its summary (computed here when not given).
+
+    The one place where the session's text is made safe to show (``fmt.clean``): every writer
+    and view reads the report, none of them the session's strings directly.
+    """
     summary = summary or loaded.model.summary()
     plan = loaded.plan
+    efficiency = efficiency_table(summary)
     return Report(
         session=loaded,
         summary=summary,
-        title=str(loaded.meta.get("name") or loaded.path.name),
-        facts=header_facts(loaded),
-        environment=environment(loaded, summary),
-        side_by_side=side_by_side(plan, summary),
-        figure_tables=figure_tables(plan, summary),
+        title=fmt.clean(loaded.meta.get("name") or loaded.path.name),
+        facts=_clean_pairs(header_facts(loaded)),
+        environment=_clean_pairs(environment(loaded, summary)),
+        side_by_side=clean_table(side_by_side(plan, summary)),
+        figure_tables=[clean_table(t) for t in figure_tables(plan, summary)],
         max_runs=max((r.get("runs", 0) for r in summary["rows"]), default=0),
-        warmup=warmup_table(summary),
-        efficiency=efficiency_table(summary),
-        efficiency_methods=efficiency_methods(summary),
-        peak_sources=sorted({r["peak_source"] for r in summary["rows"] if r.get("peak_source")}),
-        ratios=list(summary.get("ratios") or []),
-        problems=problems(summary),
-        warnings=notices(loaded, summary),
+        warmup=clean_table(warmup_table(summary)),
+        efficiency=None if efficiency is None else clean_table(efficiency),
+        efficiency_methods=_clean_pairs(efficiency_methods(summary)),
+        peak_sources=sorted({fmt.clean(r["peak_source"]) for r in summary["rows"] if r.get("peak_source")}),
+        ratios=fmt.clean_tree(list(summary.get("ratios") or [])),
+        problems=[
+            Problem(fmt.clean(p.model), fmt.clean(p.framework), fmt.clean(p.status), fmt.clean(p.reason))
+            for p in problems(summary)
+        ],
+        rows=fmt.clean_tree(list(summary["rows"])),
+        warnings=[Notice(fmt.clean(n.kind), fmt.clean(n.text)) for n in notices(loaded, summary)],
     )

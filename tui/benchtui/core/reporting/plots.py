@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from html import escape
+from html import escape as _html_escape
+
+from benchtui.core import fmt
 
 FRAMEWORK_COLORS = {
     "torch": "#d9480f",
@@ -15,6 +17,11 @@ FRAMEWORK_COLORS = {
 }
 PALETTE = ("#1c7ed6", "#d9480f", "#2b8a3e", "#7048e8", "#c2255c", "#e67700", "#0b7285", "#5c940d")
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif"
+
+
+def escape(text: object) -> str:
+    """Text for SVG: escaped, and without control characters (labels can come from session files)."""
+    return _html_escape(fmt.clean(text))
 
 
 def color_for(key: str, index: int = 0) -> str:

@@ -29,6 +29,16 @@ COMPARE_NOTE = (
 )
 
 
+def _plain(value: object) -> Text:
+    """Text from a session or a runner as a cell: no markup read in it, no control character."""
+    return Text(fmt.clean(value))
+
+
+def _markup(value: object) -> str:
+    """Text from a session or a runner inside a markup string: brackets print, controls go."""
+    return escape(fmt.clean(value))
+
+
 def stdout_console(file: Any = None) -> Console:
     """A console for tables: as wide as needed when stdout is a file or a pipe."""
     console = Console(file=file or sys.stdout)
@@ -62,7 +72,12 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
     body: list[list[str]] = []
     for row in rows:
         status = row["status"]
-        cells = [model_label(row["model"]), framework_label(row["framework"]), str(row["batch_size"])]
+        # Cells are markup (the status is styled): names are escaped, figures are ours.
+        cells = [
+            _markup(model_label(row["model"])),
+            _markup(framework_label(row["framework"])),
+            _markup(row["batch_size"]),
+        ]
         if wide:
             cells.append(f"{row['runs']}/{row.get('runs_planned', row['runs'])}")
         for col in STUDY_COLUMNS:  # brackets: the 95% CI, as in every export
@@ -73,7 +88,8 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
                 joules = row.get("joules_per_image")
                 cells.append("–" if joules is None else f"{joules:.3g}")
         note = " *" if row.get("reason") or row.get("warnings") else ""
-        cells.append(f"[{status_style(status, 'default')}]{status}[/]{note}")  # "[]" would be a markup error
+        # "[]" would be a markup error: status_style always names a style.
+        cells.append(f"[{status_style(status, 'default')}]{_markup(status)}[/]{note}")
         body.append(cells)
     if not wide and title:
         title += " · times in seconds"
@@ -96,11 +112,11 @@ def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
     """The rows marked * in the table: why they failed or are unavailable, and their cautions (markup)."""
     out = []
     for row in rows:
-        label = f"{model_label(row['model'])} · {framework_label(row['framework'])}"
+        label = _markup(f"{model_label(row['model'])} · {framework_label(row['framework'])}")
         if row.get("reason"):
             # Reasons are runner error messages: brackets in them must print, not style.
-            out.append(f"* {escape(label)}: {escape(row['status'])}: {escape(row['reason'])}")
-        out += [f"* {escape(label)}: caution: {escape(w['message'])}" for w in row.get("warnings") or []]
+            out.append(f"* {label}: {_markup(row['status'])}: {_markup(row['reason'])}")
+        out += [f"* {label}: caution: {_markup(w.get('message'))}" for w in row.get("warnings") or []]
     return out
 
 
@@ -123,9 +139,12 @@ def print_summary(
 
 
 def print_result(summary: dict[str, Any], title: str) -> None:
-    """The end of a headless run on stdout: the study's table, how each framework ran, then the verdict."""
+    """The end of a headless run on stdout: the study's table, how each framework ran, then the verdict.
+
+    ``title`` is plain text (a session folder's name), not markup.
+    """
     console = stdout_console()
-    print_summary(summary["rows"], title, console=console, ratios=None)
+    print_summary(summary["rows"], _markup(title), console=console, ratios=None)
     print_how(summary, console)
     print_verdict(summary.get("ratios") or [], console)
 
@@ -133,7 +152,7 @@ def print_result(summary: dict[str, Any], title: str) -> None:
 def print_how(summary: dict[str, Any], console: Console) -> None:
     """What each framework compiled with (as resolved), threads, timing, optimizer and loss."""
     for line in how_it_ran(summary.get("frameworks") or {}):
-        console.print(f"how: {line}", style="dim", highlight=False, markup=False)
+        console.print(f"how: {fmt.clean(line)}", style="dim", highlight=False, markup=False)
 
 
 def print_verdict(ratios: list[dict[str, Any]], console: Console) -> None:
@@ -153,13 +172,17 @@ def ratio_table(ratios: list[dict[str, Any]]) -> Table | None:
     table.add_column("From")
     for r in ratios:
         style = "dim" if r.get("significant") is False else "bold"
-        table.add_row(model_label(r["model"]), Text(r["text"], style=style), r["basis_label"])
+        table.add_row(
+            _plain(model_label(r["model"])),
+            Text(fmt.clean(r["text"]), style=style),
+            _plain(r.get("basis_label", "")),
+        )
     return table
 
 
 def report_title(report: Report) -> str:
     """'<folder> · <status>' as Rich markup."""
-    return f"{report.folder} · {escape(report.status)}"
+    return f"{_markup(report.folder)} · {_markup(report.status)}"
 
 
 def print_report(report: Report, console: Console | None = None) -> None:
@@ -172,16 +195,20 @@ def print_report(report: Report, console: Console | None = None) -> None:
 
 def summary_view(report: Report, width: int) -> Group:
     """The sessions screen's view: the study's table, its notes, the framework ratios and the load warnings."""
-    parts: list[Any] = [summary_table(report.rows, f"{report.folder} · {report.status}", width=width)]
+    parts: list[Any] = [summary_table(report.rows, report_title(report), width=width)]
     parts += [Text.from_markup(note) for note in summary_notes(report.rows)]
-    parts += [Text(f"{model_label(r['model'])}: {r['text']}", style="bold") for r in report.ratios]
-    parts += [Text(f"warning: {w.text}", style="yellow") for w in report.warnings if w.kind == "load"]
+    parts += [Text(fmt.clean(f"{model_label(r['model'])}: {r['text']}"), style="bold") for r in report.ratios]
+    parts += [
+        Text(f"warning: {fmt.clean(w.text)}", style="yellow") for w in report.warnings if w.kind == "load"
+    ]
     return Group(*parts)
 
 
 def comparison_table(cmp: Comparison) -> Table:
     table = Table(
-        title=f"B {cmp.b.path.name}  vs  A {cmp.a.path.name}", title_justify="left", header_style="bold"
+        title=f"B {_markup(cmp.b.path.name)}  vs  A {_markup(cmp.a.path.name)}",
+        title_justify="left",
+        header_style="bold",
     )
     for col, justify in (
         ("Model", "left"),
@@ -197,18 +224,18 @@ def comparison_table(cmp: Comparison) -> Table:
         if row.ratio is not None:
             r = row.ratio
             style = "dim" if r.significant is False else ("green" if r.faster else "red")
-            verdict = f"[{style}]{r.phrase()}[/]"
+            verdict = Text(fmt.clean(r.phrase()), style=style)
             ratio_text = f"{r.value:.3f}"
         else:
-            verdict, ratio_text = f"[yellow]{row.note}[/]", "–"
+            verdict, ratio_text = Text(fmt.clean(row.note), style="yellow"), "–"
         table.add_row(
-            model_label(row.model),
-            framework_label(row.framework),
+            _plain(model_label(row.model)),
+            _plain(framework_label(row.framework)),
             fmt.seconds(row.time_a, 4),
             fmt.seconds(row.time_b, 4),
             ratio_text,
             verdict,
-            BASIS_LABELS.get(row.basis, row.basis),
+            _plain(BASIS_LABELS.get(row.basis, row.basis)),
         )
     return table
 
@@ -221,9 +248,15 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
         for r in verdicts:  # each session's own verdict, as show and every export print it
             style = "dim" if r.get("significant") is False else "bold"
             console.print(
-                Text.assemble(f"{side} {loaded.path.name} · {model_label(r['model'])}: ", (r["text"], style)),
+                Text.assemble(
+                    fmt.clean(f"{side} {loaded.path.name} · {model_label(r['model'])}: "),
+                    (fmt.clean(r["text"]), style),
+                ),
                 highlight=False,
             )
     if cmp.differences:
-        console.print("[yellow]The sessions differ in:[/] " + "; ".join(cmp.differences), highlight=False)
+        console.print(
+            "[yellow]The sessions differ in:[/] " + "; ".join(_markup(d) for d in cmp.differences),
+            highlight=False,
+        )
     console.print(COMPARE_NOTE, style="dim", highlight=False)

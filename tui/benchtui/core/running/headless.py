@@ -19,15 +19,20 @@ from benchtui.core.store.session import SessionWriter
 from benchtui_runners import catalog
 
 
+def _shown(text: object) -> str:
+    """Text from a runner, an event or the plan inside markup: no control characters, brackets as they are."""
+    return escape(fmt.clean(text))
+
+
 def _run_line(model: SessionModel, run_id: str) -> str:
     run = model.runs[run_id]
     figures = run.figures()
     style = status_style(run.status, "magenta")
-    detail = escape(run.reason) or (
+    detail = _shown(run.reason) or (
         f"mean epoch {fmt.seconds(figures['mean_epoch_s'])} s, "
         f"{fmt.rate(figures['images_per_s'])} img/s, build {fmt.seconds(figures['build_s'])} s"
     )
-    return f"[{style}]{run.status:>11}[/] {run_id}  {detail}"
+    return f"[{style}]{_shown(f'{run.status:>11}')}[/] {_shown(run_id)}  {detail}"
 
 
 def _probe_line(event: dict[str, Any]) -> str:
@@ -35,11 +40,11 @@ def _probe_line(event: dict[str, Any]) -> str:
     detail = (
         f"peak {fmt.bytes_(event['peak_bytes'])}"
         if event.get("peak_bytes")
-        else escape(event.get("reason", ""))
+        else _shown(event.get("reason", ""))
     )
     return (
-        f"[{style}]{'probe ' + event['result']:>11}[/] {event['framework']} {event['model']} "
-        f"batch {event['batch_size']}  {detail} ({event['seconds']:.1f} s)"
+        f"[{style}]{_shown('probe ' + str(event['result'])):>11}[/] {_shown(event['framework'])} "
+        f"{_shown(event['model'])} batch {_shown(event['batch_size'])}  {detail} ({event['seconds']:.1f} s)"
     )
 
 
@@ -57,7 +62,7 @@ def run_headless(
         err = Console(stderr=True, width=200)
     session = start_session(plan, writer=writer, use_nvml=use_nvml)
     engine = session.engine
-    err.print(f"[bold]benchtui[/] session [cyan]{writer.path}[/] · {session.sampler.status}")
+    err.print(f"[bold]benchtui[/] session [cyan]{_shown(writer.path)}[/] · {_shown(session.sampler.status)}")
 
     progress = Progress(
         TextColumn("{task.description}"),
@@ -81,7 +86,8 @@ def run_headless(
                 f"{catalog.FRAMEWORK_LABELS.get(fw, fw)} {b}" for fw, b in event["chosen"].items()
             )
             progress.console.print(
-                f"[bold]batch for {event['model']}[/] ({event['policy']}): {chosen or 'none fits'}"
+                f"[bold]batch for {_shown(event['model'])}[/] ({_shown(event['policy'])}): "
+                f"{_shown(chosen or 'none fits')}"
             )
             return
         if kind == "gpu" or run_id is None:
@@ -89,15 +95,16 @@ def run_headless(
         run = engine.model.runs.get(run_id)
         if run is None:
             return
+        shown = _shown(run_id)  # the progress line's text is markup
         if kind == "run_start":
-            progress.update(current, description=f"{run_id} starting", completed=0, total=1, visible=True)
+            progress.update(current, description=f"{shown} starting", completed=0, total=1, visible=True)
         elif kind == "hello":
             total = (run.steps_per_epoch or 1) * run.epochs_planned
-            progress.update(current, description=f"{run_id} building", total=total, completed=0)
+            progress.update(current, description=f"{shown} building", total=total, completed=0)
         elif kind == "batch":
             progress.update(
                 current,
-                description=f"{run_id} epoch {run.current_epoch}/{run.epochs_planned}",
+                description=f"{shown} epoch {run.current_epoch}/{run.epochs_planned}",
                 advance=int(event.get("steps") or 1),
             )
         elif kind == "run_end":
@@ -117,7 +124,7 @@ def run_headless(
 
     if on_summary is not None:
         on_summary(engine.model.summary(), f"benchtui · {writer.path.name}")
-    err.print(f"session {status}: [cyan]{writer.path}[/]")
+    err.print(f"session {_shown(status)}: [cyan]{_shown(writer.path)}[/]")
     if engine.model.malformed:
         err.print(f"[yellow]{engine.model.malformed} malformed event line(s) were skipped (see logs/)[/]")
     return exit_code(status)
