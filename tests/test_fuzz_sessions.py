@@ -208,3 +208,30 @@ def test_summary_json_is_strict_and_recomputable(real_session: Path) -> None:
 
     summary = json.loads((real_session / "summary.json").read_text(), parse_constant=no_constant)
     assert json.loads(json.dumps(load_session(real_session).model.summary())) == summary
+
+
+def test_a_lost_line_leaves_a_gap_not_a_shift(real_session: Path, tmp_path: Path) -> None:
+    """Epoch 1's line of one run lost: its first epoch is unknown and said, never epoch 2's time."""
+    path = _copy(real_session, tmp_path)
+    lines = lines_of(path)
+    victim = "001-torch-resnet50-1"
+    (k,) = [
+        i
+        for i, raw in enumerate(lines)
+        if run_of(raw) == victim and json.loads(raw)["type"] == "epoch" and json.loads(raw)["epoch"] == 1
+    ]
+    batch = next(
+        i
+        for i, raw in enumerate(lines)
+        if run_of(raw) == victim and json.loads(raw)["type"] == "batch" and i > k
+    )
+    (path / "events.jsonl").write_bytes(b"".join(lines[:k] + lines[k + 1 : batch] + lines[batch + 1 :]))
+    loaded = load_session(path)
+    run = loaded.model.runs[victim]
+    assert run.figures()["first_epoch_s"] is None and run.missing_epochs() == [1]
+    assert run.missing_steps == 1  # the lost batch line: a gap in the step numbers, counted
+    assert any(f"run {victim}: epoch 1 missing" in w for w in loaded.warnings)
+    (row,) = [r for r in loaded.model.rows() if r["framework"] == "torch"]
+    assert any(w["kind"] == "missing-data" for w in row["warnings"])
+    others = {rid: f for rid, f in run_figures(path).items() if rid != victim}
+    assert others == {rid: f for rid, f in run_figures(real_session).items() if rid != victim}

@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import NoReturn
 
-from benchtui.commands import EXIT_BAD_INPUT, EXIT_OK, BadInput
+from benchtui.commands import EXIT_BAD_INPUT, EXIT_OK, BadInput, say
 from benchtui.core.reporting.registry import WRITERS
 
 
@@ -225,14 +225,14 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         return dispatch(args)
     except BadInput as exc:
-        print(f"benchtui: error: {exc}", file=sys.stderr)
+        say(f"benchtui: error: {exc}")
         return EXIT_BAD_INPUT
     except ValueError as exc:  # PlanError, SessionError: user-facing by construction
         from benchtui.core.plan.plan import PlanError
         from benchtui.core.store.session import SessionError
 
         if isinstance(exc, (PlanError, SessionError)):
-            print(f"benchtui: error: {exc}", file=sys.stderr)
+            say(f"benchtui: error: {exc}")
             return EXIT_BAD_INPUT
         raise
     except KeyboardInterrupt:

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from benchtui.commands import BadInput
+from benchtui.commands import BadInput, say
 
 
 def _csv(text: str) -> list[str]:
@@ -109,18 +109,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     usable_sessions_dir(args.sessions_dir)  # a folder that cannot hold a session: one line, nothing started
     if args.headless:
-        import sys
-
         from benchtui.core.reporting.terminal import print_result
         from benchtui.core.running.headless import run_headless
 
         writer = SessionWriter.create(plan, args.sessions_dir)
         code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=print_result)
         if writer.failure:
-            print(
-                f"benchtui: error: {writer.failure} in {writer.path}: the session stopped; what was "
-                "written is kept",
-                file=sys.stderr,
+            say(
+                f"benchtui: error: {writer.failure} in {writer.path}: the session stopped; what was written is kept"
             )
         return code
     from benchtui.app import run_app
