@@ -32,7 +32,7 @@ from benchtui.core.model.status import RunStatus
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan
 from benchtui.core.provenance import cpu_model, provenance, recorded_by_other
-from benchtui.core.wire.events import Malformed, check_event
+from benchtui.core.wire.events import Malformed, check_event, plain_batch
 
 SESSION_SCHEMA = 1
 
@@ -628,15 +628,25 @@ def iter_events(
     # not take cleanly goes through json.loads, so what is accepted stays the same.
     decode = _DECODER.raw_decode
     with open(events_path, "rb", buffering=1 << 20) as fh:
-        for raw in fh:
+        for check.lines, raw in enumerate(fh, 1):  # noqa: B020 - the count is the point
             if not raw.endswith(b"\n"):
+                check.lines -= 1
                 warnings.append("the last line of events.jsonl was cut off mid-write and was skipped")
                 break
-            check.lines += 1
             if gpu_tail is not None and raw.startswith(GPU_LINE_PREFIX):
                 gpu_tail.lines.append(raw)
                 gpu_tail.count += 1
                 continue
+            # The common line (a batch as a runner wrote it) inline; anything else through _event_of.
+            try:
+                text = raw.decode("utf-8")
+                event, end = decode(text)
+                if end == len(text) - 1 and type(event) is dict and event.get("type") == "batch":
+                    if plain_batch(event):
+                        yield event
+                        continue
+            except ValueError:
+                pass
             event = _event_of(raw, decode, check)
             if event is None:
                 continue
