@@ -235,3 +235,49 @@ def test_a_lost_line_leaves_a_gap_not_a_shift(real_session: Path, tmp_path: Path
     assert any(w["kind"] == "missing-data" for w in row["warnings"])
     others = {rid: f for rid, f in run_figures(path).items() if rid != victim}
     assert others == {rid: f for rid, f in run_figures(real_session).items() if rid != victim}
+
+
+def _event_cases(real_session: Path) -> list[tuple[int, tuple[str, ...], Any]]:
+    """(line, path to a field, wrong value): every field of the first event of each type, nested ones too."""
+    lines = lines_of(real_session)
+    seen: set[str] = set()
+    cases = []
+    for k, raw in enumerate(lines):
+        event = json.loads(raw)
+        if event["type"] in seen:
+            continue
+        seen.add(event["type"])
+        paths: list[tuple[str, ...]] = []
+        for key, value in event.items():
+            if key == "type":
+                continue
+            paths.append((key,))
+            if isinstance(value, dict):
+                paths += [(key, sub) for sub in value]
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                paths += [(key, "0", sub) for sub in value[0]]
+        cases += [(k, p, wrong) for p in paths for wrong in (None, "text", -1, 1e308, [], {"a": 1})]
+    return cases
+
+
+@pytest.mark.parametrize("part", range(4))
+def test_wrong_types_in_every_event_field(real_session: Path, tmp_path: Path, part: int) -> None:
+    """Each field of each kind of event, nested ones too, given a wrong type: skipped or folded, never a crash."""
+    lines = lines_of(real_session)
+    figures = run_figures(real_session)
+    cases = _event_cases(real_session)
+    assert len(cases) > 200
+    for n, (k, field_path, wrong) in enumerate(cases[part::4]):
+        event = json.loads(lines[k])
+        target: Any = event
+        for step in field_path[:-1]:
+            target = target[int(step)] if isinstance(target, list) else target[step]
+        target[field_path[-1]] = wrong
+        mutated = [*lines[:k], (json.dumps(event) + "\n").encode(), *lines[k + 1 :]]
+        path = _copy(real_session, tmp_path / f"ev{n}")
+        (path / "events.jsonl").write_bytes(b"".join(mutated))
+        damaged = {run_of(lines[k]), run_of(mutated[k])}
+        if damaged == {None}:
+            damaged |= set(figures)
+        check(path, real_session, damaged, figures, warn=False)
+        shutil.rmtree(path.parent)

@@ -263,10 +263,26 @@ def _kind(*types: type) -> Callable[[Any], str | None]:
     return check
 
 
-def _records(value: Any) -> str | None:
-    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        return "is not a list of objects"
-    return None if len(value) <= 1024 else "has more than 1024 entries"
+def _obj(spec: dict[str, Callable[[Any], str | None]], many: bool = False) -> Callable[[Any], str | None]:
+    """An object (``many``: a list of at most 1024 objects) whose known fields pass ``spec``; None passes."""
+
+    def one(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return f"is {type(value).__name__}, not an object"
+        for name, check in spec.items():
+            field = value.get(name)
+            if field is not None and (why := check(field)) is not None:
+                return f"has {name} that {why}"
+        return None
+
+    def check(value: Any) -> str | None:
+        if not many:
+            return one(value)
+        if not isinstance(value, list) or len(value) > 1024:
+            return "is not a list of at most 1024 objects"
+        return next((f"[{i}] {why}" for i, item in enumerate(value) if (why := one(item)) is not None), None)
+
+    return check
 
 
 _TIME = _float(0.0, _MAX_TIME, above=True)  # a duration that was measured: never zero
@@ -275,6 +291,45 @@ _COUNT = _int(0)
 _DICT = _kind(dict)
 _TEXTS = _text()
 
+_AMOUNT = _float(-1e18, 1e18)  # a telemetry reading: any finite number
+_DEVICE = _obj(
+    {
+        "type": _TEXTS,
+        "name": _TEXTS,
+        "index": _COUNT,
+        "memory_bytes": _COUNT,
+        "capability": _TEXTS,
+        "threads": _COUNT,
+        "assigned": _DICT,
+    }
+)
+_GPU_READING = _obj(
+    {
+        "index": _COUNT,
+        "name": _TEXTS,
+        "throttle": _kind(list),
+        "lost": _kind(bool),
+        **{
+            name: _AMOUNT
+            for name in (
+                "util",
+                "mem_util",
+                "mem_used",
+                "mem_total",
+                "power_w",
+                "temp_c",
+                "sm_clock_mhz",
+                "energy_mj",
+                "proc_mem",
+                "other_procs",
+                "other_mem",
+            )
+        },
+    },
+    many=True,
+)
+_HOST_READING = _obj({name: _AMOUNT for name in ("cpu_percent", "rss", "system_busy_cores")})
+
 #: type -> field -> check; ``REQUIRED`` names the fields an event of that type cannot lack.
 #: Fields not named pass through unchecked (a newer runner's additions).
 FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
@@ -282,7 +337,7 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
         "pid": _COUNT,
         "framework": _TEXTS,
         "versions": _DICT,
-        "device": _DICT,
+        "device": _DEVICE,
         "settings": _DICT,
         "samples_per_epoch": _int(1),
         "steps_per_epoch": _int(1),
@@ -321,7 +376,7 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
         "other_gpu_memory": _int(0, optional=True),
     },
     "energy": {"epoch": _int(0, 10**7), "mj": _float(0.0, 1e18)},
-    "gpu": {"gpus": _records, "host": _DICT, "watched": _int(-1, 1024, optional=True)},
+    "gpu": {"gpus": _GPU_READING, "host": _HOST_READING, "watched": _int(-1, 1024)},
     "probe_start": {"probe": _TEXTS, "framework": _TEXTS, "model": _TEXTS, "batch_size": _int(1)},
     "probe": {
         "probe": _TEXTS,
