@@ -242,12 +242,15 @@ def test_malformed_lines_are_counted_and_logged_never_fatal(tmp_path: Path) -> N
     engine = Engine(plan, writer, launcher=FakeLauncher())
     assert asyncio.run(engine.run()) == "complete"
     (run,) = engine.model.runs.values()
-    assert run.status == "ok" and run.malformed == 3  # not JSON, not UTF-8, not an object
-    assert engine.model.malformed == 3 + 1  # plus one well-formed line with nonsense fields
+    # Not JSON, not UTF-8, not an object, and a well-formed line with nonsense fields: all four
+    # stopped where they enter the parent, each with its reason in the log.
+    assert run.status == "ok" and run.malformed == 4
+    assert engine.model.malformed == 4
     log = writer.log_path(run.spec.run_id).read_text(errors="replace")
-    assert "framework chatter on stdout" in log and log.count("malformed event line") == 3
+    assert "framework chatter on stdout" in log and log.count("malformed event line") == 4
+    assert "batch has no 'step'" in log
     end = next(e for e in read_events(writer.path) if e["type"] == "run_end")
-    assert end["malformed"] == 3 and end["status"] == "ok"
+    assert end["malformed"] == 4 and end["status"] == "ok"
 
 
 def test_crashing_parent_leaves_a_loadable_session(tmp_path: Path) -> None:
