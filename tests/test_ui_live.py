@@ -21,9 +21,10 @@ from benchtui.app import BenchApp, make_app
 from benchtui.core.plan.plan import Plan
 from benchtui.core.running.launcher import LocalLauncher
 from benchtui.screens.confirm import ConfirmScreen
-from benchtui.screens.live import LiveScreen
+from benchtui.screens.live import TICK_S, LiveScreen
 from benchtui.screens.plan import GpuProbe, PlanScreen
 from benchtui.widgets.results_table import ResultsTable
+from test_ui_replay import Wakeups
 
 FAKE_RUNNER = Path(__file__).parent / "data" / "fake_runner.py"
 NO_GPU = GpuProbe((), "NVML unavailable: test")
@@ -435,6 +436,55 @@ async def test_the_plan_screen_asks_to_start_and_the_live_screen_asks_for_a_new_
         again = app.screen.build_plan()
         assert again.frameworks == ["torch"] and again.image_size == 40  # the form is the session's plan
     assert len(list(tmp_path.iterdir())) == 1  # one session: the new plan has not started
+
+
+@pytest.mark.asyncio
+async def test_the_tick_keeps_its_rate_during_a_run_and_sleeps_once_the_session_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(
+        tiny_plan(samples=400),  # a second or two per run
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.02"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(120, 36)) as pilot:
+        wakeups = Wakeups(monkeypatch)
+        await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
+        screen = app.screen
+        assert isinstance(screen, LiveScreen)
+        timers, _ = await wakeups.over(4 * TICK_S)
+        assert timers.count("live-tick") >= 2 and not screen.asleep
+        await wait_for(pilot, lambda: not app.runs_going, timeout=60)
+        await pilot.pause(3 * TICK_S)
+        assert state(app, "tensorflow") == "done"
+        assert await wakeups.over(1.0) == ([], 0)  # the finished screen: no timer, no frame
+        assert screen.asleep
+
+
+@pytest.mark.asyncio
+async def test_the_plan_screen_sits_still_even_with_a_field_focused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No timer runs and nothing is drawn while the form waits: a number field's cursor does not blink."""
+    from textual.widgets import Input
+
+    app = make_app(None, sessions_dir=str(tmp_path), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, PlanScreen)
+        await pilot.pause(0.3)
+        wakeups = Wakeups(monkeypatch)
+        assert await wakeups.over(1.0) == ([], 0)  # at start-up: the model list has the focus
+        field = app.screen.query_one("#epochs", Input)
+        field.focus()
+        await pilot.pause(0.3)
+        assert field.has_focus
+        assert await wakeups.over(1.0) == ([], 0)
+        await pilot.press("backspace", "4")
+        assert field.value == "4"
 
 
 def test_the_app_and_the_headless_run_start_a_session_the_same_way(tmp_path: Path) -> None:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from pathlib import Path
 
 import pytest
+from rich.console import RenderableType
+from textual.app import App
+from textual.screen import Screen
+from textual.timer import Timer
 
 from benchtui.app import BenchApp, make_app
 from benchtui.core.store.session import load_session
-from benchtui.screens.live import LiveScreen
+from benchtui.screens.live import TICK_S, LiveScreen
 from benchtui.widgets.comparison import BatchComparison
 from benchtui.widgets.results_table import ResultsTable
 from benchtui.widgets.telemetry import TelemetryPanel
@@ -26,6 +31,33 @@ async def finished(pilot, app: BenchApp, timeout: float = 30.0) -> None:  # noqa
         assert time.monotonic() < deadline, "replay did not finish"
         await pilot.pause(0.05)
     await pilot.pause()
+
+
+class Wakeups:
+    """Counts what an idle app must not do: run any timer's callback, or draw a frame."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.timers: list[str] = []
+        self.frames = 0
+        tick, display = Timer._tick, App._display
+
+        async def counted_tick(timer: Timer, *, next_timer: float, count: int) -> None:
+            self.timers.append(timer.name)
+            await tick(timer, next_timer=next_timer, count=count)
+
+        def counted_display(app: App, screen: Screen, renderable: RenderableType | None) -> None:
+            self.frames += renderable is not None
+            display(app, screen, renderable)
+
+        monkeypatch.setattr(Timer, "_tick", counted_tick)
+        monkeypatch.setattr(App, "_display", counted_display)
+
+    async def over(self, seconds: float = 1.0) -> tuple[list[str], int]:
+        """What happened in the next ``seconds``."""
+        self.timers.clear()
+        self.frames = 0
+        await asyncio.sleep(seconds)
+        return list(self.timers), self.frames
 
 
 def cells(app: BenchApp, key: str) -> dict[str, str]:
@@ -131,6 +163,50 @@ async def test_replay_log_pane_shows_the_recorded_log() -> None:
         log = app.screen.query_one("#log")
         assert "002-tensorflow-resnet50-1" in str(log.border_title)
         assert any("tensorflow" in line.lower() or "cuda" in line.lower() for line in log.lines)
+
+
+@pytest.mark.asyncio
+async def test_a_finished_replay_sits_still_until_something_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Idle means idle: after ``--speed inf`` has played everything, no timer runs and nothing is
+    drawn (the tick used to run four times a second for ever); a key or a resize wakes it."""
+    app = make_app(replay=GPU, speed=math.inf)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await finished(pilot, app)
+        screen = app.screen
+        assert isinstance(screen, LiveScreen)
+        await pilot.pause(3 * TICK_S)  # the tick that saw the end, and its timer's last wait
+        wakeups = Wakeups(monkeypatch)
+        assert await wakeups.over(1.0) == ([], 0)
+        assert screen.asleep
+
+        await pilot.press("l")  # the log pane: the tick reads the file, then sleeps again
+        await pilot.pause(4 * TICK_S)
+        log = screen.query_one("#log")
+        assert log.display and log.lines and screen.asleep
+        assert await wakeups.over(1.0) == ([], 0)
+
+        await pilot.resize_terminal(90, 30)  # narrower than 100: the table drops three columns
+        await pilot.pause(4 * TICK_S)
+        assert "tflops" not in screen.query_one(ResultsTable).columns_shown
+        assert screen.asleep
+        assert await wakeups.over(1.0) == ([], 0)
+
+
+@pytest.mark.asyncio
+async def test_a_paused_replay_sits_still_and_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(replay=TINY, speed=1.0)  # about 50 recorded seconds: still playing when paused
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.5)
+        screen = app.screen
+        assert isinstance(screen, LiveScreen) and not screen.asleep  # playing: the tick keeps its rate
+        await pilot.press("p")
+        await pilot.pause(3 * TICK_S)
+        wakeups = Wakeups(monkeypatch)
+        assert await wakeups.over(1.0) == ([], 0)
+        await pilot.press("p")
+        timers, _ = await wakeups.over(1.0)
+        assert len(timers) >= 2 and not screen.asleep  # ticking again as the replay goes on
+        assert app.replayer is not None and not app.replayer.paused
 
 
 @pytest.mark.asyncio

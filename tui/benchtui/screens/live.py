@@ -1,7 +1,9 @@
 """The live screen: results table, batch-time comparison, telemetry and log of a plan being run or replayed.
 
 Events only mark the screen dirty (``note_event``); a steady tick redraws from the
-session model, so the cost of drawing does not grow with the event rate.
+session model, so the cost of drawing does not grow with the event rate. Once nothing can
+change without an event or a key (the session finished, a replay paused), the tick sleeps:
+an idle screen costs no CPU, and the next event, key or resize wakes it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from benchtui.core.model.status import CautionKind, status_style
@@ -40,6 +43,21 @@ def clock(seconds: float | None) -> str:
         return "0:00"
     s = int(seconds)
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _log_read(log: RunLog) -> bool:
+    """Whether the log pane shows its whole file: read to the end, no unfinished line held back.
+
+    Reads RunLog's read position, which it keeps to itself; a ``caught_up`` property on
+    RunLog would say the same.
+    """
+    if log.path is None:
+        return True
+    try:
+        size = log.path.stat().st_size
+    except OSError:
+        return True  # nothing to read: poll() does nothing either
+    return log._pos == size and not log._partial
 
 
 def _label(framework: str, model: str) -> str:
@@ -111,6 +129,8 @@ class LiveScreen(Screen):
         self._panels_key: tuple[Any, ...] | None = None
         self._controls: tuple[Any, ...] | None = None
         self._status_text = ""
+        self._ticker: Timer | None = None
+        self._asleep = False  # the ticker is paused until something may have changed
 
     @property
     def model(self) -> SessionModel:
@@ -139,6 +159,8 @@ class LiveScreen(Screen):
         t = event.get("t")
         if isinstance(t, (int, float)):
             self._last_t = t
+        if self._asleep:
+            self.wake()
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -157,12 +179,13 @@ class LiveScreen(Screen):
         table.border_title = "Results · times in seconds"
         self.query_one("#log", RunLog).display = False
         self._fit_table(self.app.size.width)
-        self.set_interval(TICK_S, self.tick)
+        self._ticker = self.set_interval(TICK_S, self.tick, name="live-tick")
         self.tick()
 
     def on_resize(self) -> None:
         self._fit_table(self.size.width)
         self._dirty = True
+        self.wake()
 
     def _fit_table(self, width: int) -> None:
         self.query_one(ResultsTable).set_compact(width < COMPACT_BELOW)
@@ -225,6 +248,42 @@ class LiveScreen(Screen):
         if controls != self._controls:
             self._controls = controls
             self.refresh_bindings()
+        if self._still(log):
+            self._sleep()
+        else:
+            self.wake()
+
+    # -- sleeping while nothing can change -----------------------------------------------
+    def _still(self, log: RunLog) -> bool:
+        """Whether nothing on screen can change before the next event, key or resize.
+
+        While a run goes on, things change without an event (its log grows), so the tick
+        keeps its rate. A finished session, a paused replay, or a paused live queue with no
+        runner going only change when an event comes (``note_event`` wakes the tick) or the
+        user acts (the actions and ``on_resize`` do).
+        """
+        if self._dirty or self._gpu_dirty:
+            return False
+        source = self.source
+        if not (self.finished or (source.paused and not source.runner_active)):
+            return False
+        return not log.display or _log_read(log)
+
+    def _sleep(self) -> None:
+        if not self._asleep and self._ticker is not None:
+            self._asleep = True
+            self._ticker.pause()
+
+    def wake(self) -> None:
+        """Run the tick again at its rate; it goes back to sleep once nothing can change."""
+        if self._asleep and self._ticker is not None:
+            self._asleep = False
+            self._ticker.resume()
+
+    @property
+    def asleep(self) -> bool:
+        """True while the tick is paused because nothing on screen can change."""
+        return self._asleep
 
     def _update_notes(self) -> None:
         lines = self.model.search_lines()
@@ -366,6 +425,7 @@ class LiveScreen(Screen):
         if log.display:
             self._follow_log(log)
             log.poll()
+            self.wake()  # the tick reads the rest of the file, then sleeps again
 
     def action_new_plan(self) -> None:
         self.post_message(self.NewPlanRequested(self.model.plan))

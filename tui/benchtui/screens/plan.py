@@ -254,6 +254,8 @@ class PlanScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#plan-error", Static).display = False
+        for field in self.query(Input):  # a steady cursor: a blinking one redraws twice a second for ever
+            field.cursor_blink = False
         self._show_batch_fields()
         self.query_one("#models", SelectionList).focus()
 
