@@ -71,7 +71,12 @@ def every_reader(path: Path, baseline: Path) -> list[int]:
     except SessionError:
         codes.append(2)
     else:
-        assert asyncio.run(replayer.run()) in ("complete", "incomplete", "failed", "interrupted", "running")
+        assert asyncio.run(replayer.run()) in ("complete", "incomplete", "failed", "interrupted", "abandoned")
+        # The end of a replay shows what loading shows: no run left pending in a finished session.
+        loaded = load_session(path)
+        assert {r: s.status for r, s in replayer.model.runs.items()} == {
+            r: s.status for r, s in loaded.model.runs.items()
+        }
         codes.append(0)
     return codes
 

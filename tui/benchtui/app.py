@@ -15,6 +15,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from benchtui.core.fmt import clean
 from benchtui.core.plan.plan import Plan
 from benchtui.core.reporting import registry
 from benchtui.screens.confirm import ConfirmScreen
@@ -149,7 +150,7 @@ class BenchApp(App[int]):
         try:
             session = start_session(plan, self.sessions_dir, use_nvml=self.use_nvml, launcher=self.launcher)
         except (OSError, SessionError) as exc:
-            message = f"Cannot create the session folder: {exc}"
+            message = clean(f"Cannot create the session folder: {exc}")
             if isinstance(self.screen, PlanScreen):
                 self.screen.show_error(message)
             else:
@@ -183,15 +184,19 @@ class BenchApp(App[int]):
         except Exception as exc:  # a bug in the engine must not take the terminal with it
             self.session_status, self.exit_code = "failed", 1
             self.notify(
-                f"The engine stopped with an error: {exc}", severity="error", timeout=30, markup=False
+                clean(f"The engine stopped with an error: {exc}"), severity="error", timeout=30, markup=False
             )
             raise
         self.session_status, self.exit_code = status, exit_code(status)
         self._final_tick()
         if not self._quitting:
             severity: SeverityLevel = "information" if status == "complete" else "warning"
+            failure = f" ({engine.writer.failure}; what was written is kept)" if engine.writer.failure else ""
             self.notify(
-                f"Session {status}: {engine.writer.path}", severity=severity, timeout=15, markup=False
+                clean(f"Session {status}{failure}: {engine.writer.path}"),
+                severity=severity,
+                timeout=15,
+                markup=False,
             )
         return status
 
@@ -203,10 +208,10 @@ class BenchApp(App[int]):
             replayer = Replayer(path, speed=speed)
         except (OSError, SessionError) as exc:
             if not quit_on_error:  # chosen in the sessions screen: say so and stay
-                self.notify(f"Cannot replay: {exc}", severity="error", markup=False)
+                self.notify(clean(f"Cannot replay: {exc}"), severity="error", markup=False)
                 return
             self.exit_code = 2
-            self.exit(2, return_code=2, message=f"benchtui: error: {exc}")
+            self.exit(2, return_code=2, message=clean(f"benchtui: error: {exc}"))
             return
         screen = LiveScreen(replayer, speed=speed)
         replayer.listener = screen.note_event
@@ -220,7 +225,7 @@ class BenchApp(App[int]):
         status = await replayer.run()
         self._final_tick()
         if not self._quitting:
-            self.notify(f"Replay finished: the session was {status}.", timeout=10)
+            self.notify(clean(f"Replay finished: the session was {status}."), timeout=10, markup=False)
         return status
 
     def _final_tick(self) -> None:
@@ -354,7 +359,9 @@ def _run(app: BenchApp) -> int:
         return app.return_code
     if app.session_path is not None and app.replayer is None:
         # The screen is gone: say where everything went.
-        print(f"benchtui: session {app.session_status or 'ended'}: {app.session_path}", file=sys.stderr)
+        print(
+            clean(f"benchtui: session {app.session_status or 'ended'}: {app.session_path}"), file=sys.stderr
+        )
     return app.exit_code
 
 

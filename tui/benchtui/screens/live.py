@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
+from benchtui.core.fmt import clean
 from benchtui.core.model.status import CautionKind, status_style
 from benchtui.core.reporting import registry
 from benchtui.widgets.comparison import BatchComparison
@@ -43,21 +44,6 @@ def clock(seconds: float | None) -> str:
         return "0:00"
     s = int(seconds)
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-
-
-def _log_read(log: RunLog) -> bool:
-    """Whether the log pane shows its whole file: read to the end, no unfinished line held back.
-
-    Reads RunLog's read position, which it keeps to itself; a ``caught_up`` property on
-    RunLog would say the same.
-    """
-    if log.path is None:
-        return True
-    try:
-        size = log.path.stat().st_size
-    except OSError:
-        return True  # nothing to read: poll() does nothing either
-    return log._pos == size and not log._partial
 
 
 def _label(framework: str, model: str) -> str:
@@ -267,7 +253,7 @@ class LiveScreen(Screen):
         source = self.source
         if not (self.finished or (source.paused and not source.runner_active)):
             return False
-        return not log.display or _log_read(log)
+        return not log.display or log.caught_up
 
     def _sleep(self) -> None:
         if not self._asleep and self._ticker is not None:
@@ -303,7 +289,7 @@ class LiveScreen(Screen):
         shown = lines[:4] + (
             [f"… and {len(lines) - 4} more (see the exported summary)"] if len(lines) > 4 else []
         )
-        notes.update(Text("\n".join(shown), style="yellow", overflow="ellipsis", no_wrap=True))
+        notes.update(Text("\n".join(map(clean, shown)), style="yellow", overflow="ellipsis", no_wrap=True))
         notes.display = bool(lines)
 
     def _status_line(self) -> Text:
@@ -328,7 +314,7 @@ class LiveScreen(Screen):
             shown = recorded if not self.live else status
             if not self.live and status == "interrupted":
                 text.append("replay stopped · ", style="magenta")
-            text.append(f"{shown.capitalize()}", style=status_style(shown, "bold"))
+            text.append(clean(shown.capitalize()), style=status_style(shown, "bold"))
             text.append(f" · {ok} of {total} runs ok · {elapsed}")
             return text
         current = model.runs.get(model.current) if model.current else None
@@ -355,7 +341,7 @@ class LiveScreen(Screen):
         line = self._status_line()
         where = Text(no_wrap=True, overflow="ellipsis")
         where.append("Session folder ", style="dim")
-        where.append(str(self.session_path))
+        where.append(clean(str(self.session_path)))
         combined = Text("\n").join([line, where])
         plain = combined.plain
         if plain != self._status_text:

@@ -72,20 +72,24 @@ def ratio_line(series: list[Series], model: SessionModel | None = None, model_id
     if len(kinds) > 1:  # a GPU against a CPU says nothing about the frameworks
         return Text(
             "ratio: none, the frameworks ran on different devices ("
-            + ", ".join(f"{_label(s.framework)} {s.run.device_kind}" for s in known if s.run is not None)
+            + ", ".join(
+                fmt.clean(f"{_label(s.framework)} {s.run.device_kind}") for s in known if s.run is not None
+            )
             + ")",
             style="bold red",
         )
     verdicts, refused = model_verdicts(model, model_id) if model is not None and model_id else ([], [])
     if refused:
-        return Text(refused[0]["text"], style="bold red")
+        return Text(fmt.clean(refused[0]["text"]), style="bold red")
     if verdicts:
         text = Text()
         for i, verdict in enumerate(verdicts):
             if i:
                 text.append("; ")
-            text.append(verdict["text"], style="dim" if verdict.get("significant") is False else "bold")
-        text.append(f" · from {verdicts[0]['basis_label']}, finished runs", style="dim")
+            text.append(
+                fmt.clean(verdict["text"]), style="dim" if verdict.get("significant") is False else "bold"
+            )
+        text.append(fmt.clean(f" · from {verdicts[0]['basis_label']}, finished runs"), style="dim")
         return text
     if len(series) < 2:
         return Text("ratio: one framework only", style="dim")

@@ -66,6 +66,17 @@ class RunLog(Log):
         self.clear()
         self.border_title = f"Log · {escape(clean(title))}" if title else "Log"  # a border title is markup
 
+    @property
+    def caught_up(self) -> bool:
+        """Whether the pane shows its whole file: read to the end, no unfinished line held back."""
+        if self.path is None:
+            return True
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return True  # nothing to read: poll() does nothing either
+        return self._pos == size and not self._partial
+
     def poll(self) -> None:
         if self.path is None:
             return

@@ -234,4 +234,4 @@ class ResultsTable(DataTable):
 def _text(cell: Cell, column: str) -> Text:
     text, style = cell
     justify: JustifyMethod = "left" if column in ("model", "framework", "state") else "right"
-    return Text(text, style=style, justify=justify)
+    return Text(fmt.clean(text), style=style, justify=justify)  # runner reasons, labels from files

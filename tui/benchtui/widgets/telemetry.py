@@ -75,7 +75,7 @@ class TelemetryPanel(Widget):
         if self.gpu_index is None:
             self.border_title = f"Runner process (psutil) · {span}"
         else:
-            name = escape(str(self.info.get("name") or "GPU"))  # border titles are markup
+            name = escape(fmt.clean(self.info.get("name") or "GPU"))  # border titles are markup
             self.border_title = f"GPU {self.gpu_index} · {name} · {span}"
 
     def update_samples(self, samples: list[dict[str, Any]]) -> None:
@@ -190,7 +190,9 @@ class TelemetryPanel(Widget):
         lines: list[Text] = []
         last = self._gpu(self.samples[-1]) if self.samples and self.gpu_index is not None else None
         if self.gpu_index is None:
-            lines.append(Text(f"No GPU metrics (N/A): {self.status or 'NVML not used'}", style="yellow"))
+            lines.append(
+                Text(fmt.clean(f"No GPU metrics (N/A): {self.status or 'NVML not used'}"), style="yellow")
+            )
         elif last is not None and last.get("lost"):
             lines.append(
                 Text("GPU lost: NVML no longer answers for it; its metrics are N/A", style="bold red")

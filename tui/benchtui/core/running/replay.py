@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.running.control import Pausable
 from benchtui.core.running.source import Listener, SessionSource
-from benchtui.core.store.session import SessionFolder
+from benchtui.core.store.session import EventCheck, SessionFolder
 
 # Recorded gaps longer than this (seconds) are shortened to it: a framework import or a
 # pause between runs would otherwise leave the screen still for half a minute.
@@ -62,13 +62,13 @@ class Replayer(Pausable):
             raise ValueError(f"replay speed must be positive, got {speed}")
         self.folder = SessionFolder.open(path)
         self.path = self.folder.path
-        self.meta = self.folder.read_meta()
+        self.warnings: list[str] = []
+        self.meta = self.folder.read_meta(self.warnings)
         self.plan = self.folder.read_plan(self.meta)  # the same checks as loading
         self.model = SessionModel(self.plan)
         self.speed = speed
         self.listener = listener
         self.max_gap = max_gap
-        self.warnings: list[str] = []
         self.status = "pending"  # pending, running, then the recorded session's status
         self.recorded_s = 0.0  # recorded seconds played so far (after gap capping)
         self._clock = clock
@@ -99,7 +99,8 @@ class Replayer(Pausable):
         started = self._clock()
         paused_for = 0.0  # wall seconds spent paused, added to every later deadline
         burst = 0
-        for offset, event in schedule(self.folder.events(self.warnings), self.max_gap):
+        check = EventCheck()
+        for offset, event in schedule(self.folder.events(self.warnings, check=check), self.max_gap):
             # Wait for the event's time, in short sleeps so pause and cancel act at once.
             while not self._cancelled:
                 if self.paused:
@@ -122,6 +123,8 @@ class Replayer(Pausable):
             if burst >= BURST:
                 burst = 0
                 await asyncio.sleep(0)
+        if not self._cancelled:
+            self.warnings += self.folder.settle(self.meta, self.model, check)
         self.status = "interrupted" if self._cancelled else str(self.meta.get("status") or "complete")
         return self.status
 
@@ -129,8 +132,10 @@ class Replayer(Pausable):
 def replay_all(path: str | Path) -> Replayer:
     """A replayer with every event already applied (no waiting): the session's final state."""
     replayer = Replayer(path)
-    for _, event in schedule(replayer.folder.events(replayer.warnings), replayer.max_gap):
+    check = EventCheck()
+    for _, event in schedule(replayer.folder.events(replayer.warnings, check=check), replayer.max_gap):
         replayer._apply(event)
+    replayer.warnings += replayer.folder.settle(replayer.meta, replayer.model, check)
     replayer.status = str(replayer.meta.get("status") or "complete")
     return replayer
 

@@ -200,9 +200,9 @@ class SessionFolder:
         return self.logs_dir / f"{run_id}.log"
 
     # -- reading ----------------------------------------------------------------------------
-    def read_meta(self) -> dict[str, Any]:
-        """session.json, checked: a benchtui session of a schema this version reads."""
-        return read_meta(self.path)
+    def read_meta(self, warnings: list[str] | None = None) -> dict[str, Any]:
+        """session.json, checked: a benchtui session of a schema this version reads (see ``read_meta``)."""
+        return read_meta(self.path, warnings)
 
     def read_plan(self, meta: dict[str, Any] | None = None) -> Plan:
         """The session's plan, checked: every framework and model known, counts that make sense."""
@@ -214,9 +214,11 @@ class SessionFolder:
         _check_plan(plan, self.path)
         return plan
 
-    def events(self, warnings: list[str], gpu_tail: GpuTail | None = None) -> Iterator[dict[str, Any]]:
+    def events(
+        self, warnings: list[str], gpu_tail: GpuTail | None = None, check: EventCheck | None = None
+    ) -> Iterator[dict[str, Any]]:
         """events.jsonl's events, damaged lines skipped with a warning (see ``iter_events``)."""
-        return iter_events(self.path, warnings, gpu_tail)
+        return iter_events(self.path, warnings, gpu_tail, check)
 
     def gpu_samples(self) -> list[dict[str, Any]]:
         """Every GPU/host sample, in order; only lines that can be samples are parsed (most are batches)."""
@@ -254,16 +256,25 @@ class SessionFolder:
                 kept.append(event)
         if tail is not None:
             model.events += tail.dropped
+        warnings += self.settle(meta, model, check)
+        return LoadedSession(self.path, meta, plan, model, kept, warnings)
+
+    def settle(self, meta: dict[str, Any], model: SessionModel, check: EventCheck) -> list[str]:
+        """After every event is folded: what the file lost, said; runs that cannot go on, ended.
+
+        A "running" session whose writer is gone becomes "abandoned"; in a session that never
+        finished, or a finished one whose file lacks lines, no run is left pending or running.
+        Loading and the end of a replay both call this, so both show the same.
+        """
         status = meta.get("status")
         if status == "running":
             if writer_alive(meta.get("writer")) is False:
                 meta["status"] = "abandoned"
-                warnings.append(_unfinished(self.path, model, abandoned=True))
-            else:
-                warnings.append(_unfinished(self.path, model))
-        elif status in FINISHED:
-            warnings += _lost_lines(meta, model, check)
-        return LoadedSession(self.path, meta, plan, model, kept, warnings)
+                return [_unfinished(self.path, model, abandoned=True)]
+            return [_unfinished(self.path, model)]
+        if status in FINISHED:
+            return _lost_lines(meta, model, check)
+        return []
 
 
 SESSION_STATUSES = frozenset({"running", "complete", "incomplete", "failed", "interrupted", "abandoned"})
