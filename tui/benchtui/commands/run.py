@@ -107,7 +107,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_device(plan.device)
     from benchtui.core.store.session import SessionWriter, usable_sessions_dir
 
-    usable_sessions_dir(args.sessions_dir)  # a folder that cannot hold a session: one line, nothing started
     if args.headless:
         from benchtui.core.reporting.terminal import print_result
         from benchtui.core.running.headless import run_headless
@@ -121,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return code
     from benchtui.app import run_app
 
+    usable_sessions_dir(args.sessions_dir)  # the app makes the folder later: say it now, nothing started
     return run_app(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=not args.no_nvml)
 
 

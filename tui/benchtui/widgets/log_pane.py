@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,13 +30,11 @@ def open_log(path: Path) -> BinaryIO | None:
     A replayed session is not trusted: its log can be a link to /etc/shadow, or a FIFO whose
     open would block the UI for good. Raises OSError when it cannot be opened at all.
     """
+    from benchtui.core.reporting.files import open_regular  # not at start-up: it loads the report model
+
     if path.parent.is_symlink():
         return None
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return os.fdopen(fd, "rb")
+    return open_regular(path)
 
 
 class RunLog(Log):

@@ -7,6 +7,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from benchtui.core.fmt import clean
 from benchtui_runners import catalog
 from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, RunConfig
 from benchtui_runners.timing import TIMINGS
@@ -19,16 +20,16 @@ class PlanError(ValueError):
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d{1,3})?)$")
 #: The largest value each count may take: beyond these a plan is a typo, not a benchmark (and
 #: --runs 999999999 would allocate the whole memory before anything ran).
-LIMITS: dict[str, int] = {
-    "--image-size": 4096,
-    "--samples": 10**8,
-    "--epochs": 10_000,
-    "--runs": 1000,
-    "--num-classes": 10**6,
-    "--threads": 4096,
-    "--loader-workers": 256,
-    "--memory-limit": 2**24,  # MB: 16 TiB
-    "--max-batch-size": 10**6,
+LIMITS: dict[str, tuple[str, int]] = {  # flag: (the plan's field, its largest value)
+    "--image-size": ("image_size", 4096),
+    "--samples": ("samples", 10**8),
+    "--epochs": ("epochs", 10_000),
+    "--runs": ("runs", 1000),
+    "--num-classes": ("num_classes", 10**6),
+    "--threads": ("threads", 4096),
+    "--loader-workers": ("loader_workers", 256),
+    "--memory-limit": ("memory_limit_mb", 2**24),  # MB: 16 TiB
+    "--max-batch-size": ("max_batch_size", 10**6),
 }
 MAX_RUNS_IN_PLAN = 100_000  # runs x frameworks x models
 INTERVAL_RANGE = (0.05, 3600.0)  # GPU sampling period: 20 samples a second at most, one an hour at least
@@ -164,19 +165,10 @@ class Plan:
             raise PlanError(f"--threads must be a whole number (0: framework default), got {self.threads!r}")
         if not isinstance(self.memory_limit_mb, int) or self.memory_limit_mb < 0:
             raise PlanError(f"--memory-limit must be a whole number of MB, got {self.memory_limit_mb!r}")
-        for label, value in (
-            ("--image-size", self.image_size),
-            ("--samples", self.samples),
-            ("--epochs", self.epochs),
-            ("--runs", self.runs),
-            ("--num-classes", self.num_classes),
-            ("--threads", self.threads),
-            ("--loader-workers", self.loader_workers),
-            ("--memory-limit", self.memory_limit_mb),
-            ("--max-batch-size", self.max_batch_size),
-        ):
-            if isinstance(value, int) and value > LIMITS[label]:
-                raise PlanError(f"{label} must be at most {LIMITS[label]:,}, got {value:,}")
+        for label, (name, most) in LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, int) and value > most:
+                raise PlanError(f"{label} must be at most {most:,}, got {value:,}")
         if len(self.frameworks) * len(self.models) * self.runs > MAX_RUNS_IN_PLAN:
             raise PlanError(
                 f"the plan has {len(self.frameworks) * len(self.models) * self.runs:,} runs "
@@ -193,13 +185,13 @@ class Plan:
             )
         if not isinstance(self.name, str) or len(self.name) > MAX_NAME:
             raise PlanError(f"--name must be at most {MAX_NAME} characters")
-        if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in self.name):
+        if clean(self.name) != self.name:  # what a terminal would show differently
             raise PlanError("--name must not contain control characters")
         for key, size in self.batch_sizes.items():
             fw, _, model = key.rpartition(":")
             if model not in catalog.MODELS or (fw and fw not in catalog.FRAMEWORKS):
                 raise PlanError(f"--batch-size names unknown model {key!r}")
-            if not isinstance(size, int) or size <= 0 or size > LIMITS["--samples"]:
+            if not isinstance(size, int) or size <= 0 or size > LIMITS["--samples"][1]:
                 raise PlanError(f"--batch-size for {model} must be a positive whole number")
         if self.batch_policy not in ("min", "per-framework"):
             raise PlanError(f"--batch-policy must be min or per-framework, got {self.batch_policy!r}")

@@ -7,7 +7,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 from benchtui.core.reporting.model import build_report
 from benchtui.core.reporting.registry import writer_for
@@ -39,19 +39,31 @@ def read_tail(folder: Path, path: Path, limit: int) -> Tail | None:
     try:
         if path.is_symlink() or not path.resolve(strict=True).is_relative_to(folder.resolve(strict=True)):
             return None
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+        fh = open_regular(path)
     except (OSError, RuntimeError):  # missing, a link (ELOOP), a loop of links, unreadable
         return None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+    if fh is None:
+        return None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            fh.seek(size - limit)
+        data = fh.read(limit)
+    return Tail(data, max(size, len(data)))
+
+
+def open_regular(path: Path) -> BinaryIO | None:
+    """``path`` opened for reading if it is a regular file; None for a FIFO, a device, a folder.
+
+    Opened without following a link at its end (O_NOFOLLOW: the open fails) and without waiting
+    (O_NONBLOCK: a FIFO would block its reader for good). Raises OSError when it cannot be opened.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         return None
-    with os.fdopen(fd, "rb") as fh:
-        if info.st_size > limit:
-            fh.seek(info.st_size - limit)
-        data = fh.read(limit)
-    return Tail(data, max(info.st_size, len(data)))
+    return os.fdopen(fd, "rb")
 
 
 def render(loaded: LoadedSession, fmt: str, fh: IO[str], per_batch: bool = False) -> None:

@@ -19,6 +19,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import socket
 import time
 from collections import deque
@@ -28,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from benchtui.core.model.status import RunStatus
+from benchtui.core.model.status import RunStatus, SessionStatus
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan
 from benchtui.core.provenance import cpu_model, provenance, recorded_by_other
@@ -277,9 +278,10 @@ class SessionFolder:
         return []
 
 
-SESSION_STATUSES = frozenset({"running", "complete", "incomplete", "failed", "interrupted", "abandoned"})
+#: The words session.json's status may hold ("pending" is only ever in memory).
+SESSION_STATUSES = frozenset(SessionStatus) - {SessionStatus.PENDING}
 #: The session statuses a writer records when it is done.
-FINISHED = frozenset({"complete", "incomplete", "failed", "interrupted"})
+FINISHED = SESSION_STATUSES - {SessionStatus.RUNNING, SessionStatus.ABANDONED}
 
 
 def _lost_lines(meta: dict[str, Any], model: SessionModel, check: EventCheck) -> list[str]:
@@ -403,8 +405,6 @@ class SessionWriter:
                 except FileExistsError:
                     continue
                 except (OSError, StorageError) as exc:
-                    import shutil
-
                     shutil.rmtree(path, ignore_errors=True)  # nothing half-made left behind
                     why = storage_problem(exc) if isinstance(exc, OSError) else str(exc)
                     raise StorageError(f"cannot write a session in {base}: {why}") from exc
@@ -420,9 +420,7 @@ class SessionWriter:
         try:
             _write_json_atomic(self.folder.meta_path, self.meta)
         except OSError as exc:
-            raise self.failed_write(exc, self.META_NAME) from exc
-
-    META_NAME = SessionFolder.META
+            raise self.failed_write(exc, SessionFolder.META) from exc
 
     def update_meta(self, **fields: Any) -> None:
         self.meta.update(fields)
