@@ -9,6 +9,7 @@ import sys
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from benchtui_runners.catalog import MODELS
 from benchtui_runners.timing import WINDOW_TARGET_S, describe
 
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
@@ -27,6 +28,12 @@ HEAD_TEXT = {
 }
 #: PyTorch host data: DataLoader worker processes unless the plan says (tf.data parallelises too).
 LOADER_WORKERS_MAX = 4
+#: What a run measures: training steps (forward, loss, backward, update), or inference (forward
+#: only, no gradients, eval mode, each framework's ordinary inference path).
+TASKS = ("train", "inference")
+#: What a runner process does: the benchmark; one short pass to test a batch size (the largest
+#: batch search); or only build the model and count its parameters and FLOPs (``benchtui parity``).
+MODES = ("train", "probe", "count")
 
 
 class Unavailable(Exception):
@@ -67,7 +74,9 @@ class RunConfig:
     window_s: float = WINDOW_TARGET_S  # seconds of work per timing window (tests ask for longer)
     seed: int = 0
     run_id: str = ""
-    mode: str = "train"  # "train": the benchmark; "probe": one step to test a batch size
+    mode: str = "train"  # MODES: the benchmark, a probe of a batch size, or count parameters and FLOPs
+    task: str = "train"  # TASKS
+    seq_len: int = 0  # token models: tokens per sample (0: the model's context)
     probe_steps: int = 2
     memory_limit_mb: int = 0  # 0: no cap. A cap on the process's address space (probe tests).
     threads: int = 0  # CPU threads for the framework's ops; 0: the framework's own default
@@ -86,6 +95,14 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens per sample of a token model (its sequence length); 0 for an image model."""
+        info = MODELS.get(self.model)
+        if info is None or info.kind != "tokens":
+            return 0
+        return self.seq_len or info.context
 
     @property
     def steps_per_epoch(self) -> int:

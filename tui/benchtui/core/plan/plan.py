@@ -44,8 +44,10 @@ class Plan:
     """A benchmark session's protocol. Defaults are the study's."""
 
     frameworks: list[str] = field(default_factory=lambda: ["torch", "tensorflow"])
-    models: list[str] = field(default_factory=lambda: list(catalog.MODEL_ORDER))
+    models: list[str] = field(default_factory=lambda: list(catalog.STUDY_MODELS))
     image_size: int = 299
+    task: str = "train"  # TASKS: training steps, or inference (forward only)
+    seq_len: int = 0  # token models: tokens per sample (0: each model's context)
     samples: int = 10000
     epochs: int = 5
     runs: int = 3

@@ -74,10 +74,21 @@ class FlopsEvent(_Event, total=False):
     per_image: float
     batch_size: int
     method: str
-    counted: bool
+    counted: str  # "forward+backward" (training) or "forward" (inference)
     convention: str
     reason: str
     seconds: float
+
+
+class ModelEvent(_Event, total=False):
+    """The network a runner built, sent once after building: what parity is judged on."""
+
+    params: int  # every parameter (trainable or not; BatchNorm statistics are buffers, not counted)
+    trainable_params: int
+    kind: str  # "image" or "tokens"
+    tokens_per_sample: int  # token models: the sequence length
+    source: str  # "torchvision 0.24 resnet50", "keras.applications ResNet50", ...
+    architecture: str  # the catalog's words for this side, where the sides differ
 
 
 class ErrorEvent(_Event, total=False):
@@ -129,6 +140,7 @@ RUNNER_EVENTS: dict[str, type] = {
     "epoch": EpochEvent,
     "memory": MemoryEvent,
     "flops": FlopsEvent,
+    "model": ModelEvent,
     "error": ErrorEvent,
     "done": DoneEvent,
 }
@@ -363,6 +375,14 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
         "reason": _text(_LONG_TEXT),
         "seconds": _float(0.0, _MAX_TIME),
     },
+    "model": {
+        "params": _COUNT,
+        "trainable_params": _COUNT,
+        "kind": _one_of("image", "tokens"),
+        "tokens_per_sample": _COUNT,
+        "source": _TEXTS,
+        "architecture": _text(_LONG_TEXT),
+    },
     "error": {"kind": _TEXTS, "message": _text(_LONG_TEXT), "traceback": _text(_MAX_TRACEBACK)},
     "run_start": {"framework": _TEXTS, "model": _TEXTS, "index": _COUNT, "python": _TEXTS, "pid": _COUNT},
     "run_end": {
@@ -391,6 +411,7 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
     "session_end": {"lines": _COUNT, "status": _TEXTS},
 }
 REQUIRED: dict[str, tuple[str, ...]] = {
+    "model": ("params",),
     "phase": ("name", "edge"),
     "batch": ("epoch", "step", "seconds"),
     "epoch": ("epoch", "seconds"),
