@@ -26,6 +26,11 @@ HEAD_TEXT = {
     "softmax": "global average pooling, dense to num_classes logits, softmax cross-entropy",
     "sigmoid": "global average pooling, dense to one output, sigmoid, binary cross-entropy (the study's)",
 }
+#: The head of a token model, the same on every side (GPT-2's own).
+TOKEN_HEAD_TEXT = (
+    "the language-model head tied to the token embedding: logits over the vocabulary at every position "
+    "(inference: the last position's, as the first step of generation)"
+)
 #: PyTorch host data: DataLoader worker processes unless the plan says (tf.data parallelises too).
 LOADER_WORKERS_MAX = 4
 #: What a run measures: training steps (forward, loss, backward, update), or inference (forward
@@ -125,7 +130,9 @@ class RunConfig:
 
     @property
     def outputs(self) -> int:
-        """Width of the model's last layer: one sigmoid output, or a logit per class."""
+        """Width of the model's last layer: one sigmoid output, a logit per class, or per token of the vocabulary."""
+        if self.tokens:
+            return int(MODELS[self.model].config["vocab"])
         return 1 if self.head == "sigmoid" else self.num_classes
 
     @property
@@ -136,18 +143,31 @@ class RunConfig:
 
 def training_record(config: RunConfig) -> dict[str, Any]:
     """What the run trains with, as every runner records it in its settings (one wording everywhere)."""
+    tokens = config.tokens
+    record: dict[str, Any] = {
+        "task": config.task,
+        "kind": "tokens" if tokens else "image",
+        "tokens_per_sample": tokens,
+        "timing": describe(config.timing, config.window_s),
+    }
+    if tokens:
+        head, text, loss = "lm", TOKEN_HEAD_TEXT, "softmax cross-entropy over the vocabulary, every position"
+    else:
+        head, text = config.head, HEAD_TEXT.get(config.head, config.head)
+        loss = "binary cross-entropy" if config.head == "sigmoid" else "softmax cross-entropy"
+    record.update(head=head, head_text=text, outputs=config.outputs)
+    if config.task == "inference":
+        # Forward only: nothing is trained, so no optimizer or loss is in force.
+        return {**record, "optimizer": None, "loss": None, "shuffle": None}
     if config.optimizer == "adam":
         optimizer = f"adam (lr {config.learning_rate:g})"
     else:
         optimizer = f"{config.optimizer} (lr {config.learning_rate:g}, momentum {config.momentum:g})"
     return {
+        **record,
         "optimizer": optimizer,
-        "head": config.head,
-        "head_text": HEAD_TEXT.get(config.head, config.head),
-        "loss": "binary cross-entropy" if config.head == "sigmoid" else "softmax cross-entropy",
-        "outputs": config.outputs,
+        "loss": loss,
         "shuffle": config.shuffle if config.data == "host" else None,
-        "timing": describe(config.timing, config.window_s),
     }
 
 

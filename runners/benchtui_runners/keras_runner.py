@@ -368,12 +368,35 @@ def device_scope(device_name: str) -> Any:
 
 
 def _labels(config: RunConfig, count: int, rng: Any) -> Any:
-    """Class ids for the softmax head; 0/1 targets of shape (count, 1) for the sigmoid head (the study's)."""
+    """Targets: class ids (softmax head), 0/1 of shape (count, 1) (the study's sigmoid head), or the
+    next token at every position (token models)."""
     import numpy as np
 
+    if config.tokens:
+        return rng.integers(0, config.outputs, (count, config.tokens)).astype(np.int32)
     if config.head == "sigmoid":
         return rng.integers(0, 2, (count, 1)).astype(np.float32)
     return rng.integers(0, config.num_classes, count).astype(np.int32)
+
+
+def _host_inputs(config: RunConfig, count: int, rng: Any) -> Any:
+    """A NumPy array of synthetic inputs: images (NHWC), or token ids."""
+    import numpy as np
+
+    if config.tokens:
+        return rng.integers(0, config.outputs, (count, config.tokens)).astype(np.int32)
+    size = config.image_size
+    return rng.standard_normal((count, size, size, 3), dtype=np.float32)
+
+
+def _device_inputs(config: RunConfig, count: int, seed: int) -> Any:
+    """A batch of synthetic inputs made on the device."""
+    import keras
+
+    if config.tokens:
+        return keras.random.randint((count, config.tokens), 0, config.outputs, seed=seed, dtype="int32")
+    size = config.image_size
+    return keras.random.normal((count, size, size, 3), seed=seed)
 
 
 def _device_fed(model: Any, pool: list[tuple[Any, Any]]) -> Any:
@@ -394,11 +417,18 @@ def _device_fed(model: Any, pool: list[tuple[Any, Any]]) -> Any:
         def train_step(self, data: Any) -> Any:
             return super().train_step((tf.gather(xs, data), tf.gather(ys, data)))
 
+        def predict_step(self, data: Any) -> Any:
+            return super().predict_step(tf.gather(xs, data))
+
     return DeviceFed(model.inputs, model.outputs, name=model.name)
 
 
 def input_record(config: RunConfig, backend: str) -> str:
     """The input path in words, for the run's settings."""
+    if config.task == "inference":
+        if config.data == "host":
+            return "a NumPy array in host memory, sliced into batches handed to predict_on_batch (copied each step)"
+        return "a pool of 4 batches made on the device, cycled into predict_on_batch (no copy)"
     if config.data == "host":
         where = " (tensors on /CPU:0)" if backend == "tensorflow" else ""
         return (
@@ -432,6 +462,11 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     }
     if config.data == "host":
         settings["host_data"] = "in host memory" + (" (tensors on /CPU:0)" if backend == "tensorflow" else "")
+    if config.task == "inference":
+        settings["inference_path"] = (
+            "model.predict_on_batch on every batch (compiled as jit_compile resolves, training=False), "
+            "its outputs returned to the host as NumPy"
+        )
     settings["xla_gpu_autotune"] = (
         "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
     )
@@ -447,42 +482,52 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     )
     bs, size, steps = config.batch_size, config.image_size, config.steps_per_epoch
     n = config.samples_per_epoch
+    inference = config.task == "inference"
 
     with device_scope(device_name):
-        writer.phase("data", "start")
         rng = np.random.default_rng(config.seed)
         pool: list[tuple[Any, Any]] = []
-        if config.data == "host":
-            x_host = rng.standard_normal((n, size, size, 3), dtype=np.float32)
-            y_host = _labels(config, n, rng)
-            if backend == "tensorflow":
-                # TensorFlow turns NumPy into a tensor on its default device, the GPU: the study's
-                # 10.7 GB array would sit in GPU memory. Made on the host, Keras's own array
-                # pipeline slices it there and copies one batch at a time.
-                import tensorflow as tf
+        x_host = y_host = None
+        if config.mode != "count":
+            writer.phase("data", "start")
+            if config.data == "host":
+                x_host, y_host = _host_inputs(config, n, rng), _labels(config, n, rng)
+                if backend == "tensorflow" and not inference:
+                    # TensorFlow turns NumPy into a tensor on its default device, the GPU: the study's
+                    # 10.7 GB array would sit in GPU memory. Made on the host, Keras's own array
+                    # pipeline slices it there and copies one batch at a time.
+                    import tensorflow as tf
 
-                with tf.device("/CPU:0"):
-                    x_host, y_host = tf.constant(x_host), tf.constant(y_host)
-        else:
-            pool = [
-                (
-                    keras.random.normal((bs, size, size, 3), seed=config.seed + i),
-                    keras.ops.convert_to_tensor(_labels(config, bs, rng)),
-                )
-                for i in range(min(steps, 4))
-            ]
-            _sync(backend, device_name, pool)
-        writer.phase("data", "end")
+                    with tf.device("/CPU:0"):
+                        x_host, y_host = tf.constant(x_host), tf.constant(y_host)
+            else:
+                pool = [
+                    (
+                        _device_inputs(config, bs, config.seed + i),
+                        keras.ops.convert_to_tensor(_labels(config, bs, rng)),
+                    )
+                    for i in range(min(steps, 4))
+                ]
+                _sync(backend, device_name, pool)
+            writer.phase("data", "end")
 
         writer.phase("build", "start")
-        model = build_keras(config.model, config.num_classes, size, config.head)
-        if pool and backend == "tensorflow":
+        model = build_keras(
+            config.model, config.num_classes, size, config.head, config.tokens, last_only=inference
+        )
+        if pool and backend == "tensorflow" and not inference:
             model = _device_fed(model, pool)
-        if config.optimizer == "adam":
-            optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
+        _model_event(writer, config, model)
+        loss = keras_loss(config.head, "tokens" if config.tokens else "image")
+        if inference:
+            # Nothing is trained: compiled only for how predict_on_batch runs (jit_compile).
+            model.compile(jit_compile=_jit_compile(config))
         else:
-            optimizer = keras.optimizers.SGD(learning_rate=config.learning_rate, momentum=config.momentum)
-        model.compile(optimizer=optimizer, loss=keras_loss(config.head), jit_compile=_jit_compile(config))
+            if config.optimizer == "adam":
+                optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
+            else:
+                optimizer = keras.optimizers.SGD(learning_rate=config.learning_rate, momentum=config.momentum)
+            model.compile(optimizer=optimizer, loss=loss, jit_compile=_jit_compile(config))
         _sync(backend, device_name, _variables(model))
         writer.phase("build", "end")
         # What "auto" became is known only now: the record is completed by a settings event.
@@ -507,58 +552,150 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         clock = StepClock(
             writer, lambda: _sync(backend, device_name, state()), bs, config.timing, config.window_s
         )
-
-        class Timing(keras.callbacks.Callback):
-            """benchtui's clock inside ``model.fit``.
-
-            A step has ended when the next one begins, so this callback never overrides
-            ``on_train_batch_end``: a callback that does makes Keras 3 convert every step's logs
-            on the main thread (a wait for the device each step) instead of dispatching them
-            asynchronously (JAX, torch). On TensorFlow Keras converts them on the main thread
-            whatever the callbacks: that wait is part of what tf.keras users get.
-            """
-
-            begun = 0
-
-            def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-                clock.epoch_begin(epoch + 1)
-                self.begun = 0
-
-            def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-                if batch > 0:
-                    clock.step_end(batch)  # step ``batch`` (1-based) ended: its successor begins
-                self.begun = batch + 1
-
-            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-                if self.begun:
-                    clock.step_end(self.begun)
-                writer.epoch(epoch + 1, clock.epoch_end(), n)
-                writer.memory(epoch=epoch + 1, **_peak_memory(backend, device_name))
-
-        common = {"epochs": config.epochs_to_run, "verbose": 0, "callbacks": [Timing()]}
-        if config.data == "host":
-            model.fit(x_host, y_host, batch_size=bs, shuffle=config.shuffle, **common)
-        elif backend == "tensorflow":
-            import tensorflow as tf
-
-            model.fit(
-                tf.data.Dataset.range(len(pool)).repeat(), steps_per_epoch=steps, shuffle=False, **common
+        epochs = 0 if config.mode == "count" else config.epochs_to_run
+        if inference and epochs:
+            _infer(
+                model, clock, writer, config, pool, x_host, lambda epoch: _peak_memory(backend, device_name)
             )
-        else:
-
-            def cycle() -> Any:
-                while True:
-                    yield from pool
-
-            model.fit(cycle(), steps_per_epoch=steps, shuffle=False, **common)
+        elif epochs:
+            _fit(
+                model,
+                clock,
+                writer,
+                config,
+                pool,
+                x_host,
+                y_host,
+                backend,
+                lambda epoch: _peak_memory(backend, device_name),
+            )
         final_memory = _peak_memory(backend, device_name)  # before counting: no part of the run
-        if config.mode == "train":
+        if config.mode != "probe":
             # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
-            from benchtui_runners.flops import count_keras, emit_flops
+            from benchtui_runners.flops import COUNTED_FORWARD, COUNTED_TRAIN, count_keras, emit_flops
 
             emit_flops(
                 writer,
-                lambda: count_keras(model, backend, bs, size, config.num_classes, config.head),
+                lambda: count_keras(
+                    model,
+                    backend,
+                    bs,
+                    size,
+                    config.num_classes,
+                    config.head,
+                    seq_len=config.tokens,
+                    vocab=config.outputs if config.tokens else 0,
+                    forward_only=inference,
+                ),
                 bs,
+                counted=COUNTED_FORWARD if inference else COUNTED_TRAIN,
             )
     writer.done(**final_memory)
+
+
+def _model_event(writer: EventWriter, config: RunConfig, model: Any) -> None:
+    """The network built, for parity: its parameters, where it came from, its architecture in words."""
+    from benchtui_runners.catalog import MODELS
+    from benchtui_runners.models import keras_params, source_text
+
+    params, trainable = keras_params(model)
+    writer.emit(
+        "model",
+        params=params,
+        trainable_params=trainable,
+        kind=MODELS[config.model].kind,
+        tokens_per_sample=config.tokens,
+        source=source_text("keras", config.model),
+        architecture=MODELS[config.model].side("keras"),
+    )
+
+
+def _fit(
+    model: Any,
+    clock: StepClock,
+    writer: EventWriter,
+    config: RunConfig,
+    pool: list[tuple[Any, Any]],
+    x_host: Any,
+    y_host: Any,
+    backend: str,
+    peak_memory: Any,
+) -> None:
+    """Train with ``model.fit``, timed by ``clock`` from a callback."""
+    import keras
+
+    n = config.samples_per_epoch
+
+    class Timing(keras.callbacks.Callback):
+        """benchtui's clock inside ``model.fit``.
+
+        A step has ended when the next one begins, so this callback never overrides
+        ``on_train_batch_end``: a callback that does makes Keras 3 convert every step's logs
+        on the main thread (a wait for the device each step) instead of dispatching them
+        asynchronously (JAX, torch). On TensorFlow Keras converts them on the main thread
+        whatever the callbacks: that wait is part of what tf.keras users get.
+        """
+
+        begun = 0
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            clock.epoch_begin(epoch + 1)
+            self.begun = 0
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            if batch > 0:
+                clock.step_end(batch)  # step ``batch`` (1-based) ended: its successor begins
+            self.begun = batch + 1
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            if self.begun:
+                clock.step_end(self.begun)
+            writer.epoch(epoch + 1, clock.epoch_end(), n)
+            writer.memory(epoch=epoch + 1, **peak_memory(epoch + 1))
+
+    common = {"epochs": config.epochs_to_run, "verbose": 0, "callbacks": [Timing()]}
+    steps = config.steps_per_epoch
+    if x_host is not None:
+        model.fit(x_host, y_host, batch_size=config.batch_size, shuffle=config.shuffle, **common)
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        model.fit(tf.data.Dataset.range(len(pool)).repeat(), steps_per_epoch=steps, shuffle=False, **common)
+    else:
+
+        def cycle() -> Any:
+            while True:
+                yield from pool
+
+        model.fit(cycle(), steps_per_epoch=steps, shuffle=False, **common)
+
+
+def _infer(
+    model: Any,
+    clock: StepClock,
+    writer: EventWriter,
+    config: RunConfig,
+    pool: list[tuple[Any, Any]],
+    x_host: Any,
+    peak_memory: Any,
+) -> None:
+    """Inference: ``model.predict_on_batch`` on every batch, as a loop serving requests does.
+
+    Keras's own per-batch inference path: the forward pass compiled as ``model.compile``'s
+    ``jit_compile`` resolved (XLA on JAX, ...), ``training=False``, and the outputs returned to
+    the host as NumPy, so every batch has ended when it returns. ``model.predict`` is not used: it
+    keeps every batch's outputs until the end and joins them, which for a language model's logits
+    is more memory than the run, and its callbacks cannot reach the outputs to wait for them.
+    """
+    bs, steps = config.batch_size, config.steps_per_epoch
+    for epoch in range(1, config.epochs_to_run + 1):
+        clock.epoch_begin(epoch)
+        for step in range(1, steps + 1):
+            if x_host is not None:
+                x = x_host[(step - 1) * bs : step * bs]
+            else:
+                x = pool[(step - 1) % len(pool)][0]
+            model.predict_on_batch(x)
+            clock.step_end(step)
+        writer.epoch(epoch, clock.epoch_end(), config.samples_per_epoch)
+        writer.memory(epoch=epoch, **peak_memory(epoch))

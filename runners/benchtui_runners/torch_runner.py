@@ -7,6 +7,7 @@ epoch's end.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from typing import Any
@@ -161,10 +162,21 @@ def _optimizer(config: RunConfig, params: Any) -> Any:
 
 
 def _labels(config: RunConfig, count: int, device: Any = None) -> torch.Tensor:
-    """Class ids for the softmax head; 0/1 targets of shape (count, 1) for the sigmoid head (the study's)."""
+    """Targets: class ids (softmax head), 0/1 of shape (count, 1) (the study's sigmoid head), or the
+    next token at every position (token models)."""
+    if config.tokens:
+        return torch.randint(0, config.outputs, (count, config.tokens), device=device)
     if config.head == "sigmoid":
         return torch.randint(0, 2, (count, 1), device=device).float()
     return torch.randint(0, config.num_classes, (count,), device=device)
+
+
+def _inputs(config: RunConfig, count: int, device: Any, memory_format: Any) -> torch.Tensor:
+    """A synthetic batch: random images, or random token ids."""
+    if config.tokens:
+        return torch.randint(0, config.outputs, (count, config.tokens), device=device)
+    size = config.image_size
+    return torch.randn((count, 3, size, size), device=device).contiguous(memory_format=memory_format)
 
 
 def _loader(config: RunConfig, device: torch.device) -> Any:
@@ -175,12 +187,17 @@ def _loader(config: RunConfig, device: torch.device) -> Any:
     """
     rng = np.random.default_rng(config.seed)
     n, size = config.samples_per_epoch, config.image_size
-    x_host = rng.standard_normal((n, 3, size, size), dtype=np.float32)
-    if config.head == "sigmoid":
-        y_host = torch.from_numpy(rng.integers(0, 2, (n, 1)).astype(np.float32))
+    if config.tokens:
+        shape = (n, config.tokens)
+        x_host = torch.from_numpy(rng.integers(0, config.outputs, shape, dtype=np.int64))
+        y_host = torch.from_numpy(rng.integers(0, config.outputs, shape, dtype=np.int64))
     else:
-        y_host = torch.from_numpy(rng.integers(0, config.num_classes, n, dtype=np.int64))
-    dataset = torch.utils.data.TensorDataset(torch.from_numpy(x_host), y_host)
+        x_host = torch.from_numpy(rng.standard_normal((n, 3, size, size), dtype=np.float32))
+        if config.head == "sigmoid":
+            y_host = torch.from_numpy(rng.integers(0, 2, (n, 1)).astype(np.float32))
+        else:
+            y_host = torch.from_numpy(rng.integers(0, config.num_classes, n, dtype=np.int64))
+    dataset = torch.utils.data.TensorDataset(x_host, y_host)
     workers = config.workers
     return torch.utils.data.DataLoader(
         dataset,
@@ -205,6 +222,23 @@ def input_record(config: RunConfig, device: torch.device) -> str:
     )
 
 
+def _model_event(writer: EventWriter, config: RunConfig, model: Any) -> None:
+    """The network built, for parity: its parameters, where it came from, its architecture in words."""
+    from benchtui_runners.catalog import MODELS
+    from benchtui_runners.models import source_text, torch_params
+
+    params, trainable = torch_params(model)
+    writer.emit(
+        "model",
+        params=params,
+        trainable_params=trainable,
+        kind=MODELS[config.model].kind,
+        tokens_per_sample=config.tokens,
+        source=source_text("torch", config.model),
+        architecture=MODELS[config.model].side("torch"),
+    )
+
+
 def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     writer.phase("import", "end")
     device = _device(config.device)
@@ -213,6 +247,10 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         **training_record(config),
         "input": input_record(config, device),
     }
+    if config.task == "inference":
+        settings["inference_path"] = (
+            "model(x) in eval mode under torch.inference_mode, every batch's outputs copied to the host"
+        )
     torch.manual_seed(config.seed)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -227,30 +265,31 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         samples_per_epoch=config.samples_per_epoch,
     )
 
-    memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
-    bs, size, steps = config.batch_size, config.image_size, config.steps_per_epoch
+    images = not config.tokens
+    memory_format = torch.channels_last if config.channels_last and images else torch.contiguous_format
+    bs, steps = config.batch_size, config.steps_per_epoch
+    inference = config.task == "inference"
 
-    writer.phase("data", "start")
-    if config.data == "host":
-        loader = _loader(config, device)
-        pool = None
-    else:
-        # Synthetic tensors made on the device: a few distinct batches, cycled (seeded above).
-        pool = [
-            (
-                torch.randn((bs, 3, size, size), device=device).contiguous(memory_format=memory_format),
-                _labels(config, bs, device),
-            )
-            for _ in range(min(steps, 4))
-        ]
-        loader = None
-    writer.phase("data", "end")
+    loader = pool = None
+    if config.mode != "count":
+        writer.phase("data", "start")
+        if config.data == "host":
+            loader = _loader(config, device)
+        else:
+            # Synthetic tensors made on the device: a few distinct batches, cycled (seeded above).
+            pool = [
+                (_inputs(config, bs, device, memory_format), _labels(config, bs, device))
+                for _ in range(min(steps, 4))
+            ]
+        writer.phase("data", "end")
 
     writer.phase("build", "start")
-    model = build_torch(config.model, config.outputs).to(device, memory_format=memory_format)
-    model.train()
-    optimizer = _optimizer(config, model.parameters())
-    loss_fn = torch_loss(config.head)
+    model = build_torch(config.model, config.outputs, config.image_size, config.tokens, last_only=inference)
+    model = model.to(device, memory_format=memory_format)
+    model.eval() if inference else model.train()
+    _model_event(writer, config, model)
+    loss_fn = torch_loss(config.head, "tokens" if config.tokens else "image")
+    optimizer = None if inference else _optimizer(config, model.parameters())
     step_fn: Any = model
     if config.compile == "on":
         step_fn = torch.compile(model)
@@ -259,26 +298,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     writer.phase("build", "end")
 
     amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(config.precision)
-
-    if amp_dtype is None:
-        # The plain step: exactly what a hand-written loop does, nothing more per batch.
-        def train_step(x: torch.Tensor, y: torch.Tensor) -> None:
-            optimizer.zero_grad(set_to_none=True)
-            loss_fn(step_fn(x), y).backward()
-            optimizer.step()
-
-    else:
-        # fp16 needs loss scaling to keep small gradients; bf16 does not. The loss is taken in
-        # float32 outside autocast, as the Keras head's float32 outputs are on the other side.
-        scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-
-        def train_step(x: torch.Tensor, y: torch.Tensor) -> None:
-            optimizer.zero_grad(set_to_none=True)
-            with torch.autocast(device.type, dtype=amp_dtype):
-                outputs = step_fn(x)
-            scaler.scale(loss_fn(outputs.float(), y)).backward()
-            scaler.step(optimizer)
-            scaler.update()
+    train_step = _step(step_fn, optimizer, loss_fn, amp_dtype, device)
 
     def batches():  # noqa: ANN202 - a generator of device tensors
         if loader is not None:
@@ -287,7 +307,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                     x.to(device, non_blocking=True, memory_format=memory_format),
                     y.to(device, non_blocking=True),
                 )
-        else:
+        elif pool is not None:
             for i in range(steps):
                 yield pool[i % len(pool)]
 
@@ -296,25 +316,65 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     # loader's fetch and the copy to the device are in it, as tf.data's are on the Keras side.
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     clock = StepClock(writer, sync, bs, config.timing, config.window_s)
-    for epoch in range(1, config.epochs_to_run + 1):
-        clock.epoch_begin(epoch)
-        for step, (x, y) in enumerate(batches(), start=1):
-            train_step(x, y)
-            clock.step_end(step)
-        writer.epoch(epoch, clock.epoch_end(), config.samples_per_epoch)
-        writer.memory(epoch=epoch, **_peak_memory(device))
+    epochs = 0 if config.mode == "count" else config.epochs_to_run
+    # Inference: no gradients anywhere (inference_mode also skips version counting), eval mode.
+    with torch.inference_mode() if inference else contextlib.nullcontext():
+        for epoch in range(1, epochs + 1):
+            clock.epoch_begin(epoch)
+            for step, (x, y) in enumerate(batches(), start=1):
+                train_step(x, y)
+                clock.step_end(step)
+            writer.epoch(epoch, clock.epoch_end(), config.samples_per_epoch)
+            writer.memory(epoch=epoch, **_peak_memory(device))
     final_memory = _peak_memory(device)  # before counting: its extra step is no part of the run
-    if config.mode == "train":
+    if config.mode != "probe":
         # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
-        from benchtui_runners.flops import count_torch, emit_flops
+        from benchtui_runners.flops import COUNTED_FORWARD, COUNTED_TRAIN, count_torch, emit_flops
 
         def count_flops() -> dict[str, Any]:
             torch.manual_seed(config.seed + 1)
-            x = torch.randn((bs, 3, size, size), device=device)
-            y = _labels(config, bs, device)
-            return count_torch(
-                model, x.contiguous(memory_format=memory_format), y, loss_fn, amp_dtype, device.type
-            )
+            x, y = _inputs(config, bs, device, memory_format), _labels(config, bs, device)
+            return count_torch(model, x, y, loss_fn, amp_dtype, device.type, forward_only=inference)
 
-        emit_flops(writer, count_flops, bs)
+        emit_flops(writer, count_flops, bs, counted=COUNTED_FORWARD if inference else COUNTED_TRAIN)
     writer.done(**final_memory)
+
+
+def _step(step_fn: Any, optimizer: Any, loss_fn: Any, amp_dtype: Any, device: torch.device) -> Any:
+    """One step on a batch: forward only (no optimizer: inference), or a training step."""
+    autocast = (
+        (lambda: torch.autocast(device.type, dtype=amp_dtype))
+        if amp_dtype is not None
+        else contextlib.nullcontext
+    )
+    if optimizer is None:
+
+        def infer(x: torch.Tensor, y: torch.Tensor) -> None:
+            with autocast():
+                outputs = step_fn(x)
+            outputs.float().cpu()  # the answer on the host, as Keras's predict_on_batch returns it
+
+        return infer
+
+    if amp_dtype is None:
+        # The plain step: exactly what a hand-written loop does, nothing more per batch.
+        def train_step(x: torch.Tensor, y: torch.Tensor) -> None:
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(step_fn(x), y).backward()
+            optimizer.step()
+
+        return train_step
+
+    # fp16 needs loss scaling to keep small gradients; bf16 does not. The loss is taken in
+    # float32 outside autocast, as the Keras head's float32 outputs are on the other side.
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+
+    def amp_step(x: torch.Tensor, y: torch.Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            outputs = step_fn(x)
+        scaler.scale(loss_fn(outputs.float(), y)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    return amp_step
