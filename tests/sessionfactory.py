@@ -21,6 +21,7 @@ from benchtui.core.plan.plan import Plan, run_order
 from benchtui.core.provenance import benchtui_version
 from benchtui.core.store.session import SESSION_SCHEMA, slugify
 from benchtui_runners import catalog
+from benchtui_runners.timing import describe as timing_words
 
 GIB = 1024**3
 #: Seconds per batch by (framework, model) unless given; tf.keras a bit slower, as in the study.
@@ -35,6 +36,39 @@ MODEL_SCALE = {
     "pnasnet_large": 2.2,
 }
 BUILD_S = {"torch": 0.6, "tensorflow": 2.5, "keras-jax": 1.8, "keras-torch": 2.0}
+#: What each side of ResNet50 builds, as the runners measure it (``networks=``): torchvision's v1.5
+#: against keras.applications' v1, FLOPs per image of a training step 6.1% apart (the issue's figures).
+RESNET50_NETWORKS: dict[tuple[str, str], dict[str, Any]] = {
+    ("torch", "resnet50"): {
+        "params": 25_557_032,
+        "trainable_params": 25_557_032,
+        "flops": 24.3e9,
+        "source": "torchvision 0.20 resnet50",
+        "architecture": catalog.MODELS["resnet50"].side("torch"),
+    },
+    ("tensorflow", "resnet50"): {
+        "params": 25_636_712,
+        "trainable_params": 25_583_592,
+        "flops": 22.9e9,
+        "source": "keras.applications ResNet50",
+        "architecture": catalog.MODELS["resnet50"].side("keras"),
+    },
+}
+#: DenseNet121: the same network on both sides (equal counts).
+DENSENET121_NETWORKS: dict[tuple[str, str], dict[str, Any]] = {
+    ("torch", "densenet121"): {
+        "params": 7_978_856,
+        "trainable_params": 7_978_856,
+        "flops": 17.2e9,
+        "source": "torchvision 0.20 densenet121",
+    },
+    ("tensorflow", "densenet121"): {
+        "params": 8_062_504,
+        "trainable_params": 7_978_856,
+        "flops": 17.2e9,
+        "source": "keras.applications DenseNet121",
+    },
+}
 
 
 def _dumps(event: dict[str, Any]) -> str:
@@ -162,6 +196,10 @@ def make_session(
     status: str | None = None,
     meta_extra: dict[str, Any] | None = None,
     cpu_frameworks: tuple[str, ...] = (),
+    task: str = "train",
+    seq_len: int = 0,
+    networks: dict[tuple[str, str], dict[str, Any]] | None = None,
+    timing: str | None = None,
 ) -> Path:
     """Write a finished session folder under ``root`` and return its path.
 
@@ -169,6 +207,11 @@ def make_session(
     plausible figure times ``time_scale``); ``warmup`` multiplies the first batches of a
     run; ``run_factor`` maps a run index to a factor on its speed; ``fail`` maps
     (framework, model, run index) to {"kind": "oom"|"exception", "message": ..., "epoch": N}.
+    ``task`` and ``seq_len`` are the plan's (training or inference; a token model's sequence length).
+    ``networks`` maps (framework, model) to what its runner measured of the network it built
+    ({"params", "trainable_params", "flops" (per sample), "source", "architecture"}): a ``model``
+    event after building and a ``flops`` event after the timed epochs, as the runners send them.
+    ``timing`` ("window" or "step") goes into the runners' settings, as they record it.
     """
     root = Path(root)
     batch_sizes = {m: batch_size or catalog.MODELS[m].study_batch_size for m in models}
@@ -184,6 +227,8 @@ def make_session(
         name=name,
         order=order,
         interval=interval,
+        task=task,
+        seq_len=seq_len,
     )
     # Every model gets exactly ``steps`` batches per epoch.
     steps_of = {m: steps for m in models}
@@ -204,7 +249,9 @@ def make_session(
                 continue
             bs = batch_sizes[model]
             n_steps = steps_of[model]
-            base = speed.get((fw, model), DEFAULT_BATCH_S.get(fw, 0.05) * MODEL_SCALE[model] * time_scale)
+            base = speed.get(
+                (fw, model), DEFAULT_BATCH_S.get(fw, 0.05) * MODEL_SCALE.get(model, 1.0) * time_scale
+            )
             base *= (1 + run_noise * rng.gauss(0, 1)) * (run_factor or {}).get(index, 1.0)
             tl.parent(
                 t,
@@ -233,7 +280,16 @@ def make_session(
                 "data": "device",
                 "precision": "fp32",
                 "run_id": rid,
+                "task": task,
+                "seq_len": seq_len,
             }
+            info = catalog.MODELS[model]
+            tokens = catalog.tokens_per_sample(model, seq_len or info.context)
+            settings = _settings(fw)
+            if task != "train" or tokens or timing:  # what runners with these workloads record
+                settings.update(task=task, kind=info.kind, tokens_per_sample=tokens)
+            if timing:
+                settings["timing"] = timing_words(timing)
             device = (
                 {
                     "type": "cuda",
@@ -254,7 +310,7 @@ def make_session(
                 versions=_versions(fw),
                 device=device,
                 config=config,
-                settings=_settings(fw),
+                settings=settings,
                 steps_per_epoch=n_steps,
                 samples_per_epoch=n_steps * bs,
             )
@@ -264,6 +320,19 @@ def make_session(
             tl.runner(t, rid, "phase", name="build", edge="start")
             t += BUILD_S.get(fw, 1.0) * (1 + 0.03 * rng.gauss(0, 1))
             tl.runner(t, rid, "phase", name="build", edge="end")
+            network = (networks or {}).get((fw, model))
+            if network is not None:
+                tl.runner(
+                    t,
+                    rid,
+                    "model",
+                    params=network["params"],
+                    trainable_params=network.get("trainable_params", network["params"]),
+                    kind=info.kind,
+                    tokens_per_sample=tokens,
+                    source=network.get("source", ""),
+                    architecture=network.get("architecture", ""),
+                )
             tl.busy = gpu
             source = (
                 (
@@ -316,6 +385,18 @@ def make_session(
                 tl.parent(t, "run_end", rid, status="failed", reason=reason, returncode=1, malformed=0)
                 failed_any = True
             else:
+                if network is not None and network.get("flops"):
+                    tl.runner(
+                        t,
+                        rid,
+                        "flops",
+                        per_step=network["flops"] * bs,
+                        per_image=network["flops"],
+                        batch_size=bs,
+                        method="fixture",
+                        counted="forward" if task == "inference" else "forward+backward",
+                        convention="multiply-add = 2 FLOPs",
+                    )
                 tl.runner(t, rid, "done", peak_bytes=int(12.5 * GIB), source=source)
                 t += 0.3
                 tl.parent(t, "run_end", rid, status="ok", reason="", returncode=0, malformed=0)

@@ -162,6 +162,26 @@ def test_summary_contract() -> None:
     assert all(required <= set(row) for row in summary["rows"])
 
 
+def test_summary_contract_is_additive_for_workloads() -> None:
+    """Fields added with modern workloads: present on every row, as an old session gets them."""
+    plan = _plan(frameworks=["torch"], runs=1)
+    model = SessionModel(plan)
+    for event in _run_events(run_order(plan)[0].run_id, (0, 1), [1.0, 1.0, 1.0]):
+        model.apply(event)
+    summary = model.summary()
+    (row,) = summary["rows"]
+    assert summary["parity"] == [] and summary["task"] == "train"
+    assert row["task"] == "train" and row["kind"] == "image" and row["tokens_per_sample"] == 0
+    assert row["tokens_per_s"] is None and row["ci"]["tokens_per_s"] is None
+    assert row["params"] is None and row["flops_per_sample"] is None and row["timing"] is None
+    # Batch times 0.1 s in epoch 1, 0.2 in 2, 0.3 in 3: all steady (no warm-up to cut), so
+    # p50 is 0.2 and p90 and p99 interpolate between the last two.
+    assert row["warmup_batches"] == [0]
+    assert row["latency_p50_s"] == pytest.approx(0.2) and row["latency_p99_s"] == pytest.approx(0.3)
+    assert row["latency_p90_s"] == pytest.approx(quantile([0.1, 0.1, 0.2, 0.2, 0.3, 0.3], 0.9))
+    json.dumps(summary)  # still plain JSON
+
+
 def test_quantiles_match_numpy_linear() -> None:
     vals = [1.0, 2.0, 4.0, 8.0]
     assert quantile(vals, 0.5) == 3.0

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from benchtui.core import fmt
+from benchtui.core.model.parity import marked
 from benchtui.core.model.stats import warmup_cut
 from benchtui.core.model.summary import RunState, SessionModel, model_verdicts
 from benchtui.widgets.spark import strip
@@ -175,6 +176,9 @@ class BatchComparison(Widget):
         label = (
             catalog.MODELS[self.model_id].label if self.model_id in catalog.MODELS else (self.model_id or "")
         )
+        if self.model_id is not None:  # the frameworks build different networks: the parity mark
+            same = model.parity(self.model_id)
+            label = marked(label, bool(same and same["flagged"]))
         clipped = ", 1st clipped" if self.clipped else ""
         scale = f" (0–{fmt.seconds(self.ceiling)} s{clipped})" if self.ceiling else ""
         self.border_title = f"{label} · time per batch{scale}" if label else "Time per batch"

@@ -11,7 +11,8 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from benchtui.core import fmt
-from benchtui.core.model.stats import warmup_cut
+from benchtui.core.model.parity import marked
+from benchtui.core.model.stats import quantile, warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
 from benchtui.core.model.summary import RunState, SessionModel
 from benchtui_runners import catalog
@@ -20,13 +21,15 @@ LIVE = frozenset({"starting", "building", "running"})
 RECENT_BATCHES = 32  # "current" images/s: the median of this many latest batches
 MEDIAN_WINDOW = 4096  # batches of a live run the running median looks at (bounded cost per tick)
 
-# key, two-line header (all times in seconds, said in the table's title), shown when compact
+# key, two-line header (all times in seconds, said in the table's title), shown when compact.
+# A column shows when the rows carry its key: inference rows carry "latency" instead of "batch".
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("model", "Model\n", True),
     ("framework", "Framework\n", True),
     ("state", "State\n", True),
     ("ips", "img/s\n", True),
     ("batch", "Batch\nmedian", True),
+    ("latency", "Latency ms\np50/p90/p99", True),
     ("epoch", "Epoch\nmean", True),
     ("first", "Epoch\nfirst", False),
     ("excl", "Epoch\nexcl.1st", True),
@@ -36,6 +39,35 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
 )
 
 Cell = tuple[str, str]  # (text, style): compared as plain data, turned into Text when changed
+#: The throughput column's header by the kinds of model in the table: images, tokens, or both
+#: (each cell then says its unit).
+RATE_HEADERS = {
+    frozenset({"image"}): "img/s\n",
+    frozenset({"tokens"}): "tok/s\n",
+    frozenset({"image", "tokens"}): "Rate\nper s",
+}
+
+
+def rate_header(model_ids: list[str]) -> str:
+    """The throughput column's header for a table of these models."""
+    kinds = frozenset(catalog.MODELS[m].kind if m in catalog.MODELS else "image" for m in model_ids)
+    return RATE_HEADERS.get(kinds, "img/s\n")
+
+
+def rate_text(samples_per_s: float | None, tokens: int, mixed: bool) -> str:
+    """A row's throughput: images/s, or tokens/s for a token model; with its unit in a table of both."""
+    if samples_per_s is None:
+        return "–"
+    if tokens:
+        return fmt.rate(samples_per_s * tokens) + (" tok" if mixed else "")
+    return fmt.rate(samples_per_s) + (" img" if mixed else "")
+
+
+def latency_text(sorted_seconds: Any) -> str:
+    """'50.8/51.8/52.7': p50/p90/p99 of sorted batch times, in milliseconds."""
+    if not len(sorted_seconds):
+        return "–"
+    return "/".join(fmt.seconds(quantile(sorted_seconds, q) * 1000) for q in (0.5, 0.9, 0.99))
 
 
 @dataclass
@@ -100,7 +132,20 @@ def cell_values(
     model: SessionModel, framework: str, model_id: str, cache: dict[str, CellCache], compact: bool = False
 ) -> dict[str, Cell]:
     """The displayed text of one row. Finished runs come from ``SessionModel.row`` (cached
-    until a run of the cell changes status); a live run adds its figures so far."""
+    until a run of the cell changes status); a live run adds its figures so far.
+
+    Token models show tokens/s; inference shows latency per batch (p50/p90/p99 ms) instead
+    of the median batch, and, compact, without the mean epoch time to fit 80 columns.
+    """
+    values = _cell_values(model, framework, model_id, cache, compact)
+    if compact and "latency" in values:
+        values.pop("epoch", None)
+    return values
+
+
+def _cell_values(
+    model: SessionModel, framework: str, model_id: str, cache: dict[str, CellCache], compact: bool
+) -> dict[str, Cell]:
     runs = model.cell_runs(framework, model_id)
     key = row_key(framework, model_id)
     statuses = tuple(r.status for r in runs)
@@ -112,11 +157,18 @@ def cell_values(
     live = next((r for r in runs if r.status in LIVE), None)
     state = cell_state(runs, compact)
     info = catalog.MODELS.get(model_id)
+    # Frameworks that build different networks: the model's label carries the parity mark (its
+    # sentence is the rows' ARCHITECTURE caution, and every export's). Asked of the model each
+    # time, not of the cached row: the other framework's count may have come since.
+    same = model.parity(model_id)
     values: dict[str, Cell] = {
-        "model": (info.label if info else model_id, ""),
+        "model": (marked(info.label if info else model_id, bool(same and same["flagged"])), ""),
         "framework": (catalog.FRAMEWORK_LABELS.get(framework, framework), ""),
         "state": (state, status_style(state.split(" ")[0], "bold cyan" if live else "")),
     }
+    inference = model.plan.task == "inference"
+    tokens = int(row.get("tokens_per_sample") or 0)
+    mixed = len({catalog.MODELS[m].kind for m in model.plan.models if m in catalog.MODELS}) > 1
     if live is not None and not row["runs"]:
         # No finished run yet: show the live run's figures so far.
         figures = live.figures()
@@ -125,9 +177,12 @@ def cell_values(
         steady = seconds[max(warmup_cut(seconds), len(seconds) - MEDIAN_WINDOW) :]
         batch = statistics.median(steady) if steady else None
         bs = run_batch_size(live, model, model_id)
+        if inference:
+            values["latency"] = (latency_text(sorted(steady)), "")
+        else:
+            values["batch"] = (fmt.seconds(batch), "")
         values.update(
-            ips=(fmt.rate(bs / recent) if recent else "–", "cyan"),
-            batch=(fmt.seconds(batch), ""),
+            ips=(rate_text(bs / recent if recent else None, tokens, mixed), "cyan"),
             epoch=(fmt.seconds(figures["mean_epoch_s"]), ""),
             first=(fmt.seconds(figures["first_epoch_s"]), ""),
             excl=(fmt.seconds(figures["mean_epoch_excl_first_s"]), ""),
@@ -141,14 +196,21 @@ def cell_values(
         # Later runs of a cell: the current rate, in the live colour.
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
         bs = run_batch_size(live, model, model_id)
-        values["ips"] = (fmt.rate(bs / recent) if recent else "–", "cyan")
+        values["ips"] = (rate_text(bs / recent if recent else None, tokens, mixed), "cyan")
         values["tflops"] = (model.live_figures(live)["text"], "cyan")
     else:
-        values["ips"] = (fmt.rate(ips), "")
+        values["ips"] = (rate_text(ips, tokens, mixed), "")
         values["tflops"] = (fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
     peak = row.get("peak_memory_bytes")
+    if inference:  # the summary's latency percentiles, as every export has them
+        p50, p90, p99 = (row.get(f"latency_{p}_s") for p in ("p50", "p90", "p99"))
+        values["latency"] = (
+            "–" if p50 is None else "/".join(fmt.seconds(v * 1000) for v in (p50, p90, p99) if v is not None),
+            "",
+        )
+    else:
+        values["batch"] = (fmt.seconds(row.get("median_batch_s")), "")
     values.update(
-        batch=(fmt.seconds(row.get("median_batch_s")), ""),
         epoch=(fmt.seconds(row.get("mean_epoch_s")), ""),
         first=(fmt.seconds(row.get("first_epoch_s")), ""),
         excl=(fmt.seconds(row.get("mean_epoch_excl_first_s")), ""),
@@ -179,6 +241,9 @@ class ResultsTable(DataTable):
         self._compact = False
         self._shown: dict[str, dict[str, Cell]] = {}
         self._columns_built = False
+        # What the rows carry (their keys) and the throughput header for their models.
+        self._keys: frozenset[str] = frozenset(key for key, _, _ in COLUMNS if key != "latency")
+        self._rate_header = "img/s\n"
 
     @property
     def compact(self) -> bool:
@@ -186,7 +251,7 @@ class ResultsTable(DataTable):
 
     @property
     def columns_shown(self) -> list[str]:
-        return [key for key, _, compact in COLUMNS if compact or not self._compact]
+        return [key for key, _, compact in COLUMNS if (compact or not self._compact) and key in self._keys]
 
     def set_compact(self, compact: bool) -> None:
         """Switch the column set; the next ``show`` rebuilds the table."""
@@ -197,14 +262,25 @@ class ResultsTable(DataTable):
     def _build_columns(self) -> None:
         self.clear(columns=True)
         self._shown.clear()
-        for key, label, compact in COLUMNS:
-            if compact or not self._compact:
+        for key, label, _ in COLUMNS:
+            if key in self.columns_shown:
                 justify: JustifyMethod = "left" if key in ("model", "framework", "state") else "right"
-                self.add_column(Text(label, justify=justify), key=key)
+                header = self._rate_header if key == "ips" else label
+                self.add_column(Text(header, justify=justify), key=key)
         self._columns_built = True
 
     def show(self, rows: dict[str, dict[str, Cell]]) -> int:
-        """Bring the table to ``rows`` (row key -> column -> cell); return how many cells changed."""
+        """Bring the table to ``rows`` (row key -> column -> cell); return how many cells changed.
+
+        The columns are those the rows carry (inference rows: latency instead of the median
+        batch), and the throughput header names what the rows' models process.
+        """
+        if rows:
+            keys = frozenset(next(iter(rows.values())))
+            header = rate_header([key.split("|", 1)[0] for key in rows])
+            if keys != self._keys or header != self._rate_header:
+                self._keys, self._rate_header = keys, header
+                self._columns_built = False
         if not self._columns_built:
             self._build_columns()
         columns = self.columns_shown

@@ -55,6 +55,7 @@ class RunState:
     started_t: float | None = None
     ended_t: float | None = None
     flops: dict[str, Any] = field(default_factory=dict)  # the runner's ``flops`` event
+    model_info: dict[str, Any] = field(default_factory=dict)  # the runner's ``model`` event (parity)
 
     @property
     def finished(self) -> bool:

@@ -101,6 +101,7 @@ class CautionKind(str, Enum):
     GPU_SHARING = "gpu-sharing"  # other processes on the GPU during a run
     MIXED_DEVICES = "mixed-devices"  # a ratio refused: the frameworks ran on different devices
     MISSING_DATA = "missing-data"  # epochs or steps of a run are missing from its events
+    ARCHITECTURE = "architecture"  # the frameworks do not build the same network (parameters or FLOPs differ)
 
     def __str__(self) -> str:
         return self.value

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from benchtui.core.model import analysis, efficiency
+from benchtui.core.model import analysis, efficiency, parity
 from benchtui.core.model.runs import RunState
-from benchtui.core.model.stats import Ratio, describe, mean
+from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
 from benchtui.core.plan.plan import Plan, run_order
 from benchtui.core.wire.events import (
@@ -23,6 +23,7 @@ from benchtui.core.wire.events import (
     FlopsEvent,
     HelloEvent,
     MemoryEvent,
+    ModelEvent,
     PhaseEvent,
     RunEndEvent,
     RunStartEvent,
@@ -41,6 +42,9 @@ HEADLINE = (
     "images_per_s",
     "time_to_first_batch_s",
 )
+#: Latency per batch (forward only for inference, a training step otherwise): these quantiles of
+#: the batch times after warm-up, as ``latency_p50_s`` and so on.
+LATENCY_QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
 
 
 class SessionModel:
@@ -177,6 +181,9 @@ class SessionModel:
     def _on_flops(self, run: RunState, event: FlopsEvent) -> None:
         run.flops = efficiency.flops_of_event(dict(event))
 
+    def _on_model(self, run: RunState, event: ModelEvent) -> None:
+        run.model_info = parity.model_info_of_event(dict(event))
+
     def _on_energy(self, run: RunState, event: EnergyEvent) -> None:
         run.energy_mj[int(event["epoch"])] = float(event["mj"])
 
@@ -258,7 +265,8 @@ class SessionModel:
             if row["spread"].get(name):
                 row["spread"][name]["ci_low"], row["spread"][name]["ci_high"] = interval or (None, None)
         # Batch times after warm-up: their spread and MAD outliers back the warnings.
-        row["batch"] = describe(analysis.cell_batches(ok, steady=True))
+        steady_batches = sorted(analysis.cell_batches(ok, steady=True))  # a merge of sorted runs
+        row["batch"] = describe(steady_batches)
         # One "median batch" everywhere (table, exports, live screen): after the detected warm-up.
         row["median_batch_s"] = row["batch"]["median"] if row["batch"] else None
         # Warm-up detected from the data (stats.warmup_cut), and the steady state after it.
@@ -319,9 +327,66 @@ class SessionModel:
         row["spread"]["achieved_tflops"] = eff.pop("achieved_tflops_spread")
         row["ci"]["achieved_tflops"] = eff.pop("achieved_tflops_ci")
         row.update(eff)
+        # FLOPs per sample: the same count under the name that also fits sequences (additive).
+        row["flops_per_sample"] = row.get("flops_per_image")
+        self._workload_fields(row, model, runs, steady_batches)
         row["epochs"] = self.plan.epochs
         row["run_ids"] = [r.spec.run_id for r in runs]
         return row
+
+    def _workload_fields(
+        self, row: dict[str, Any], model: str, runs: list[RunState], steady_batches: list[float]
+    ) -> None:
+        """What the cell ran (task, kind, tokens per sample, its network's size), tokens/s, latency, parity.
+
+        ``steady_batches``: the batch times of the cell's successful runs after warm-up, sorted.
+        """
+        info = catalog.MODELS.get(model)
+        row["task"] = self.plan.task or "train"  # sessions before inference: training
+        row["kind"] = info.kind if info is not None else "image"
+        ident = parity.identity(runs)
+        # The runner's word first (its model event, then its settings), else the plan's.
+        settings = [r.hello["settings"] for r in runs if isinstance(r.hello.get("settings"), dict)]
+        said = [r.model_info.get("tokens_per_sample") for r in runs] + [
+            s.get("tokens_per_sample") for s in settings
+        ]
+        tokens = next((t for t in said if isinstance(t, int) and t > 0), 0)
+        if not tokens and info is not None:
+            tokens = catalog.tokens_per_sample(model, self.plan.seq_len or info.context)
+        row["tokens_per_sample"] = tokens if row["kind"] == "tokens" else 0
+        row["params"] = ident["params"] if ident else None
+        row["trainable_params"] = ident["trainable_params"] if ident else None
+        row["model_source"] = ident["source"] if ident else ""
+        row["architecture"] = ident["architecture"] if ident else ""
+        # Token models: tokens/s is samples/s times tokens per sample, its interval too.
+        per = row["tokens_per_sample"]
+        images, interval = row.get("images_per_s"), row["ci"].get("images_per_s")
+        row["tokens_per_s"] = images * per if per and images is not None else None
+        row["ci"]["tokens_per_s"] = [interval[0] * per, interval[1] * per] if per and interval else None
+        steady = row.get("steady_images_per_s")
+        row["steady_tokens_per_s"] = steady * per if per and steady is not None else None
+        # Latency per batch: quantiles of the batch times after warm-up. With window timing each
+        # step of a window carries the window's mean, so these are quantiles of window means.
+        for name, q in LATENCY_QUANTILES:
+            row[f"latency_{name}_s"] = quantile(steady_batches, q) if steady_batches else None
+        ok = [r for r in runs if r.status is RunStatus.OK]
+        timing = next(
+            (str(r.hello["settings"]["timing"]) for r in ok if (r.hello.get("settings") or {}).get("timing")),
+            "",
+        )
+        row["timing"] = timing.split(":")[0] or None
+        entry = self.parity(model)
+        if entry is not None and entry["flagged"] and row["framework"] in entry["frameworks"]:
+            row["warnings"].append(caution(CautionKind.ARCHITECTURE, entry["text"]))
+
+    def parity(self, model: str) -> dict[str, Any] | None:
+        """Whether the plan's frameworks build the same ``model``: ``parity.model_parity`` over their runs."""
+        cells = []
+        for fw in self.plan.frameworks:
+            ident = parity.identity(self.cell_runs(fw, model))
+            if ident is not None:
+                cells.append((fw, ident))
+        return parity.model_parity(model, cells)
 
     def live_figures(self, run: RunState) -> dict[str, Any]:
         """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak."""
@@ -360,6 +425,9 @@ class SessionModel:
             "ratios": ratios,
             # Pairs that ran on different kinds of device: never a ratio.
             "refused_ratios": refused,
+            # Per model, whether its frameworks build the same network (parameters, FLOPs per sample).
+            "parity": [p for m in self.plan.models if (p := self.parity(m)) is not None],
+            "task": self.plan.task or "train",
             "labels": {
                 "frameworks": catalog.FRAMEWORK_LABELS,
                 "models": {k: v.label for k, v in catalog.MODELS.items()},
@@ -414,7 +482,10 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
     Over the runs that succeeded; the ratio is of time per image, so it is the inverse ratio
     of the cells' images/s (total images over total time) whatever their batch sizes. Every
     view prints its ``text``: the live screen (as runs finish), show, the end of a headless
-    run, md, html, csv, json and compare.
+    run, md, html, csv, json and compare. When both sides counted their FLOPs the text ends
+    with the ratio per FLOP (``per_flop``: achieved FLOP/s against achieved FLOP/s), and when
+    the frameworks do not build the same network (``SessionModel.parity``) it says that the
+    raw ratio compares different networks.
     """
     out: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
@@ -426,6 +497,7 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
     if len(cells) < 2:
         return out, refused
     label = analysis.framework_label
+    same_network = model.parity(model_id)
     base_fw, base_runs = cells[0]
     for fw, cell in cells[1:]:
         if analysis.mixed_devices(base_runs, cell) is not None:
@@ -450,6 +522,16 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
             continue
         ratio: Ratio = result.pop("_ratio")
         winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
+        per_flop = per_flop_verdict(ratio, base_fw, base_runs, fw, cell)
+        text = f"{label(winner)} {seen.phrase(label(loser))}"
+        flagged = bool(same_network and same_network["flagged"])
+        if flagged and same_network is not None:
+            # The raw ratio is of time per sample: here it compares two different networks.
+            text += f"; the raw ratio compares different networks ({parity.differences_text(same_network)})"
+            if per_flop is not None:
+                text += f"; {per_flop['text']}"
+        elif per_flop is not None:
+            text += f"; {per_flop['text']}"
         out.append(
             {
                 "model": model_id,
@@ -457,7 +539,55 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
                 "framework": fw,
                 **result,
                 "faster_framework": winner if ratio.value != 1.0 else None,
-                "text": f"{label(winner)} {seen.phrase(label(loser))}",
+                "per_flop": per_flop,
+                "parity_flagged": flagged,
+                "text": text,
             }
         )
     return out, refused
+
+
+def _flops_per_sample(runs: list[RunState]) -> float | None:
+    """A cell's FLOPs per sample, as its row has them: the mean over its runs' counts."""
+    counts = [float(r.flops["per_image"]) for r in runs if r.flops.get("per_image")]
+    return mean(counts) if counts else None
+
+
+def per_flop_verdict(
+    ratio: Ratio, base_fw: str, base_runs: list[RunState], fw: str, runs: list[RunState]
+) -> dict[str, Any] | None:
+    """The verdict per FLOP: the ratio of achieved FLOP/s, when both sides counted their FLOPs.
+
+    Time per FLOP of ``fw`` over ``base_fw`` is the time ratio per sample times FLOPs per sample
+    of the base over those of ``fw`` (a constant: the interval scales with it), so a reader sees
+    the speed of the frameworks apart from the size of the networks they built.
+    """
+    flops_base, flops_other = _flops_per_sample(base_runs), _flops_per_sample(runs)
+    if not flops_base or not flops_other:
+        return None
+    k = flops_base / flops_other
+    scaled = Ratio(
+        ratio.value * k,
+        None if ratio.low is None else ratio.low * k,
+        None if ratio.high is None else ratio.high * k,
+        ratio.level,
+        ratio.single_run,
+    )
+    label = analysis.framework_label
+    winner = fw if scaled.faster else base_fw
+    if scaled.value == 1.0:
+        text = "per FLOP: same speed"
+    else:
+        text = f"per FLOP: {label(winner)} {scaled.factor:.2f}× faster"
+    if scaled.significant is False:
+        text += " (not significant)"
+    return {
+        "ratio": scaled.value,
+        "ci_low": scaled.low,
+        "ci_high": scaled.high,
+        "factor": scaled.factor,
+        "significant": scaled.significant,
+        "faster_framework": winner if scaled.value != 1.0 else None,
+        "flops_per_sample": {base_fw: flops_base, fw: flops_other},
+        "text": text,
+    }

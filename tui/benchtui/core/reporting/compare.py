@@ -13,6 +13,8 @@ from benchtui.core.store.session import LoadedSession, load_session
 
 #: Plan fields that change what an epoch is or how fast it runs: differences are pointed out.
 PLAN_FIELDS = (
+    "task",  # training steps against forward passes: not the same work at all
+    "seq_len",
     "image_size",
     "samples",
     "epochs",

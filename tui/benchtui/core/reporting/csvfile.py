@@ -47,6 +47,36 @@ SCALAR_COLUMNS = (
     "joules_per_image",
     "other_gpu_processes",
 )
+#: What ran and the network it built (additive): task, kind, tokens, the runner's counts, latency.
+WORKLOAD_COLUMNS = (
+    "task",
+    "kind",
+    "tokens_per_sample",
+    "tokens_per_s",
+    "tokens_per_s_ci_low",
+    "tokens_per_s_ci_high",
+    "steady_images_per_s",
+    "steady_tokens_per_s",
+    "latency_p50_s",
+    "latency_p90_s",
+    "latency_p99_s",
+    "timing",
+    "params",
+    "trainable_params",
+    "flops_per_sample",
+    "model_source",
+    "architecture",
+)
+#: Whether the model's frameworks build the same network (the summary's parity, on each of its rows),
+#: and the verdict per FLOP (time per FLOP over the base framework's; ``per_flop_faster``: who wins).
+PARITY_COLUMNS = (
+    "per_flop_ratio",
+    "per_flop_faster",
+    "parity_flagged",
+    "parity_params_diff",
+    "parity_flops_diff",
+    "parity_text",
+)
 #: Compute efficiency (FLOPs counted by the runners, achieved TFLOP/s, fraction of the GPU's peak).
 EFFICIENCY_COLUMNS = (
     "flops_per_step",
@@ -91,12 +121,15 @@ def summary_columns() -> list[str]:
         cols += [f"{name}_ci_low", f"{name}_ci_high"] + [f"{name}_{s}" for s in STAT_FIELDS]
     cols += [f"batch_{s}" for s in BATCH_STATS]
     cols += [*RATIO_COLUMNS, *EFFICIENCY_COLUMNS, "warnings", "run_ids"]
+    # Added with modern workloads: after every older column, so a reader by position still works.
+    cols += [*WORKLOAD_COLUMNS, *PARITY_COLUMNS]
     return cols
 
 
 def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """One flat record per (model, framework): every summary field, for pandas."""
     ratios = {(r["model"], r["framework"]): r for r in summary.get("ratios") or []}
+    parity = {p["model"]: p for p in summary.get("parity") or []}
     for row in summary["rows"]:
         rec: dict[str, Any] = {k: row.get(k) for k in SCALAR_COLUMNS}
         rec["model_label"] = model_label(row["model"])
@@ -121,10 +154,25 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 ratio_basis=ratio["basis"],
                 verdict=ratio["text"],
             )
+            per_flop = ratio.get("per_flop") or {}
+            rec["per_flop_ratio"] = per_flop.get("ratio")
+            rec["per_flop_faster"] = per_flop.get("faster_framework")
         for key in EFFICIENCY_COLUMNS:
             rec[key] = row.get(key)
         ci = (row.get("ci") or {}).get("achieved_tflops") or [None, None]
         rec["achieved_tflops_ci_low"], rec["achieved_tflops_ci_high"] = ci
+        for key in WORKLOAD_COLUMNS:
+            rec[key] = row.get(key)
+        ci = (row.get("ci") or {}).get("tokens_per_s") or [None, None]
+        rec["tokens_per_s_ci_low"], rec["tokens_per_s_ci_high"] = ci
+        same = parity.get(row["model"])
+        if same is not None and row["framework"] in (same.get("frameworks") or {}):
+            rec.update(
+                parity_flagged=same["flagged"],
+                parity_params_diff=same.get("params_diff"),
+                parity_flops_diff=same.get("flops_diff"),
+                parity_text=same["text"],
+            )
         rec["warnings"] = "; ".join(w["message"] for w in row.get("warnings") or [])
         rec["run_ids"] = ";".join(row.get("run_ids") or [])
         yield rec

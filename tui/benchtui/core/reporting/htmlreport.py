@@ -7,9 +7,10 @@ from typing import IO, Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import epochs_of, framework_label, model_label, steady_batches
+from benchtui.core.model.parity import marked
 from benchtui.core.model.stats import median
 from benchtui.core.reporting.files import read_tail
-from benchtui.core.reporting.model import CI_NOTE, Report, Table
+from benchtui.core.reporting.model import CI_NOTE, Report, Table, row_flagged
 from benchtui.core.reporting.plots import Band, Bar, Series, bar_chart, color_for, line_chart
 from benchtui.core.store.session import LoadedSession
 
@@ -109,6 +110,13 @@ def _efficiency_table(report: Report) -> str:
     return _table(report.efficiency, notes)
 
 
+def _parity_table(report: Report) -> str:
+    """Each framework's network per model and the sentence of each ('' when no model has two that reported)."""
+    if report.parity is None:
+        return ""
+    return _table(report.parity, [report.parity.note, *report.parity_notes])
+
+
 def _detail_table(summary: dict[str, Any]) -> str:
     head = (
         "<table><tr><th>Model</th><th>Framework</th><th>Batch</th><th>Runs</th><th>Median batch (s)</th>"
@@ -119,7 +127,8 @@ def _detail_table(summary: dict[str, Any]) -> str:
         batch = row.get("batch") or {}
         ratio = batch.get("iqr_ratio")
         parts.append(
-            f"<tr><td>{_e(model_label(row['model']))}</td><td>{_e(framework_label(row['framework']))}</td>"
+            f"<tr><td>{_e(marked(model_label(row['model']), row_flagged(row)))}</td>"
+            f"<td>{_e(framework_label(row['framework']))}</td>"
             f'<td class="num">{_e(row.get("batch_size"))}</td>'
             f'<td class="num">{_e(row.get("runs"))}/{_e(row.get("runs_planned", row.get("runs")))}</td>'
             f'<td class="num">{_e(fmt.seconds(batch.get("median"), 4))}</td>'
@@ -139,7 +148,8 @@ def _ratio_table(report: Report) -> str:
     for r in ratios:
         cls = "ns" if r.get("significant") is False else "sig"
         parts.append(
-            f'<tr><td>{_e(model_label(r["model"]))}</td><td class="{cls}">{_e(r["text"])}</td>'
+            f"<tr><td>{_e(marked(model_label(r['model']), bool(r.get('parity_flagged'))))}</td>"
+            f'<td class="{cls}">{_e(r["text"])}</td>'
             f"<td>{_e(r['basis_label'])}</td></tr>"
         )
     parts.append("</table>")
@@ -407,8 +417,10 @@ def render(report: Report) -> str:
         warn_html,
         "<h2>Results</h2>",
         _study_tables(report),
+        "" if report.latency is None else _table(report.latency),
         _table(report.warmup),
         _efficiency_table(report),
+        _parity_table(report),
         "<h2>Frameworks compared</h2>",
         _ratio_table(report),
         "<h2>Epoch time per model</h2>",

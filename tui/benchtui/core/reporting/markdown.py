@@ -6,6 +6,7 @@ from typing import IO, Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import model_label
+from benchtui.core.model.parity import marked
 from benchtui.core.reporting.model import CI_NOTE, Report, Table
 
 
@@ -42,6 +43,8 @@ def render(report: Report) -> str:
         out += _section(table)
     out.append(f"Mean over up to {report.max_runs} run(s) per cell; {CI_NOTE}")
     out.append("")
+    if report.latency is not None:
+        out += _section(report.latency)[:-1] + ["", md_escape(report.latency.note), ""]
     if report.warmup.rows:
         out += _section(report.warmup)[:-1] + ["", md_escape(report.warmup.note), ""]
     if report.efficiency is not None:
@@ -49,8 +52,14 @@ def render(report: Report) -> str:
         out += [f"- {md_escape(fw)}: {md_escape(method)}" for fw, method in report.efficiency_methods]
         out += [f"- Peak: {md_escape(p)}" for p in report.peak_sources]
         out.append("")
+    if report.parity is not None:
+        out += _section(report.parity)[:-1] + ["", md_escape(report.parity.note), ""]
+        out += [f"- {md_escape(n)}" for n in report.parity_notes] + [""]
     if report.ratios:
-        rows = [[model_label(r["model"]), r["text"], r["basis_label"]] for r in report.ratios]
+        rows = [
+            [marked(model_label(r["model"]), bool(r.get("parity_flagged"))), r["text"], r["basis_label"]]
+            for r in report.ratios
+        ]
         out += _section(Table("Frameworks compared", ["Model", "Result", "From"], rows, ["l", "l", "l"]))
         out += ["A difference is *not significant* when its 95% CI contains 1.", ""]
     if report.problems:

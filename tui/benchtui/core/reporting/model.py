@@ -8,7 +8,10 @@ from typing import Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
+from benchtui.core.model.parity import PARITY_MARK, PARITY_TOLERANCE, count_text, marked
+from benchtui.core.model.status import CautionKind
 from benchtui.core.store.session import LoadedSession
+from benchtui_runners import catalog
 
 Formatter = Callable[[Any], str]
 
@@ -26,8 +29,8 @@ class Column:
 
     @property
     def header(self) -> str:
-        """The column's header in a table of several figures: "Mean epoch (s)", "Images/s"."""
-        return f"{self.short} ({self.unit})" if self.unit == "s" else self.short
+        """The column's header in a table of several figures: "Mean epoch (s)", "Images/s", "p50 (ms)"."""
+        return f"{self.short} ({self.unit})" if self.unit in ("s", "ms") else self.short
 
 
 #: The study's figures, in its order: the one list every view takes its columns from.
@@ -50,6 +53,79 @@ STUDY_COLUMNS: tuple[Column, ...] = (
 #: The study's four timings (seconds), side by side.
 TIMING_COLUMNS = tuple(c for c in STUDY_COLUMNS if c.unit == "s")
 
+
+def milliseconds(value: float | None) -> str:
+    """Seconds shown in milliseconds: '12.34', '1.234', '123.4'."""
+    return "–" if value is None else fmt.seconds(value * 1000)
+
+
+#: Token models: throughput in tokens (samples/s times tokens per sample).
+TOKENS_COLUMN = Column(
+    "tokens_per_s",
+    "Throughput (tokens/s, excluding the first epoch)",
+    "Tokens/s",
+    "Tok/s",
+    "tokens/s",
+    fmt.rate,
+)
+#: Inference: latency per batch after warm-up, as percentiles.
+LATENCY_COLUMNS: tuple[Column, ...] = tuple(
+    Column(f"latency_{p}_s", f"Latency per batch, {p} (ms)", p, f"{p}\nms", "ms", milliseconds)
+    for p in ("p50", "p90", "p99")
+)
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How a session's samples are named: images, sequences (token models) or samples (both kinds)."""
+
+    plural: str = "images"
+    singular: str = "image"
+    tokens: bool = False  # a token model ran: tokens/s is shown
+    inference: bool = False  # forward only: latency percentiles are shown
+
+    @property
+    def narrow(self) -> str:
+        """The throughput column's header on a narrow terminal."""
+        return {"images": "Img/s", "sequences": "Seq/s"}.get(self.plural, "Smp/s")
+
+
+def wording(rows: list[dict[str, Any]]) -> Wording:
+    """The words for a session's rows (summary rows: each has ``kind`` and ``task``)."""
+    kinds = {str(r.get("kind") or "image") for r in rows} or {"image"}
+    inference = any(r.get("task") == "inference" for r in rows)
+    if kinds == {"image"}:
+        return Wording(inference=inference)
+    if kinds == {"tokens"}:
+        return Wording("sequences", "sequence", True, inference)
+    return Wording("samples", "sample", True, inference)
+
+
+def study_columns(words: Wording) -> tuple[Column, ...]:
+    """The study's figures in a session's words: images/s becomes sequences/s or samples/s, tokens/s added."""
+    if words.plural == "images" and not words.tokens:
+        return STUDY_COLUMNS
+    throughput = Column(
+        "images_per_s",
+        f"Throughput ({words.plural}/s, excluding the first epoch)",
+        f"{words.plural.capitalize()}/s",
+        words.narrow,
+        f"{words.plural}/s",
+        fmt.rate,
+    )
+    return (*TIMING_COLUMNS, throughput) + ((TOKENS_COLUMN,) if words.tokens else ())
+
+
+def flagged_models(summary: dict[str, Any]) -> set[str]:
+    """The models whose frameworks do not build the same network (the summary's parity)."""
+    return {str(p["model"]) for p in summary.get("parity") or [] if p.get("flagged")}
+
+
+def row_flagged(row: dict[str, Any]) -> bool:
+    """Whether a summary row carries the parity caution (its model's frameworks build different networks)."""
+    return any(str(w.get("kind")) == CautionKind.ARCHITECTURE for w in row.get("warnings") or [])
+
+
 EFFICIENCY_HEADER = [
     "Model",
     "Framework",
@@ -60,7 +136,7 @@ EFFICIENCY_HEADER = [
     "Peak (dense)",
     "J / image",
 ]
-EFFICIENCY_NOTE = (
+EFFICIENCY_NOTE = (  # a training session of images; ``efficiency_note`` words any other
     "FLOPs of one training step (forward + loss + backward; convolution and matmul multiply-adds "
     "counted as 2 FLOPs; element-wise ops and the optimizer update not counted), counted by each "
     "framework at the run's batch and image size. TFLOP/s: FLOPs per step × the steps of the epochs "
@@ -77,6 +153,24 @@ WARMUP_HEADER = [
     "Steady median batch (s)",
     "Steady images/s",
 ]
+LATENCY_TITLE = "Latency per batch (inference: forward only)"
+LATENCY_NOTE = (
+    "Per batch, after the warm-up detected in each run: the 50th, 90th and 99th percentiles of the "
+    "batch times of every run of the cell (ms); throughput is total samples over total time, excluding "
+    "the first epoch."
+)
+WINDOW_NOTE = (
+    "Timed by windows of steps (--timing window): a batch's time is its window's mean, so these are "
+    "percentiles of window means, narrower than those of single batches; --timing step times every batch."
+)
+PARITY_TITLE = "Parity: do the frameworks build the same network?"
+PARITY_NOTE = (
+    "Parameters: all, and trainable (what is compared; BatchNorm statistics are not trainable). "
+    "FLOPs per sample as each runner counted them (a training step: forward and backward; inference: "
+    f"forward). '{PARITY_MARK}' after a model's name, in any table: its "
+    f"frameworks differ by more than {PARITY_TOLERANCE:.0%} in trainable parameters or FLOPs per sample, "
+    "so its raw ratio compares different networks (the verdict's 'per FLOP' ratio sets the sizes apart)."
+)
 WARMUP_NOTE = (
     "Warm-up is detected from each run's batch times: the first batches until a window of them stays "
     "within 10% (plus 3 robust SDs) of the median of the run's second half."
@@ -143,6 +237,14 @@ class Report:
     #: The summary's rows, cleaned: one per (model, framework), every figure with its CI and spread.
     rows: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[Notice] = field(default_factory=list)
+    #: How the session's samples are named (images, sequences, samples), tokens and inference.
+    wording: Wording = field(default_factory=Wording)
+    #: Inference sessions: latency percentiles per (model, framework); None for training.
+    latency: Table | None = None
+    #: Parameters and FLOPs per sample of each framework's network, per model; None when none reported.
+    parity: Table | None = None
+    #: One sentence per model of the parity table, with the numbers (flagged ones first).
+    parity_notes: list[str] = field(default_factory=list)
 
     @property
     def folder(self) -> str:
@@ -265,21 +367,39 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
         settings = env.get("settings") or {}
         items.append((f"{label} settings", ", ".join(f"{k}={v}" for k, v in settings.items()) or "unknown"))
     sizes = ", ".join(f"{model_label(m)} {plan.batch_size(m)}" for m in plan.models)
+    # Token models have no image size: a session of only token models says none.
+    tokens_only = bool(plan.models) and all(
+        m in catalog.MODELS and catalog.MODELS[m].kind == "tokens" for m in plan.models
+    )
     items.append(
         (
             "Plan",
             (
-                f"{plan.image_size}×{plan.image_size} px, {plan.samples} samples, {plan.epochs} epochs, "
+                ("" if tokens_only else f"{plan.image_size}×{plan.image_size} px, ")
+                + f"{plan.samples} samples, {plan.epochs} epochs, "
                 f"{plan.runs} runs, order {plan.order}, device {plan.device}, data {plan.data}, "
                 f"precision {plan.precision}, compile {'on' if plan.compile else 'off'}, "
                 f"cuDNN autotune {'on' if plan.cudnn_autotune else 'off'}, channels_last "
                 f"{'on' if plan.channels_last else 'off'}, {plan.num_classes} classes"
                 + (f", preset {plan.preset}" if plan.preset else "")
+                + workload_text(plan)
             ),
         )
     )
     items.append(("Batch sizes", sizes))
     return items
+
+
+def workload_text(plan: Any) -> str:
+    """', task inference (forward only), sequence length 128' for the plan line; '' for image training."""
+    text = ""
+    if getattr(plan, "task", "train") == "inference":
+        text += ", task inference (forward only)"
+    tokens = [m for m in plan.models if m in catalog.MODELS and catalog.MODELS[m].kind == "tokens"]
+    if tokens:
+        seq_len = getattr(plan, "seq_len", 0)
+        text += f", sequence length {seq_len}" if seq_len else ", sequence length: each model's context"
+    return text
 
 
 def how_it_ran(frameworks: dict[str, Any]) -> list[str]:
@@ -312,10 +432,17 @@ def header_facts(loaded: LoadedSession) -> list[tuple[str, str]]:
 
 
 def notices(loaded: LoadedSession, summary: dict[str, Any]) -> list[Notice]:
-    """Load warnings, then per-cell cautions as 'Model · Framework: ...', then skipped lines."""
+    """Load warnings, then per-cell cautions as 'Model · Framework: ...' (parity once per model), then skipped lines."""
     out = [Notice("load", w) for w in loaded.warnings]
+    said: set[str] = set()
     for row in summary["rows"]:
         for w in row.get("warnings") or []:
+            if str(w.get("kind")) == CautionKind.ARCHITECTURE:
+                # Once for the model: the sentence names every framework and begins with the model.
+                if w["message"] not in said:
+                    said.add(w["message"])
+                    out.append(Notice(str(w["kind"]), w["message"]))
+                continue
             out.append(
                 Notice(
                     str(w.get("kind", "caution")),
@@ -352,9 +479,10 @@ def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
         f"{col.short} · {framework_label(fw)}" for col in TIMING_COLUMNS for fw in plan.frameworks
     ]
     rows = []
+    flagged = flagged_models(summary)
     for m in plan.models:
         sizes = sorted({str(cells.get((m, fw), {}).get("batch_size", "")) for fw in plan.frameworks} - {""})
-        row = [model_label(m), "/".join(sizes)]
+        row = [marked(model_label(m), m in flagged), "/".join(sizes)]
         for col in TIMING_COLUMNS:
             for fw in plan.frameworks:
                 cell = cells.get((m, fw), {})
@@ -367,46 +495,127 @@ def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
 
 
 def figure_tables(plan: Any, summary: dict[str, Any]) -> list[Table]:
-    """One table per study figure: a row per model, a column per framework, each figure with its CI."""
+    """One table per study figure: a row per model, a column per framework, each figure with its CI.
+
+    Throughput is in the session's words (images, sequences or samples per second), and token
+    models add a table of tokens/s.
+    """
     cells = _cells(summary)
     header = ["Model"] + [framework_label(fw) for fw in plan.frameworks]
     align = ["l"] + ["r"] * len(plan.frameworks)
+    flagged = flagged_models(summary)
     return [
         Table(
             col.title,
             header,
             [
-                [model_label(m)]
+                [marked(model_label(m), m in flagged)]
                 + [cell_text(cells.get((m, fw), {}), col.key, col.formatter) for fw in plan.frameworks]
                 for m in plan.models
             ],
             align,
         )
-        for col in STUDY_COLUMNS
+        for col in study_columns(wording(summary["rows"]))
     ]
+
+
+def latency_table(summary: dict[str, Any]) -> Table | None:
+    """Inference: latency per batch (p50, p90, p99, ms) and throughput per (model, framework); None for training."""
+    words = wording(summary["rows"])
+    if not words.inference:
+        return None
+    flagged = flagged_models(summary)
+    header = ["Model", "Framework", "Batch"] + [c.header for c in LATENCY_COLUMNS]
+    header += [f"{words.plural.capitalize()}/s"] + (["Tokens/s"] if words.tokens else [])
+    rows = []
+    for row in summary["rows"]:
+        cells = [
+            marked(model_label(row["model"]), row["model"] in flagged),
+            framework_label(row["framework"]),
+            str(row.get("batch_size", "")),
+        ]
+        cells += [cell_text(row, c.key, c.formatter) for c in LATENCY_COLUMNS]
+        cells.append(cell_text(row, "images_per_s", fmt.rate))
+        if words.tokens:
+            cells.append(cell_text(row, "tokens_per_s", fmt.rate))
+        rows.append(cells)
+    windows = any(r.get("timing") == "window" for r in summary["rows"])
+    note = LATENCY_NOTE + (" " + WINDOW_NOTE if windows else "")
+    return Table(LATENCY_TITLE, header, rows, ["l", "l"] + ["r"] * (len(header) - 2), note)
+
+
+def parity_table(summary: dict[str, Any]) -> tuple[Table | None, list[str]]:
+    """Each framework's network per model (source, parameters, FLOPs per sample) and how far apart they are.
+
+    Returns the table (None when no model has two frameworks that reported) and one sentence per
+    model, flagged models first: the sentence every view prints with the numbers.
+    """
+    entries = list(summary.get("parity") or [])
+    if not entries:
+        return None, []
+    words = wording(summary["rows"])
+    header = [
+        "Model",
+        "Framework",
+        "Source",
+        "Parameters",
+        "Trainable",
+        f"FLOPs / {words.singular}",
+        "Differs by",
+    ]
+    rows = []
+    for entry in entries:
+        parts = []
+        if entry.get("params_diff") is not None:
+            what = "trainable" if entry.get("params_compared") == "trainable_params" else "parameters"
+            parts.append(f"{what} {entry['params_diff']:.1%}")
+        if entry.get("flops_diff") is not None:
+            parts.append(f"FLOPs {entry['flops_diff']:.1%}")
+        differs = ", ".join(parts) or "–"
+        label = marked(model_label(entry["model"]), bool(entry.get("flagged")))
+        for fw, ident in (entry.get("frameworks") or {}).items():
+            rows.append(
+                [
+                    label,
+                    framework_label(fw),
+                    str(ident.get("source") or "–"),
+                    count_text(ident.get("params")),
+                    count_text(ident.get("trainable_params")),
+                    fmt.flops(ident.get("flops_per_sample")),
+                    differs,
+                ]
+            )
+    notes = [e["text"] for e in entries if e.get("flagged")] + [
+        e["text"] for e in entries if not e.get("flagged")
+    ]
+    return Table(PARITY_TITLE, header, rows, ["l", "l", "l", "r", "r", "r", "l"], PARITY_NOTE), notes
 
 
 def warmup_table(summary: dict[str, Any]) -> Table:
     """Per cell: the warm-up detected in each run's batch times, and the steady state after it."""
     rows = []
+    words = wording(summary["rows"])
+    header = WARMUP_HEADER[:-1] + [f"Steady {words.plural}/s"] + (["Steady tokens/s"] if words.tokens else [])
+    flagged = flagged_models(summary)
     for row in summary["rows"]:
         cuts = row.get("warmup_batches") or []
         if not cuts:
             continue
         seconds = row.get("warmup_s") or []
-        rows.append(
-            [
-                model_label(row["model"]),
-                framework_label(row["framework"]),
-                ", ".join(str(c) for c in cuts),
-                ", ".join(fmt.seconds(s) for s in seconds),
-                fmt.seconds(row.get("time_to_first_batch_s")),
-                fmt.seconds((row.get("batch") or {}).get("median"), 4),
-                fmt.rate(row.get("steady_images_per_s")),
-            ]
-        )
+        cells = [
+            marked(model_label(row["model"]), row["model"] in flagged),
+            framework_label(row["framework"]),
+            ", ".join(str(c) for c in cuts),
+            ", ".join(fmt.seconds(s) for s in seconds),
+            fmt.seconds(row.get("time_to_first_batch_s")),
+            fmt.seconds((row.get("batch") or {}).get("median"), 4),
+            fmt.rate(row.get("steady_images_per_s")),
+        ]
+        if words.tokens:
+            cells.append(fmt.rate(row.get("steady_tokens_per_s")))
+        rows.append(cells)
     return Table(
-        "Warm-up and steady state", WARMUP_HEADER, rows, ["l", "l", "r", "r", "r", "r", "r"], WARMUP_NOTE
+        "Warm-up and steady state", header, rows, ["l", "l"] + ["r"] * (len(header) - 2), WARMUP_NOTE
     )
 
 
@@ -419,8 +628,13 @@ def efficiency_table(summary: dict[str, Any]) -> Table | None:
     ):
         return None
     out = []
+    words = wording(rows)
+    flagged = flagged_models(summary)
     for row in rows:
-        names = [model_label(row["model"]), framework_label(row["framework"])]
+        names = [
+            marked(model_label(row["model"]), row["model"] in flagged),
+            framework_label(row["framework"]),
+        ]
         tflops = cell_text(row, "achieved_tflops", fmt.tflops)
         if row.get("flops_per_step") is None:
             why = row.get("flops_reason") or {"ok": "not counted"}.get(row.get("status", ""), "–")
@@ -437,7 +651,32 @@ def efficiency_table(summary: dict[str, Any]) -> Table | None:
                 joules(row.get("joules_per_image")),
             ]
         )
-    return Table("Compute efficiency", EFFICIENCY_HEADER, out, ["l", "l"] + ["r"] * 6, EFFICIENCY_NOTE)
+    header = [h.replace("image", words.singular) for h in EFFICIENCY_HEADER]
+    return Table("Compute efficiency", header, out, ["l", "l"] + ["r"] * 6, efficiency_note(words))
+
+
+def efficiency_note(words: Wording) -> str:
+    """The efficiency table's note in the session's words: a training or an inference step, per image or sample."""
+    if words == Wording():
+        return EFFICIENCY_NOTE
+    step = (
+        "FLOPs of one inference step (forward only; convolution and matmul multiply-adds counted as 2 FLOPs; "
+        "element-wise ops not counted)"
+        if words.inference
+        else "FLOPs of one training step (forward + loss + backward; convolution and matmul multiply-adds "
+        "counted as 2 FLOPs; element-wise ops and the optimizer update not counted)"
+    )
+    size = {"images": "image size", "sequences": "sequence length"}.get(
+        words.plural, "image size or sequence length"
+    )
+    one = words.singular
+    return (
+        f"{step}, counted by each framework at the run's batch and {size}. TFLOP/s: FLOPs per step × the steps "
+        f"of the epochs after the first, over their time (the same data as {words.plural}/s). % of peak: of the "
+        "GPU's dense peak for the run's precision (NVIDIA datasheets); none on CPU, a MIG slice, a laptop part "
+        f"or an unknown GPU. J / {one}: the GPU's energy (NVML's counter) over the epochs after the first, per "
+        f"{one}; none on CPU."
+    )
 
 
 def efficiency_methods(summary: dict[str, Any]) -> list[tuple[str, str]]:
@@ -474,6 +713,8 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
     summary = summary or loaded.model.summary()
     plan = loaded.plan
     efficiency = efficiency_table(summary)
+    latency = latency_table(summary)
+    parity, parity_notes = parity_table(summary)
     return Report(
         session=loaded,
         summary=summary,
@@ -494,4 +735,8 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
         ],
         rows=fmt.clean_tree(list(summary["rows"])),
         warnings=[Notice(fmt.clean(n.kind), fmt.clean(n.text)) for n in notices(loaded, summary)],
+        wording=wording(summary["rows"]),
+        latency=None if latency is None else clean_table(latency),
+        parity=None if parity is None else clean_table(parity),
+        parity_notes=[fmt.clean(n) for n in parity_notes],
     )

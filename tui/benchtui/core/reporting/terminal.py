@@ -13,9 +13,24 @@ from rich.text import Text
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import BASIS_LABELS, framework_label, model_label
-from benchtui.core.model.status import status_style
+from benchtui.core.model.parity import marked
+from benchtui.core.model.status import CautionKind, status_style
+from benchtui.core.reporting import model as report_model
 from benchtui.core.reporting.compare import Comparison
-from benchtui.core.reporting.model import CI_NOTE, STUDY_COLUMNS, Report, how_it_ran, with_ci
+from benchtui.core.reporting.model import (
+    CI_NOTE,
+    LATENCY_COLUMNS,
+    LATENCY_NOTE,
+    PARITY_NOTE,
+    WINDOW_NOTE,
+    Report,
+    how_it_ran,
+    row_flagged,
+    study_columns,
+    with_ci,
+    wording,
+)
+from benchtui_runners import catalog
 
 #: Below this many columns the table drops spreads, runs and TFLOP/s rather than cut numbers.
 WIDE_TABLE = 150
@@ -23,6 +38,17 @@ RATIO_NOTE = (
     "Time per image, from the times under 'From' (so the inverse ratio of images/s); 95% CIs by "
     "seeded bootstrap; 'not significant' when the CI contains 1."
 )
+
+
+def ratio_note(ratios: list[dict[str, Any]]) -> str:
+    """RATIO_NOTE in the words of the verdicts' models: per image, per sequence or per sample."""
+    rows = [{"kind": catalog.MODELS[r["model"]].kind} for r in ratios if r.get("model") in catalog.MODELS]
+    words = wording(rows)
+    if words.plural == "images":
+        return RATIO_NOTE
+    return RATIO_NOTE.replace("per image", f"per {words.singular}").replace("images/s", f"{words.plural}/s")
+
+
 COMPARE_NOTE = (
     "B/A is the ratio of times (below 1: B is faster); 95% CIs by seeded hierarchical bootstrap "
     "(runs, then epochs or batches); 'not significant' when the CI contains 1."
@@ -47,41 +73,47 @@ def stdout_console(file: Any = None) -> Console:
     return console
 
 
-def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None = None) -> Table:
-    """The study's table: one row per (model, framework), each figure with its 95% CI in brackets.
+def headline_columns(rows: list[dict[str, Any]]) -> tuple[report_model.Column, ...]:
+    """The figures of the headline table: the study's (in the session's words), or for inference
+    build time, throughput and latency per batch (p50, p90, p99; the epoch figures stay in the exports)."""
+    words = wording(rows)
+    figures = study_columns(words)
+    if words.inference:
+        return tuple(c for c in figures if c.unit != "s" or c.key == "build_s") + LATENCY_COLUMNS
+    return figures
 
-    Narrower than WIDE_TABLE columns, the intervals, run counts and TFLOP/s go (they stay in
-    the exports), the frame thins, and numbers keep their full width while names wrap: a
-    number is never cut. Reasons for failed or unavailable rows are printed under the
-    table (``summary_notes``), not squeezed into it.
-    """
-    wide = width is None or width >= WIDE_TABLE
+
+def _summary_body(rows: list[dict[str, Any]], wide: bool) -> tuple[list[tuple[str, str]], list[list[str]]]:
+    """The headline table's columns (header, justify) and cells (markup), wide or narrow."""
+    figures = headline_columns(rows)
+    if not wide and wording(rows).inference:  # 80 columns: throughput and latency, the build time goes
+        figures = tuple(c for c in figures if c.key != "build_s")
     peak_known = any(row.get("peak_fraction") is not None for row in rows)
     energy_known = any(row.get("joules_per_image") is not None for row in rows)  # GPU sessions
     # (header, justify); the figures' headers are two lines when narrow.
     columns: list[tuple[str, str]] = [("Model", "left"), ("Framework", "left"), ("Batch", "right")]
     if wide:
         columns.append(("Runs", "right"))
-    columns += [(col.header if wide else col.narrow, "right") for col in STUDY_COLUMNS]
+    columns += [(col.header if wide else col.narrow, "right") for col in figures]
     if wide:
         # Achieved TFLOP/s from the runner's counted FLOPs per step; "(45%)" of the GPU's peak when known.
         columns.append(("TFLOP/s (% peak)" if peak_known else "TFLOP/s", "right"))
         if energy_known:
-            columns.append(("J/image", "right"))
+            columns.append((f"J/{wording(rows).singular}", "right"))
     columns.append(("Status", "left"))
     body: list[list[str]] = []
     for row in rows:
         status = row["status"]
         # Cells are markup (the status is styled): names are escaped, figures are ours.
         cells = [
-            _markup(model_label(row["model"])),
+            _markup(marked(model_label(row["model"]), row_flagged(row))),
             _markup(framework_label(row["framework"])),
             _markup(row["batch_size"]),
         ]
         if wide:
             cells.append(f"{row['runs']}/{row.get('runs_planned', row['runs'])}")
-        for col in STUDY_COLUMNS:  # brackets: the 95% CI, as in every export
-            cells.append(with_ci(row, col.key, col.formatter) if wide else col.formatter(row[col.key]))
+        for col in figures:  # brackets: the 95% CI, as in every export
+            cells.append(with_ci(row, col.key, col.formatter) if wide else col.formatter(row.get(col.key)))
         if wide:
             cells.append(fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")))
             if energy_known:
@@ -91,8 +123,34 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
         # "[]" would be a markup error: status_style always names a style.
         cells.append(f"[{status_style(status, 'default')}]{_markup(status)}[/]{note}")
         body.append(cells)
+    return columns, body
+
+
+def _natural_width(columns: list[tuple[str, str]], body: list[list[str]]) -> int:
+    """How wide the framed table is with no column folded: contents, a space either side, the rules."""
+    widths = [
+        max([len(part) for part in header.split("\n")] + [Text.from_markup(r[i]).cell_len for r in body])
+        for i, (header, _) in enumerate(columns)
+    ]
+    return sum(w + 2 for w in widths) + len(widths) + 1
+
+
+def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None = None) -> Table:
+    """The study's table: one row per (model, framework), each figure with its 95% CI in brackets.
+
+    Narrower than WIDE_TABLE columns, or than the wide table needs, the intervals, run counts and
+    TFLOP/s go (they stay in the exports), the frame thins, and numbers keep their full width while
+    names wrap: a number is never cut. Reasons for failed or unavailable rows are printed under the
+    table (``summary_notes``), not squeezed into it. Throughput is in the session's words (images/s,
+    sequences/s or samples/s, and tokens/s for token models); inference shows latency per batch.
+    """
+    wide = width is None or width >= WIDE_TABLE
+    columns, body = _summary_body(rows, wide)
+    if wide and width is not None and _natural_width(columns, body) > width:
+        wide = False  # the intervals would push the last columns off the edge
+        columns, body = _summary_body(rows, wide)
     if not wide and title:
-        title += " · times in seconds"
+        title += " · times in seconds" + (", latency in ms" if wording(rows).inference else "")
     table = Table(title=title or None, title_justify="left", header_style="bold")
     if not wide:  # a thin frame: the columns need the room
         table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False
@@ -111,13 +169,30 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
 def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
     """The rows marked * in the table: why they failed or are unavailable, and their cautions (markup)."""
     out = []
+    said: set[str] = set()
     for row in rows:
         label = _markup(f"{model_label(row['model'])} · {framework_label(row['framework'])}")
         if row.get("reason"):
             # Reasons are runner error messages: brackets in them must print, not style.
             out.append(f"* {label}: {_markup(row['status'])}: {_markup(row['reason'])}")
-        out += [f"* {label}: caution: {_markup(w.get('message'))}" for w in row.get("warnings") or []]
+        for w in row.get("warnings") or []:
+            message = str(w.get("message"))
+            if str(w.get("kind")) == CautionKind.ARCHITECTURE:
+                # One sentence for the model (it names every side), not one per framework.
+                if message not in said:
+                    said.add(message)
+                    out.append(f"* parity: {_markup(message)}")
+                continue
+            out.append(f"* {label}: caution: {_markup(message)}")
     return out
+
+
+def summary_footnotes(rows: list[dict[str, Any]]) -> list[str]:
+    """What the table's latency columns are (inference sessions): percentiles of which times."""
+    if not wording(rows).inference:
+        return []
+    windows = any(r.get("timing") == "window" for r in rows)
+    return [LATENCY_NOTE + (" " + WINDOW_NOTE if windows else "")]
 
 
 def print_summary(
@@ -133,6 +208,8 @@ def print_summary(
     console.print(summary_table(rows, title, width=console.width))
     if console.width >= WIDE_TABLE and any(row.get("runs") for row in rows):
         console.print(CI_NOTE, style="dim", highlight=False, markup=False)
+    for footnote in summary_footnotes(rows):
+        console.print(footnote, style="dim", highlight=False, markup=False)
     for note in summary_notes(rows):
         console.print(note, highlight=False)
     print_verdict(ratios or [], console)
@@ -146,7 +223,29 @@ def print_result(summary: dict[str, Any], title: str) -> None:
     console = stdout_console()
     print_summary(summary["rows"], _markup(title), console=console, ratios=None)
     print_how(summary, console)
+    print_parity_table(report_model.parity_table(summary)[0], console)
     print_verdict(summary.get("ratios") or [], console)
+
+
+def rich_table(table: report_model.Table) -> Table:
+    """A report table as a Rich table: its title, header and cells as plain text (nothing read as markup)."""
+    out = Table(title=_markup(table.title), title_justify="left", header_style="bold")
+    for header, align in zip(table.header, table.align, strict=False):
+        out.add_column(_plain(header), justify="right" if align == "r" else "left")
+    for row in table.rows:
+        out.add_row(*(_plain(c) for c in row))
+    return out
+
+
+def print_parity_table(table: report_model.Table | None, console: Console) -> None:
+    """The parity table (each framework's network per model) and how to read it; nothing when none reported.
+
+    The sentences of flagged models are printed with the table's notes (``summary_notes``).
+    """
+    if table is None:
+        return
+    console.print(rich_table(table))
+    console.print(PARITY_NOTE, style="dim", highlight=False, markup=False)
 
 
 def print_how(summary: dict[str, Any], console: Console) -> None:
@@ -159,7 +258,7 @@ def print_verdict(ratios: list[dict[str, Any]], console: Console) -> None:
     table = ratio_table(ratios)
     if table is not None:
         console.print(table)
-        console.print(RATIO_NOTE, style="dim", highlight=False)
+        console.print(ratio_note(ratios), style="dim", highlight=False)
 
 
 def ratio_table(ratios: list[dict[str, Any]]) -> Table | None:
@@ -173,7 +272,7 @@ def ratio_table(ratios: list[dict[str, Any]]) -> Table | None:
     for r in ratios:
         style = "dim" if r.get("significant") is False else "bold"
         table.add_row(
-            _plain(model_label(r["model"])),
+            _plain(marked(model_label(r["model"]), bool(r.get("parity_flagged")))),
             Text(fmt.clean(r["text"]), style=style),
             _plain(r.get("basis_label", "")),
         )
@@ -190,6 +289,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
     console = console or stdout_console()
     print_summary(report.rows, report_title(report), console=console)
     print_how(report.summary, console)
+    print_parity_table(report.parity, console)
     print_verdict(report.ratios, console)
 
 
