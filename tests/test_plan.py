@@ -14,7 +14,7 @@ from benchtui_runners import catalog
 def test_defaults_are_the_study_protocol_with_study_batch_sizes() -> None:
     plan = Plan()
     assert (plan.image_size, plan.samples, plan.epochs, plan.runs, plan.device) == (299, 10000, 5, 3, "auto")
-    assert plan.models == list(catalog.MODELS) and plan.frameworks == ["torch", "tensorflow"]
+    assert plan.models == catalog.STUDY_MODELS and plan.frameworks == ["torch", "tensorflow"]
     expected = {
         "densenet121": 12,
         "densenet169": 8,
@@ -58,6 +58,10 @@ def test_interleaved_order_alternates_frameworks() -> None:
         ({"data": "disk"}, "--data must be device or host"),
         ({"precision": "fp8"}, "--precision must be one of"),
         ({"order": "random"}, "--order must be"),
+        ({"task": "serve"}, "--task must be one of train, inference"),
+        ({"models": ["gpt2_mini"], "seq_len": 257}, "GPT-2 mini has a context of 256 tokens"),
+        ({"models": ["vit_ti_16"], "image_size": 8}, "ViT-Ti/16 needs --image-size of at least 16"),
+        ({"models": ["vit_ti_16"], "image_size": 72}, "a multiple of 16, got 72"),
     ],
 )
 def test_validation_messages(change: dict, message: str) -> None:
@@ -66,11 +70,52 @@ def test_validation_messages(change: dict, message: str) -> None:
         plan.validate()
 
 
+def test_model_groups_expand_in_place_without_repeats() -> None:
+    from benchtui.core.plan.plan import models_named
+
+    assert models_named(["study"]) == catalog.STUDY_MODELS
+    assert models_named(["resnet50", "study"])[:2] == ["resnet50", "inception_v3"]
+    assert len(models_named(["study", "study"])) == 7
+    assert models_named(["all"]) == catalog.MODEL_ORDER
+    modern = models_named(["modern"])
+    assert {"efficientnet_b0", "convnext_tiny", "vit_b_16", "gpt2", "resnet50_v1_5"} <= set(modern)
+    assert not set(modern) & set(catalog.STUDY_MODELS)
+
+
+def test_a_token_model_ignores_the_image_size_and_takes_its_context_by_default() -> None:
+    plan = Plan(models=["gpt2"], image_size=8, batch_sizes={"gpt2": 2}).validate()
+    config = plan.run_config("torch", "gpt2", "r")
+    assert config.tokens == 1024 and config.outputs == 50257
+    plan.seq_len = 128
+    assert plan.validate().run_config("tensorflow", "gpt2", "r").tokens == 128
+    assert Plan(models=["resnet50"], seq_len=128).run_config("torch", "resnet50", "r").tokens == 0
+
+
+def test_inference_on_the_command_line_times_every_batch_unless_told(tmp_path: Path) -> None:
+    import argparse
+
+    from benchtui.cli import build_parser
+    from benchtui.commands.run import plan_from_args
+
+    parser: argparse.ArgumentParser = build_parser()
+    plan = plan_from_args(parser.parse_args(["run", "--task", "inference", "--models", "resnet50"]))
+    assert (plan.task, plan.timing) == ("inference", "step")
+    assert plan.run_config("torch", "resnet50", "r").task == "inference"
+    plan = plan_from_args(parser.parse_args(["run", "--task", "inference", "--timing", "window"]))
+    assert plan.timing == "window"
+    assert plan_from_args(parser.parse_args(["run"])).timing == "window"
+
+
 def test_presets() -> None:
     study = from_preset("study").validate()
     assert study.data == "host" and study.order == "grouped" and study.samples == 10000
     quick = from_preset("quick").validate()
     assert quick.image_size < 100 and quick.samples <= 128
+    for name in ("modern", "modern-cpu"):
+        plan = from_preset(name).validate()
+        assert [catalog.MODELS[m].kind for m in plan.models].count("tokens") == 1
+        assert any(catalog.MODELS[m].patch_size for m in plan.models)  # a vision transformer
+    assert from_preset("modern").models == ["efficientnet_b0", "convnext_tiny", "vit_b_16", "gpt2"]
     with pytest.raises(PlanError, match="unknown preset"):
         from_preset("nope")
 
@@ -79,7 +124,24 @@ def test_presets() -> None:
     "args, message",
     [
         (["run", "--headless", "--frameworks", "torch,mxnet"], "unknown framework 'mxnet'"),
-        (["run", "--headless", "--models", "vgg16"], "unknown model 'vgg16'"),
+        (["run", "--headless", "--models", "vgg19"], "unknown model 'vgg19'"),
+        (
+            ["run", "--headless", "--models", "gpt2", "--seq-len", "2048"],
+            "GPT-2 small has a context of 1,024 tokens: --seq-len 2,048 is longer",
+        ),
+        (
+            ["run", "--headless", "--models", "vit_b_16", "--image-size", "40"],
+            "ViT-B/16 cuts images into 16-pixel patches: --image-size must be a multiple of 16, got 40",
+        ),
+        (
+            ["run", "--headless", "--models", "efficientnet_b0", "--image-size", "16"],
+            "EfficientNetB0 needs --image-size of at least 32, got 16",
+        ),
+        (
+            ["run", "--headless", "--models", "resnet50", "--task", "serve"],
+            "--task must be one of train, inference",
+        ),
+        (["run", "--headless", "--models", "gpt2", "--seq-len", "-1"], "--seq-len must be a positive"),
         (["run", "--headless", "--samples", "-3"], "--samples must be a positive"),
         (
             ["run", "--headless", "--models", "resnet50", "--samples", "8", "--batch-size", "16"],

@@ -37,10 +37,24 @@ def _stall(text: str) -> float:
 
 def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("plan (defaults: the study's protocol)")
-    g.add_argument("--preset", help="start from a preset: study, quick")
+    g.add_argument("--preset", help="start from a preset: study, quick, modern, modern-cpu")
     g.add_argument("--frameworks", type=_csv, help="comma-separated: torch,tensorflow,keras-jax,keras-torch")
-    g.add_argument("--models", type=_csv, help="comma-separated model ids, or 'all'")
+    g.add_argument(
+        "--models", type=_csv, help="comma-separated model ids, or groups of them: study, modern, all"
+    )
+    g.add_argument(
+        "--task",
+        metavar="train|inference",
+        help="train (default): training steps; inference: forward only, eval mode, no gradients, "
+        "every batch timed (--timing step unless given)",
+    )
     g.add_argument("--image-size", type=int, metavar="N")
+    g.add_argument(
+        "--seq-len",
+        type=int,
+        metavar="N",
+        help="token models (GPT-2): tokens per sample (default: the model's context)",
+    )
     g.add_argument("--samples", type=int, metavar="N")
     g.add_argument(
         "--batch-size",
@@ -145,6 +159,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="what is installed, what each framework sees, NVML status")
 
+    parity = sub.add_parser(
+        "parity",
+        help="is each model the same network on every side? parameters and FLOPs counted by each framework",
+    )
+    parity.add_argument("--models", type=_csv, help="model ids or groups: study, modern, all (default: all)")
+    parity.add_argument("--frameworks", type=_csv, help="default: torch,tensorflow")
+    parity.add_argument(
+        "--image-size", type=int, metavar="N", help="default: each model's own (224 px for most)"
+    )
+    parity.add_argument("--seq-len", type=int, metavar="N", help="token models (default: their context)")
+    parity.add_argument(
+        "--task", metavar="train|inference", help="FLOPs of a training step (default) or a forward"
+    )
+    parity.add_argument("--num-classes", type=int, metavar="N", help="the head's width (default 1000)")
+    parity.add_argument("--format", choices=["text", "md", "json"], default="text")
+    parity.add_argument("--jobs", type=int, metavar="N", help="counts at a time (default: one per two cores)")
+    parity.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="FRAMEWORK=INTERPRETER",
+        help="count a framework with another Python (repeatable)",
+    )
+
     envs = sub.add_parser("envs", help="one environment per framework: list them, or create them")
     envs_sub = envs.add_subparsers(dest="envs_action", parser_class=_Parser)
     envs_sub.add_parser("list", help="where each framework's environment is (the default)")
@@ -195,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {
     "run": ("run", "cmd_run"),
     "doctor": ("setup", "cmd_doctor"),
+    "parity": ("parity", "cmd_parity"),
     "envs": ("setup", "cmd_envs"),
     "show": ("report", "cmd_show"),
     "export": ("report", "cmd_export"),

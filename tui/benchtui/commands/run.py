@@ -15,16 +15,20 @@ def _csv(text: str) -> list[str]:
 
 def plan_from_args(args: argparse.Namespace) -> Any:
     """Build and validate a Plan from parsed flags (raises PlanError)."""
-    from benchtui.core.plan.plan import Plan, PlanError, from_preset
-    from benchtui_runners import catalog
+    from benchtui.core.plan.plan import Plan, PlanError, from_preset, models_named
 
     plan = from_preset(args.preset) if args.preset else Plan()
     overrides: dict[str, Any] = {}
     if args.frameworks is not None:
         overrides["frameworks"] = args.frameworks
     if args.models is not None:
-        overrides["models"] = list(catalog.MODEL_ORDER) if args.models == ["all"] else args.models
+        overrides["models"] = models_named(args.models)
+    if args.task == "inference" and args.timing is None:
+        # Latency is the figure of inference: every batch waited for, on every framework.
+        overrides["timing"] = "step"
     for name in (
+        "task",
+        "seq_len",
         "image_size",
         "samples",
         "epochs",

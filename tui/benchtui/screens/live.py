@@ -21,6 +21,8 @@ from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from benchtui.core.fmt import clean
+from benchtui.core.model.analysis import model_label
+from benchtui.core.model.parity import differences_text
 from benchtui.core.model.status import CautionKind, status_style
 from benchtui.core.reporting import registry
 from benchtui.widgets.comparison import BatchComparison
@@ -273,6 +275,12 @@ class LiveScreen(Screen):
 
     def _update_notes(self) -> None:
         lines = self.model.search_lines()
+        for m in self.model.plan.models:
+            # Not the same network on both sides: said once per model, short (the exports say it all).
+            entry = self.model.parity(m)
+            if entry is not None and entry["flagged"]:
+                twin = f"; {entry['twin']} is the same on both" if entry.get("twin") else ""
+                lines.append(f"≠ {model_label(m)}: not the same network: {differences_text(entry)}{twin}")
         for fw, m in self.model.cells():
             cached = self._cache.get(row_key(fw, m))
             if cached is None:
@@ -285,6 +293,7 @@ class LiveScreen(Screen):
                 for w in row.get("warnings") or []
                 if w["kind"] in (CautionKind.CPU_CONTENTION, CautionKind.GPU_SHARING)
             ]
+
         notes = self.query_one("#notes", Static)
         shown = lines[:4] + (
             [f"… and {len(lines) - 4} more (see the exported summary)"] if len(lines) > 4 else []

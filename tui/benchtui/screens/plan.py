@@ -16,16 +16,22 @@ from textual.widgets.selection_list import Selection
 
 from benchtui.core.plan.plan import PRESETS, Plan, PlanError, from_preset
 from benchtui_runners import catalog
-from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS
+from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, TASKS
 from benchtui_runners.timing import TIMINGS
 
 PRESET_HELP = {
     "study": "study: the 2019 scripts, 7 models, 299 px, 10,000 samples, 5 epochs, 3 runs, Adam, sigmoid head",
     "quick": "quick: about two minutes on a CPU-only machine (ResNet50, 64 px, 2 runs)",
+    "modern": "modern: EfficientNetB0, ConvNeXtTiny and ViT-B/16 at 224 px, GPT-2 small over 1024 tokens; "
+    "minutes on one GPU",
+    "modern-cpu": "modern-cpu: the same kinds of network sized for a CPU (ViT-Ti/16, a 4-layer GPT-2, 64 px, "
+    "64 tokens); a few minutes",
 }
 # Flags in PlanError messages, as the fields of this screen are labelled.
 FIELD_NAMES = {
     "--image-size": "Image size",
+    "--seq-len": "Seq len",
+    "--task": "Task",
     "--samples": "Samples",
     "--epochs": "Epochs",
     "--runs": "Runs",
@@ -40,6 +46,7 @@ FIELD_NAMES = {
 }
 #: The protocol's choices the form shows as drop-downs: plan field -> (label, choices).
 CHOICES = {
+    "task": ("Task", TASKS),
     "compile": ("Compile", COMPILE_MODES),
     "timing": ("Timing", TIMINGS),
     "optimizer": ("Optimizer", tuple(OPTIMIZERS)),
@@ -88,7 +95,12 @@ def model_prompt(model: str) -> Text:
         text.append("all frameworks")
     else:
         text.append(", ".join(have) + " only", style="yellow")
-    text.append(f" · ≥{info.min_image_size} px", style="dim")
+    if info.kind == "tokens":
+        text.append(f" · tokens ≤{info.context:,}", style="dim")
+    elif info.patch_size:
+        text.append(f" · ≥{info.min_image_size} px, a multiple of {info.patch_size}", style="dim")
+    else:
+        text.append(f" · ≥{info.min_image_size} px", style="dim")
     return text
 
 
@@ -178,6 +190,7 @@ class PlanScreen(Screen):
             with HorizontalGroup(classes="field-row"):
                 for field, label in (
                     ("image_size", "Image size"),
+                    ("seq_len", "Seq len"),
                     ("samples", "Samples"),
                     ("epochs", "Epochs"),
                     ("runs", "Runs"),
@@ -224,8 +237,10 @@ class PlanScreen(Screen):
                         classes="choice",
                     )
             yield Static(
-                "compile default: each framework's own (Keras XLA where it picks it, PyTorch eager) · "
-                "timing window: one device sync per ~0.3 s of steps, on every framework",
+                "task inference: forward only, eval mode, every batch timed (timing step) · compile default: "
+                "each framework's own (Keras XLA where it picks it, PyTorch eager) · timing window: one device "
+                "sync per ~0.3 s of steps, on every framework · seq len (GPT-2): tokens per sample, 0: the "
+                "model's context",
                 classes="hint",
             )
             yield Label("Batch size per model", classes="section")
@@ -263,6 +278,9 @@ class PlanScreen(Screen):
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id == "preset" and isinstance(event.value, str) and not self._filling:
             self.fill(from_preset(event.value))
+        elif event.select.id == "task" and not self._filling:
+            # Latency is what inference is measured by: every batch waited for (on every framework).
+            self.query_one("#timing", Select).value = "step" if event.value == "inference" else "window"
 
     def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
         self._show_batch_fields()
@@ -295,7 +313,7 @@ class PlanScreen(Screen):
             models.deselect_all()
             for m in plan.models:
                 models.select(m)
-            for field in ("image_size", "samples", "epochs", "runs"):
+            for field in ("image_size", "seq_len", "samples", "epochs", "runs"):
                 self.query_one(f"#{field}", Input).value = str(getattr(plan, field))
             for m in catalog.MODEL_ORDER:
                 self.query_one(f"#bs-{m}", Input).value = str(plan.batch_size(m))
@@ -328,6 +346,7 @@ class PlanScreen(Screen):
         chosen = set(self.query_one("#models", SelectionList).selected)
         plan.models = [m for m in catalog.MODEL_ORDER if m in chosen]
         plan.image_size = self._number("image_size", "Image size")
+        plan.seq_len = self._number("seq_len", "Seq len")
         plan.samples = self._number("samples", "Samples")
         plan.epochs = self._number("epochs", "Epochs")
         plan.runs = self._number("runs", "Runs")

@@ -9,7 +9,7 @@ from typing import Any
 
 from benchtui.core.fmt import clean
 from benchtui_runners import catalog
-from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, RunConfig
+from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, TASKS, RunConfig
 from benchtui_runners.timing import TIMINGS
 
 
@@ -22,6 +22,7 @@ DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d{1,3})?)$")
 #: --runs 999999999 would allocate the whole memory before anything ran).
 LIMITS: dict[str, tuple[str, int]] = {  # flag: (the plan's field, its largest value)
     "--image-size": ("image_size", 4096),
+    "--seq-len": ("seq_len", 1 << 20),
     "--samples": ("samples", 10**8),
     "--epochs": ("epochs", 10_000),
     "--runs": ("runs", 1000),
@@ -121,6 +122,8 @@ class Plan:
             framework=framework,
             model=model,
             image_size=self.image_size,
+            task=self.task,
+            seq_len=self.seq_len,
             samples=self.samples,
             batch_size=self.batch_size(model, framework),
             epochs=self.epochs,
@@ -153,7 +156,14 @@ class Plan:
             raise PlanError("no model chosen")
         for model in self.models:
             if model not in catalog.MODELS:
-                raise PlanError(f"unknown model {model!r}; choose from {', '.join(catalog.MODELS)}")
+                raise PlanError(
+                    f"unknown model {model!r}; choose from {', '.join(catalog.MODELS)} "
+                    f"(or {', '.join(catalog.MODEL_GROUPS)})"
+                )
+        if self.task not in TASKS:
+            raise PlanError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        if not isinstance(self.seq_len, int) or isinstance(self.seq_len, bool) or self.seq_len < 0:
+            raise PlanError(f"--seq-len must be a positive whole number, got {self.seq_len!r}")
         for label, value in (
             ("--image-size", self.image_size),
             ("--samples", self.samples),
@@ -205,10 +215,22 @@ class Plan:
                 raise PlanError(
                     f"batch size {self.batch_size(model)} for {model} is larger than --samples {self.samples}"
                 )
+            if info.kind == "tokens":
+                if self.seq_len > info.context:
+                    raise PlanError(
+                        f"{info.label} has a context of {info.context:,} tokens: --seq-len {self.seq_len:,} "
+                        "is longer"
+                    )
+                continue
             if self.image_size < info.min_image_size:
                 raise PlanError(
                     f"{info.label} needs --image-size of at least {info.min_image_size}, "
                     f"got {self.image_size}"
+                )
+            if info.patch_size and self.image_size % info.patch_size:
+                raise PlanError(
+                    f"{info.label} cuts images into {info.patch_size}-pixel patches: --image-size must be "
+                    f"a multiple of {info.patch_size}, got {self.image_size}"
                 )
         if not DEVICE_RE.match(self.device):
             raise PlanError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
@@ -271,7 +293,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # by Keras's model.fit and by a shuffled PyTorch DataLoader (4 workers, pinned memory).
     "study": {
         "frameworks": ["torch", "tensorflow"],
-        "models": list(catalog.MODEL_ORDER),
+        "models": list(catalog.STUDY_MODELS),
         "image_size": 299,
         "samples": 10000,
         "epochs": 5,
@@ -297,7 +319,44 @@ PRESETS: dict[str, dict[str, Any]] = {
         "device": "auto",
         "data": "device",
     },
+    # The networks people train today, sized to finish in minutes on one GPU: a compact CNN, a
+    # ConvNeXt, a vision transformer at 224 px and GPT-2 small over its whole 1024-token context.
+    "modern": {
+        "frameworks": ["torch", "tensorflow"],
+        "models": ["efficientnet_b0", "convnext_tiny", "vit_b_16", "gpt2"],
+        "image_size": 224,
+        "seq_len": 0,
+        "samples": 1024,
+        "epochs": 3,
+        "runs": 2,
+        "batch_sizes": {"efficientnet_b0": 64, "convnext_tiny": 64, "vit_b_16": 64, "gpt2": 8},
+        "data": "device",
+    },
+    # The same kinds of network, sized for a CPU (a few minutes on 2 cores): ViT-Ti for ViT-B, the
+    # 4-layer GPT-2 for GPT-2 small, small images and sequences.
+    "modern-cpu": {
+        "frameworks": ["torch", "tensorflow"],
+        "models": ["efficientnet_b0", "convnext_tiny", "vit_ti_16", "gpt2_mini"],
+        "image_size": 64,
+        "seq_len": 64,
+        "samples": 32,
+        "epochs": 2,
+        "runs": 1,
+        "batch_sizes": {"efficientnet_b0": 8, "convnext_tiny": 8, "vit_ti_16": 8, "gpt2_mini": 8},
+        "device": "auto",
+        "data": "device",
+    },
 }
+
+
+def models_named(names: list[str]) -> list[str]:
+    """``--models``: model ids, and group names (all, study, modern) expanded in place, without repeats."""
+    out: list[str] = []
+    for name in names:
+        for model in catalog.MODEL_GROUPS.get(name, [name]):
+            if model not in out:
+                out.append(model)
+    return out
 
 
 def from_preset(name: str, **overrides: Any) -> Plan:

@@ -28,9 +28,13 @@ def _run_line(model: SessionModel, run_id: str) -> str:
     run = model.runs[run_id]
     figures = run.figures()
     style = status_style(run.status, "magenta")
+    rate, tokens = figures["images_per_s"], (run.hello.get("settings") or {}).get("tokens_per_sample")
+    if isinstance(tokens, int) and tokens > 0 and rate is not None:
+        speed = f"{fmt.rate(rate * tokens)} tokens/s"
+    else:
+        speed = f"{fmt.rate(rate)} img/s"
     detail = _shown(run.reason) or (
-        f"mean epoch {fmt.seconds(figures['mean_epoch_s'])} s, "
-        f"{fmt.rate(figures['images_per_s'])} img/s, build {fmt.seconds(figures['build_s'])} s"
+        f"mean epoch {fmt.seconds(figures['mean_epoch_s'])} s, {speed}, build {fmt.seconds(figures['build_s'])} s"
     )
     return f"[{style}]{_shown(f'{run.status:>11}')}[/] {_shown(run_id)}  {detail}"
 
