@@ -113,6 +113,10 @@ def run_plan(label: str, plan: list[str], sessions: Path, timeout: float, log: l
                 "device_kind",
                 "achieved_tflops",
                 "peak_fraction",
+                "task",
+                "tokens_per_s",
+                "latency_p50_s",
+                "latency_p99_s",
             )
         }
         for row in summary["rows"]
@@ -206,15 +210,18 @@ def markdown(result: dict[str, Any]) -> str:
             lines += [f"failed: {step['error']}", ""]
             continue
         lines += [
-            "| framework | batch | status | mean epoch (s) | first (s) | excl. first (s) | build (s) | images/s"
-            " | peak memory | J/image |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| model | framework | batch | status | mean epoch (s) | first (s) | excl. first (s) | build (s)"
+            " | samples/s | tokens/s | latency p50 / p99 (ms) | peak memory | J/sample |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in step["rows"]:
+            p50, p99 = r.get("latency_p50_s"), r.get("latency_p99_s")
+            latency = f"{p50 * 1e3:.2f} / {p99 * 1e3:.2f}" if p50 is not None and p99 is not None else "–"
             lines.append(
-                f"| {r['framework']} | {r['batch_size']} | {r['status']} | {num(r['mean_epoch_s'])} | "
+                f"| {r['model']} | {r['framework']} | {r['batch_size']} | {r['status']} | {num(r['mean_epoch_s'])} | "
                 f"{num(r['first_epoch_s'])} | {num(r['mean_epoch_excl_first_s'])} | {num(r['build_s'])} | "
-                f"{num(r['images_per_s'], '.1f')} | {gib(r['peak_memory_bytes'])} | {num(r['joules_per_image'])} |"
+                f"{num(r['images_per_s'], '.1f')} | {num(r.get('tokens_per_s'), '.0f')} | {latency} | "
+                f"{gib(r['peak_memory_bytes'])} | {num(r['joules_per_image'])} |"
             )
         lines += [""] + [f"- {t}" for t in step["ratios"] + step["refused"]]
         mem = [m for m in step["memory"] if m["nvml_process_bytes"]]
@@ -293,6 +300,20 @@ def main(argv: list[str] | None = None) -> int:
         ("tf32", [*matrix, "--frameworks", others, "--precision", "tf32"]),
         ("amp-bf16", [*matrix, "--frameworks", others, "--precision", "amp-bf16"]),
         ("compile (fp32)", [*matrix, "--frameworks", others, "--precision", "fp32", "--compile"]),
+    ]
+    # Today's networks: the modern preset (EfficientNetB0, ConvNeXtTiny, ViT-B/16, GPT-2 small), for
+    # training and for inference at batch 1 (latency). Small: a ViT and a GPT on PyTorch, tiny.
+    if args.small:
+        modern = [
+            *("--preset", "modern-cpu", "--models", "vit_ti_16,gpt2_mini", "--frameworks", "torch"),
+            *("--device", args.device, "--image-size", "32", "--seq-len", "16", "--threads", "1"),
+            *("--samples", "8", "--epochs", "2", "--runs", "1"),
+        ]
+    else:
+        modern = ["--preset", "modern", "--frameworks", FRAMEWORKS, "--device", args.device]
+    steps += [
+        ("modern preset", modern),
+        ("modern preset, inference at batch 1", [*modern, "--task", "inference", "--batch-size", "1"]),
     ]
     results = [run_plan(label, plan, sessions, args.timeout, commands) for label, plan in steps]
     over = overhead(args.device, args.small, args.timeout, commands)

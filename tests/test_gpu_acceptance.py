@@ -17,6 +17,8 @@ STEPS = [
     "tf32",
     "amp-bf16",
     "compile (fp32)",
+    "modern preset",
+    "modern preset, inference at batch 1",
 ]
 
 
@@ -39,9 +41,14 @@ def test_acceptance_script_runs_every_step_and_writes_its_figures(tmp_path: Path
         # Small sizes: both frameworks in the study steps and fp32, PyTorch alone in the other settings.
         frameworks = {"torch", "keras-jax"} if i < 3 else {"torch"}
         assert {r["framework"] for r in step["rows"]} == frameworks
+        if step["label"].startswith("modern"):
+            assert {r["model"] for r in step["rows"]} == {"vit_ti_16", "gpt2_mini"}
+            assert {r["task"] for r in step["rows"]} == {
+                "inference" if "inference" in step["label"] else "train"
+            }
         assert all(r["status"] == "ok" and r["device_kind"] == "cpu" for r in step["rows"]), step["rows"]
         assert step["placement"]["kind"] == "cpu" and not step["refused"]
-        assert bool(step["ratios"]) == (i < 3)
+        assert bool(step["ratios"]) == (i < 3)  # one framework: nothing to compare
         assert (out / "sessions" / step["session"] / "summary.json").is_file()
     auto = result["sessions"][1]
     assert {r["batch_size"] for r in auto["rows"]} == {16}  # the search found the largest allowed batch
