@@ -530,8 +530,7 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
             text += f"; the raw ratio compares different networks ({parity.differences_text(same_network)})"
             if per_flop is not None:
                 text += f"; {per_flop['text']}"
-        elif per_flop is not None:
-            text += f"; {per_flop['text']}"
+        # The same network on both sides: per FLOP says what the raw ratio says (it stays in the data).
         out.append(
             {
                 "model": model_id,
