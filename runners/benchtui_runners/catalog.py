@@ -117,6 +117,49 @@ def _image(
     )
 
 
+def _vit(id: str, label: str, batch: int, heads: int, width: int, layers: int = 12) -> ModelInfo:
+    """A ViT with 16-pixel patches and the usual 4× MLP, from torchvision and keras-hub."""
+    arch = (("patch_size", 16), ("layers", layers), ("heads", heads), ("width", width), ("mlp", 4 * width))
+    return ModelInfo(
+        id,
+        label,
+        batch,
+        16,
+        "torchvision",
+        "ViTBackbone",
+        keras_source="keras_hub",
+        group="modern",
+        native_size=224,
+        patch_size=16,
+        arch=arch,
+    )
+
+
+def _gpt2(id: str, label: str, batch: int, layers: int, heads: int, width: int, context: int) -> ModelInfo:
+    """A GPT-2 shape (4× MLP, GPT-2's vocabulary) from Transformers and keras-hub."""
+    arch = (
+        ("layers", layers),
+        ("heads", heads),
+        ("width", width),
+        ("mlp", 4 * width),
+        ("context", context),
+        ("vocab", 50257),
+    )
+    return ModelInfo(
+        id,
+        label,
+        batch,
+        0,
+        "transformers",
+        "GPT2Backbone",
+        keras_source="keras_hub",
+        kind="tokens",
+        group="modern",
+        native_size=context,
+        arch=arch,
+    )
+
+
 _NO_PREPROCESSING = (("include_preprocessing", False),)
 
 MODELS: dict[str, ModelInfo] = {
@@ -200,73 +243,11 @@ MODELS: dict[str, ModelInfo] = {
         ),
         _image("convnext_tiny", "ConvNeXtTiny", 64, "ConvNeXtTiny", keras_kwargs=_NO_PREPROCESSING),
         # Vision transformers: torchvision's VisionTransformer, keras-hub's ViTBackbone, one config.
-        ModelInfo(
-            "vit_b_16",
-            "ViT-B/16",
-            64,
-            16,
-            "torchvision",
-            "ViTBackbone",
-            keras_source="keras_hub",
-            group="modern",
-            native_size=224,
-            patch_size=16,
-            arch=(("patch_size", 16), ("layers", 12), ("heads", 12), ("width", 768), ("mlp", 3072)),
-        ),
-        ModelInfo(
-            "vit_ti_16",
-            "ViT-Ti/16",
-            128,
-            16,
-            "torchvision",
-            "ViTBackbone",
-            keras_source="keras_hub",
-            group="modern",
-            native_size=224,
-            patch_size=16,
-            arch=(("patch_size", 16), ("layers", 12), ("heads", 3), ("width", 192), ("mlp", 768)),
-        ),
+        _vit("vit_b_16", "ViT-B/16", 64, heads=12, width=768),
+        _vit("vit_ti_16", "ViT-Ti/16", 128, heads=3, width=192),
         # GPT-style decoders: Hugging Face Transformers' GPT-2, keras-hub's GPT2Backbone, one config.
-        ModelInfo(
-            "gpt2",
-            "GPT-2 small",
-            8,
-            0,
-            "transformers",
-            "GPT2Backbone",
-            keras_source="keras_hub",
-            kind="tokens",
-            group="modern",
-            native_size=1024,
-            arch=(
-                ("layers", 12),
-                ("heads", 12),
-                ("width", 768),
-                ("mlp", 3072),
-                ("context", 1024),
-                ("vocab", 50257),
-            ),
-        ),
-        ModelInfo(
-            "gpt2_mini",
-            "GPT-2 mini",
-            16,
-            0,
-            "transformers",
-            "GPT2Backbone",
-            keras_source="keras_hub",
-            kind="tokens",
-            group="modern",
-            native_size=256,
-            arch=(
-                ("layers", 4),
-                ("heads", 4),
-                ("width", 256),
-                ("mlp", 1024),
-                ("context", 256),
-                ("vocab", 50257),
-            ),
-        ),
+        _gpt2("gpt2", "GPT-2 small", 8, layers=12, heads=12, width=768, context=1024),
+        _gpt2("gpt2_mini", "GPT-2 mini", 16, layers=4, heads=4, width=256, context=256),
     )
 }
 

@@ -448,7 +448,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     import keras
     import numpy as np
 
-    from benchtui_runners.models import build_keras, keras_loss
+    from benchtui_runners.models import build_keras, emit_model, keras_loss
 
     backend = _backend()
     writer.phase("import", "end")
@@ -517,7 +517,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         )
         if pool and backend == "tensorflow" and not inference:
             model = _device_fed(model, pool)
-        _model_event(writer, config, model)
+        emit_model(writer, "keras", config.model, config.tokens, model)
         loss = keras_loss(config.head, "tokens" if config.tokens else "image")
         if inference:
             # Nothing is trained: compiled only for how predict_on_batch runs (jit_compile).
@@ -591,23 +591,6 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                 counted=COUNTED_FORWARD if inference else COUNTED_TRAIN,
             )
     writer.done(**final_memory)
-
-
-def _model_event(writer: EventWriter, config: RunConfig, model: Any) -> None:
-    """The network built, for parity: its parameters, where it came from, its architecture in words."""
-    from benchtui_runners.catalog import MODELS
-    from benchtui_runners.models import keras_params, source_text
-
-    params, trainable = keras_params(model)
-    writer.emit(
-        "model",
-        params=params,
-        trainable_params=trainable,
-        kind=MODELS[config.model].kind,
-        tokens_per_sample=config.tokens,
-        source=source_text("keras", config.model),
-        architecture=MODELS[config.model].side("keras"),
-    )
 
 
 def _fit(

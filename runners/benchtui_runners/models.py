@@ -510,3 +510,19 @@ def source_text(family: str, model_id: str) -> str:
         return f"pretrainedmodels {_version('pretrainedmodels')} {_PRETRAINEDMODELS[model_id]}"
     name = "VisionTransformer" if info.patch_size else _TORCHVISION[model_id]
     return f"torchvision {_version('torchvision')} {name}"
+
+
+def emit_model(writer: Any, family: str, model_id: str, tokens: int, model: Any) -> None:
+    """The ``model`` event: the network built, for parity (its parameters, where it came from, its
+    architecture in words). ``family``: "torch" or "keras"."""
+    params, trainable = torch_params(model) if family == "torch" else keras_params(model)
+    info = MODELS[model_id]
+    writer.emit(
+        "model",
+        params=params,
+        trainable_params=trainable,
+        kind=info.kind,
+        tokens_per_sample=tokens,
+        source=source_text(family, model_id),
+        architecture=info.side(family),
+    )

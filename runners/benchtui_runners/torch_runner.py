@@ -22,7 +22,7 @@ from benchtui_runners.config import (
     peak_rss_bytes,
     training_record,
 )
-from benchtui_runners.models import build_torch, torch_loss
+from benchtui_runners.models import build_torch, emit_model, torch_loss
 from benchtui_runners.protocol import EventWriter
 from benchtui_runners.timing import StepClock
 
@@ -222,23 +222,6 @@ def input_record(config: RunConfig, device: torch.device) -> str:
     )
 
 
-def _model_event(writer: EventWriter, config: RunConfig, model: Any) -> None:
-    """The network built, for parity: its parameters, where it came from, its architecture in words."""
-    from benchtui_runners.catalog import MODELS
-    from benchtui_runners.models import source_text, torch_params
-
-    params, trainable = torch_params(model)
-    writer.emit(
-        "model",
-        params=params,
-        trainable_params=trainable,
-        kind=MODELS[config.model].kind,
-        tokens_per_sample=config.tokens,
-        source=source_text("torch", config.model),
-        architecture=MODELS[config.model].side("torch"),
-    )
-
-
 def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     writer.phase("import", "end")
     device = _device(config.device)
@@ -287,7 +270,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     model = build_torch(config.model, config.outputs, config.image_size, config.tokens, last_only=inference)
     model = model.to(device, memory_format=memory_format)
     model.eval() if inference else model.train()
-    _model_event(writer, config, model)
+    emit_model(writer, "torch", config.model, config.tokens, model)
     loss_fn = torch_loss(config.head, "tokens" if config.tokens else "image")
     optimizer = None if inference else _optimizer(config, model.parameters())
     step_fn: Any = model
