@@ -87,6 +87,8 @@ class _Timeline:
         self.run: str | None = None
         self.lines = 0
         self.busy = False
+        self.gpu_count = 1  # GPUs in every sample (a data-parallel session's)
+        self.run_gpus: list[int] = []  # the current run's GPUs when it trains on several
 
     def sample(self, t: float) -> None:
         event: dict[str, Any] = {"type": "gpu", "t": round(t, 6), "run": self.run}
@@ -96,8 +98,8 @@ class _Timeline:
             used = (14.5 if self.busy else 0.4) * GIB + rng.randint(0, 2**26)
             event["gpus"] = [
                 {
-                    "index": 0,
-                    "util": util,
+                    "index": i,
+                    "util": util if i == 0 or i in self.run_gpus else rng.randint(0, 3),
                     "mem_util": util // 2,
                     "mem_used": int(used),
                     "mem_total": 80 * GIB,
@@ -107,7 +109,11 @@ class _Timeline:
                     "throttle": [] if self.busy else ["gpu_idle"],
                     "proc_mem": int(14 * GIB) if self.busy else (0 if self.run else None),
                 }
+                for i in range(self.gpu_count)
             ]
+            event["watched"] = 0
+            if self.run_gpus:
+                event["devices"] = self.run_gpus
         event["host"] = {
             "cpu_percent": round(100 + rng.random() * 5, 1) if self.run else None,
             "rss": 3 * GIB + rng.randint(0, 2**24) if self.run else None,
@@ -200,6 +206,10 @@ def make_session(
     seq_len: int = 0,
     networks: dict[tuple[str, str], dict[str, Any]] | None = None,
     timing: str | None = None,
+    devices: int = 1,
+    scaling: bool = False,
+    efficiency: dict[str, float] | None = None,
+    straggler: float = 0.02,
 ) -> Path:
     """Write a finished session folder under ``root`` and return its path.
 
@@ -212,6 +222,10 @@ def make_session(
     ({"params", "trainable_params", "flops" (per sample), "source", "architecture"}): a ``model``
     event after building and a ``flops`` event after the timed epochs, as the runners send them.
     ``timing`` ("window" or "step") goes into the runners' settings, as they record it.
+    ``devices`` and ``scaling``: a data-parallel plan (per-device batch ``batch_size``); a run on
+    d > 1 devices takes ``1 / efficiency[framework]`` times one device's step time (so its
+    throughput is d x efficiency x one device's), PyTorch runs send ``ranks`` events (rank r
+    ``straggler`` x r slower), and on a GPU the run_end carries each GPU's figures.
     """
     root = Path(root)
     batch_sizes = {m: batch_size or catalog.MODELS[m].study_batch_size for m in models}
@@ -229,7 +243,11 @@ def make_session(
         interval=interval,
         task=task,
         seq_len=seq_len,
+        devices=devices,
+        scaling=scaling,
     )
+    plan.samples *= devices  # every device count gets ``steps`` batches per epoch at the most devices
+    efficiency = {"torch": 0.9, "tensorflow": 0.8, "keras-jax": 0.85, **(efficiency or {})}
     # Every model gets exactly ``steps`` batches per epoch.
     steps_of = {m: steps for m in models}
     rng = random.Random(seed)
@@ -241,18 +259,23 @@ def make_session(
     failed_any = False
     with open(path / "events.jsonl", "w", encoding="utf-8") as fh:
         tl = _Timeline(fh, interval, gpu, random.Random(seed + 1), t0=t)
+        tl.gpu_count = devices if gpu else 1
         for spec in run_order(plan):
             fw, model, index, rid = spec.framework, spec.model, spec.index, spec.run_id
             ok, reason = catalog.available(fw, model)
             if not ok:
                 tl.parent(t, "run_end", rid, status="unavailable", reason=reason)
                 continue
-            bs = batch_sizes[model]
-            n_steps = steps_of[model]
+            d = spec.devices
+            bs = batch_sizes[model] * d  # samples a step, over every device
+            n_steps = steps_of[model] * devices // d
             base = speed.get(
                 (fw, model), DEFAULT_BATCH_S.get(fw, 0.05) * MODEL_SCALE.get(model, 1.0) * time_scale
             )
             base *= (1 + run_noise * rng.gauss(0, 1)) * (run_factor or {}).get(index, 1.0)
+            if d > 1:
+                base /= efficiency.get(fw, 0.85)
+            tl.run_gpus = list(range(d)) if gpu and d > 1 else []
             tl.parent(
                 t,
                 "run_start",
@@ -262,6 +285,7 @@ def make_session(
                 index=index,
                 pid=4000 + index,
                 python="/usr/bin/python3",
+                **({"devices": d} if d > 1 else {}),
             )
             tl.run = rid
             (path / "logs" / f"{rid}.log").write_text(f"{fw} {model} run {index}\n", encoding="utf-8")
@@ -274,7 +298,8 @@ def make_session(
                 "model": model,
                 "image_size": image_size,
                 "samples": plan.samples,
-                "batch_size": bs,
+                "batch_size": batch_sizes[model],
+                "replicas": d,
                 "epochs": epochs,
                 "device": plan.device,
                 "data": "device",
@@ -360,6 +385,9 @@ def make_session(
                         seconds = base * warmup[step - 1]
                     t += seconds
                     tl.runner(t, rid, "batch", epoch=epoch, step=step, seconds=seconds, samples=bs)
+                    if d > 1 and catalog.family(fw) == "torch":
+                        ranks = [seconds * (1 + straggler * r) for r in range(d)]
+                        tl.runner(t, rid, "ranks", epoch=epoch, step=step, steps=1, seconds=ranks)
                     if first:
                         tl.runner(t, rid, "phase", name="first_batch", edge="end")
                 if crashed:
@@ -399,8 +427,32 @@ def make_session(
                     )
                 tl.runner(t, rid, "done", peak_bytes=int(12.5 * GIB), source=source)
                 t += 0.3
-                tl.parent(t, "run_end", rid, status="ok", reason="", returncode=0, malformed=0)
+                per_gpu = (
+                    [
+                        {
+                            "index": i,
+                            "util": 92.0 - i,
+                            "mem_max": int(14.5 * GIB),
+                            "power_w": 300.0 - i,
+                            "samples": 9,
+                        }
+                        for i in range(d)
+                    ]
+                    if gpu and d > 1
+                    else None
+                )
+                tl.parent(
+                    t,
+                    "run_end",
+                    rid,
+                    status="ok",
+                    reason="",
+                    returncode=0,
+                    malformed=0,
+                    **({"per_gpu": per_gpu} if per_gpu else {}),
+                )
             tl.run = None
+            tl.run_gpus = []
             t += 0.5
         tl.at(t)
     meta: dict[str, Any] = {
@@ -423,7 +475,7 @@ def make_session(
         "finished": "2026-01-02T04:04:05+00:00",
         "gpus": [
             {
-                "index": 0,
+                "index": i,
                 "name": "NVIDIA H100 80GB HBM3",
                 "memory_total": 80 * GIB,
                 "driver": "550.54.15",
@@ -431,6 +483,7 @@ def make_session(
                 "max_sm_clock_mhz": 1980,
                 "power_limit_w": 700.0,
             }
+            for i in range(devices)
         ]
         if gpu
         else [],

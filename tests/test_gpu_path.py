@@ -290,16 +290,17 @@ def test_placement_refuses_a_gpu_the_machine_does_not_have() -> None:
 def test_a_plan_config_goes_out_on_the_placement_device() -> None:
     engine = Engine(tiny_plan(["torch"], "auto"), writer=None)  # type: ignore[arg-type]
     engine.placement = place("cuda:1", GPUS)
-    config = engine._config("torch", "resnet50", "r1")
+    config, env = engine._config("torch", "resnet50", "r1")
     assert config.device == "cuda:0" and config.gpu["name"] == H100
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"  # the chosen GPU, by its NVML index
     assert RunConfig.from_json(json.dumps(config.to_dict())).gpu == config.gpu
     # On a GPU each framework keeps its own thread pool; on a CPU all get the same one: the cores
     # this process may use (TensorFlow would size its own per logical core, PyTorch per physical one).
     assert config.threads == 0
     engine.placement = place("cpu", GPUS)
-    assert engine._config("torch", "resnet50", "r1").threads == len(os.sched_getaffinity(0))
+    assert engine._config("torch", "resnet50", "r1")[0].threads == len(os.sched_getaffinity(0))
     engine.plan.threads = 1
-    assert engine._config("tensorflow", "resnet50", "r1").threads == 1  # the plan's, when it says
+    assert engine._config("tensorflow", "resnet50", "r1")[0].threads == 1  # the plan's, when it says
 
 
 # -- the smaller items -------------------------------------------------------------------------------

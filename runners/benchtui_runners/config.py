@@ -6,7 +6,7 @@ import json
 import os
 import resource
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from benchtui_runners.catalog import MODELS
@@ -88,6 +88,15 @@ class RunConfig:
     # The GPU the parent assigned (NVML index, UUID, name, PCI bus id), for the record. The launcher
     # makes it the only visible GPU, so the runner's ``device`` is then ``cuda:0``.
     gpu: dict[str, Any] | None = None
+    # Data parallel: replicas on this machine (torchrun ranks, MirroredStrategy replicas, JAX devices),
+    # each taking ``batch_size`` samples a step, so the global batch is batch_size x replicas x nodes.
+    replicas: int = 1
+    gpus: list[dict[str, Any]] = field(default_factory=list)  # the assigned GPUs, for the record
+    # Several machines (torchrun's rendezvous; MultiWorkerMirroredStrategy's TF_CONFIG): how many
+    # take part, this one's rank (0: the node whose app records the session), and where they meet.
+    nodes: int = 1
+    node_rank: int = 0
+    rendezvous: str = ""  # host:port
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
@@ -110,6 +119,16 @@ class RunConfig:
         return self.seq_len or info.context
 
     @property
+    def world(self) -> int:
+        """Replicas in the whole data-parallel group (every node's)."""
+        return max(1, self.replicas) * max(1, self.nodes)
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per step over every replica: the per-replica batch times the replicas."""
+        return self.batch_size * self.world
+
+    @property
     def steps_per_epoch(self) -> int:
         """Full batches per epoch; a last partial batch is dropped in every framework.
 
@@ -118,11 +137,12 @@ class RunConfig:
         """
         if self.mode == "probe":
             return self.probe_steps
-        return max(1, self.samples // self.batch_size)
+        return max(1, self.samples // self.global_batch)
 
     @property
     def samples_per_epoch(self) -> int:
-        return self.steps_per_epoch * self.batch_size
+        """Samples of one epoch over every replica (each takes ``batch_size`` a step)."""
+        return self.steps_per_epoch * self.global_batch
 
     @property
     def epochs_to_run(self) -> int:

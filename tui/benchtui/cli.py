@@ -35,6 +35,20 @@ def _stall(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be auto, off or seconds, got {text!r}") from None
 
 
+def _devices(text: str) -> tuple[int, list[int]]:
+    """``--devices 4`` (a count) or ``--devices 0,2`` (GPUs by NVML index): (count, indices)."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        numbers = [int(p) for p in parts if p]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a count or a list of GPU indices, got {text!r}") from None
+    if not numbers:
+        raise argparse.ArgumentTypeError(f"a count or a list of GPU indices, got {text!r}")
+    if len(parts) == 1:
+        return numbers[0], []
+    return len(numbers), numbers
+
+
 def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("plan (defaults: the study's protocol)")
     g.add_argument("--preset", help="start from a preset: study, quick, modern, modern-cpu")
@@ -68,6 +82,25 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--epochs", type=int, metavar="N")
     g.add_argument("--runs", type=int, metavar="N")
     g.add_argument("--device", help="auto, cpu, cuda or cuda:N (default auto)")
+    g.add_argument(
+        "--devices",
+        type=_devices,
+        metavar="N|I,J,...",
+        help="data parallel on N devices (GPUs, or CPU replicas), or on the GPUs listed by NVML index: "
+        "torchrun + DDP, tf.distribute.MirroredStrategy, keras.distribution.DataParallel",
+    )
+    g.add_argument(
+        "--scaling",
+        action="store_true",
+        default=None,
+        help="also run 1, 2, 4 ... devices up to --devices: throughput and scaling efficiency per count",
+    )
+    g.add_argument(
+        "--global-batch",
+        type=int,
+        metavar="N",
+        help="samples per step over all devices (strong scaling); default: --batch-size is per device",
+    )
     g.add_argument("--data", help="device: synthetic tensors made on the device; host: a NumPy array")
     g.add_argument("--precision", help="fp32, tf32, amp-fp16, amp-bf16 (default fp32)")
     g.add_argument(

@@ -54,10 +54,14 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         "max_batch_size",
         "threads",
         "stall_timeout",
+        "scaling",
+        "global_batch",
     ):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
+    if args.devices is not None:
+        overrides["devices"], overrides["device_ids"] = args.devices
     for key, value in overrides.items():
         setattr(plan, key, value)
     if args.batch_size == "auto":
@@ -90,6 +94,34 @@ def _batch_sizes(text: str, models: list[str], error: type[Exception]) -> dict[s
         raise error(f"--batch-size must be a number or MODEL=N,..., got {text!r}") from None
 
 
+def check_devices(plan: Any) -> None:
+    """Refuse devices this machine does not have, and data parallel without its launcher (nothing started)."""
+    from pathlib import Path
+
+    from benchtui.core.plan.plan import PlanError
+    from benchtui_runners import catalog
+
+    if not plan.multi_device:
+        check_device(plan.device)
+        return
+    from benchtui.core.plan.devices import place
+    from benchtui.core.running.sampler import Sampler, load_nvml
+
+    nvml, status = (None, "") if plan.device == "cpu" else load_nvml()
+    gpus = Sampler(1.0, lambda sample: None, nvml=nvml).gpus() if nvml is not None else []
+    if plan.device.startswith("cuda") and not gpus:
+        raise PlanError(f"--devices {plan.devices} on --device {plan.device}: no NVIDIA GPU found ({status})")
+    place(plan.device, gpus, plan.devices, plan.device_ids)
+    for fw in plan.frameworks:
+        if catalog.family(fw) == "torch":
+            python = plan.python_for(fw)
+            if not (Path(python).parent / "torchrun").is_file():
+                raise PlanError(
+                    f"--devices {plan.devices}: PyTorch's data parallel starts through torchrun, and there is no "
+                    f"torchrun beside {python} (install torch in that environment)"
+                )
+
+
 def check_device(device: str) -> None:
     """Refuse a CUDA device that this machine does not have (nothing started yet)."""
     if not device.startswith("cuda"):
@@ -108,7 +140,7 @@ def check_device(device: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
-    check_device(plan.device)
+    check_devices(plan)
     from benchtui.core.store.session import SessionWriter, usable_sessions_dir
 
     if args.headless:

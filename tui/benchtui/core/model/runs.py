@@ -44,6 +44,53 @@ class RunState:
     energy_mj: dict[int, float] = field(
         default_factory=dict
     )  # GPU energy counter: 0 = first batch, N = end of epoch N
+    # Data parallel: each rank's seconds and steps over the windows after the first (``ranks``
+    # events), and each GPU's telemetry over the run (index -> [samples, util sum, mem max, power sum]).
+    rank_seconds: list[float] = field(default_factory=list)
+    rank_steps: list[int] = field(default_factory=list)
+    gpu_sums: dict[int, list[float]] = field(default_factory=dict)
+    per_gpu_recorded: list[dict[str, Any]] | None = None  # the engine's figures, from run_end
+
+    def add_ranks(self, seconds: list[float], steps: int) -> None:
+        """One window's mean step time of every rank."""
+        if len(self.rank_seconds) < len(seconds):
+            grow = len(seconds) - len(self.rank_seconds)
+            self.rank_seconds += [0.0] * grow
+            self.rank_steps += [0] * grow
+        for rank, value in enumerate(seconds):
+            self.rank_seconds[rank] += float(value) * steps
+            self.rank_steps[rank] += steps
+
+    def rank_step_s(self) -> list[float | None]:
+        """Each rank's mean seconds per step (windows after the run's first)."""
+        return [s / n if n else None for s, n in zip(self.rank_seconds, self.rank_steps, strict=True)]
+
+    def add_gpu_reading(self, index: int, gpu: dict[str, Any]) -> None:
+        sums = self.gpu_sums.setdefault(index, [0, 0.0, 0.0, 0.0, 0])
+        util, mem, power = gpu.get("util"), gpu.get("mem_used"), gpu.get("power_w")
+        sums[0] += 1
+        if isinstance(util, (int, float)):
+            sums[1] += util
+        if isinstance(mem, (int, float)):
+            sums[2] = max(sums[2], mem)
+        if isinstance(power, (int, float)):
+            sums[3] += power
+            sums[4] += 1
+
+    def per_gpu(self) -> list[dict[str, Any]]:
+        """Each of the run's GPUs over the run: mean utilization and power, most memory used."""
+        if self.per_gpu_recorded is not None:
+            return self.per_gpu_recorded
+        return [
+            {
+                "index": index,
+                "util": sums[1] / sums[0] if sums[0] else None,
+                "mem_max": sums[2] or None,
+                "power_w": sums[3] / sums[4] if sums[4] else None,
+                "samples": int(sums[0]),
+            }
+            for index, sums in sorted(self.gpu_sums.items())
+        ]
 
     @property
     def other_cpu(self) -> float | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from benchtui.core.model import analysis, efficiency, parity
+from benchtui.core.model import analysis, efficiency, parity, scaling
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
@@ -25,6 +25,7 @@ from benchtui.core.wire.events import (
     MemoryEvent,
     ModelEvent,
     PhaseEvent,
+    RanksEvent,
     RunEndEvent,
     RunStartEvent,
     SettingsEvent,
@@ -110,6 +111,11 @@ class SessionModel:
             run.other_cpu_sum += max(0.0, busy - mine / 100.0)
             run.other_cpu_samples += 1
         watched, gpus = sample.get("watched"), sample.get("gpus")
+        devices = sample.get("devices")
+        if isinstance(devices, list) and isinstance(gpus, list):  # a data-parallel run's GPUs
+            for index in devices:
+                if isinstance(index, int) and 0 <= index < len(gpus) and isinstance(gpus[index], dict):
+                    run.add_gpu_reading(index, gpus[index])
         if isinstance(watched, int) and isinstance(gpus, list) and 0 <= watched < len(gpus):
             gpu = gpus[watched]
             procs, mem = (
@@ -197,7 +203,14 @@ class SessionModel:
         run.status = RunStatus.UNAVAILABLE if kind == "unavailable" else RunStatus.FAILED
         run.reason = message if kind != "oom" else f"out of memory: {message}"
 
+    def _on_ranks(self, run: RunState, event: RanksEvent) -> None:
+        if event["epoch"] == 1 and event["step"] == event.get("steps", 1):
+            return  # the run's first window: compiling and warming up, on every rank
+        run.add_ranks(list(event["seconds"]), int(event.get("steps") or 1))
+
     def _on_run_end(self, run: RunState, event: RunEndEvent) -> None:
+        if isinstance(event.get("per_gpu"), list):
+            run.per_gpu_recorded = [dict(g) for g in event["per_gpu"] if isinstance(g, dict)]
         run.status = RunStatus.parse(event.get("status", "failed"))
         if event.get("reason"):
             run.reason = str(event["reason"])
@@ -218,8 +231,15 @@ class SessionModel:
         """(framework, model) pairs in display order: by model, then framework."""
         return [(fw, m) for m in self.plan.models for fw in self.plan.frameworks]
 
-    def cell_runs(self, framework: str, model: str) -> list[RunState]:
-        return [r for r in self.runs.values() if r.spec.framework == framework and r.spec.model == model]
+    def cell_runs(self, framework: str, model: str, devices: int | None = None) -> list[RunState]:
+        """The runs of a cell: at the plan's device count (every table's figures), or at ``devices``
+        (a scaling session's other counts)."""
+        devices = devices or self.plan.devices
+        return [
+            r
+            for r in self.runs.values()
+            if r.spec.framework == framework and r.spec.model == model and r.spec.devices == devices
+        ]
 
     def row(self, framework: str, model: str) -> dict[str, Any]:
         """The summary row of one (framework, model): the contract of summary.json."""
@@ -330,6 +350,7 @@ class SessionModel:
         # FLOPs per sample: the same count under the name that also fits sequences (additive).
         row["flops_per_sample"] = row.get("flops_per_image")
         self._workload_fields(row, model, runs, steady_batches)
+        row.update(scaling.device_fields(self.plan, ok, row["batch_size"]))
         row["epochs"] = self.plan.epochs
         row["run_ids"] = [r.spec.run_id for r in runs]
         return row
@@ -388,6 +409,30 @@ class SessionModel:
                 cells.append((fw, ident))
         return parity.model_parity(model, cells)
 
+    def scaling(self) -> list[dict[str, Any]]:
+        """A scaling session's curve per (model, framework): ``scaling.curve`` (empty otherwise)."""
+        if not self.plan.scaling:
+            return []
+        out = []
+        for framework, model in self.cells():
+            levels = {n: self.cell_runs(framework, model, n) for n in self.plan.device_counts()}
+            out.append(scaling.curve(self.plan, framework, model, levels))
+        return out
+
+    def distributed(self) -> dict[str, Any]:
+        """Per framework, how its data parallel ran (engine, all-reduce, buckets, overlap with the
+        backward pass), as its runner recorded it at the plan's device count: the parity of the wiring."""
+        out: dict[str, Any] = {}
+        if not self.plan.multi_device:
+            return out
+        for run in self.runs.values():
+            settings = run.hello.get("settings")
+            if run.spec.devices == self.plan.devices and isinstance(settings, dict):
+                record = settings.get("distributed")
+                if isinstance(record, dict):
+                    out.setdefault(run.spec.framework, record)
+        return out
+
     def live_figures(self, run: RunState) -> dict[str, Any]:
         """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak."""
         return efficiency.live_figures(run, self.cell_runs(run.spec.framework, run.spec.model))
@@ -428,6 +473,10 @@ class SessionModel:
             # Per model, whether its frameworks build the same network (parameters, FLOPs per sample).
             "parity": [p for m in self.plan.models if (p := self.parity(m)) is not None],
             "task": self.plan.task or "train",
+            # Data parallel: throughput and efficiency at each device count (additive).
+            "devices": self.plan.devices,
+            "scaling": self.scaling(),
+            "distributed": self.distributed(),
             "labels": {
                 "frameworks": catalog.FRAMEWORK_LABELS,
                 "models": {k: v.label for k, v in catalog.MODELS.items()},

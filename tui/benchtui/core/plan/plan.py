@@ -31,6 +31,8 @@ LIMITS: dict[str, tuple[str, int]] = {  # flag: (the plan's field, its largest v
     "--loader-workers": ("loader_workers", 256),
     "--memory-limit": ("memory_limit_mb", 2**24),  # MB: 16 TiB
     "--max-batch-size": ("max_batch_size", 10**6),
+    "--devices": ("devices", 1024),
+    "--global-batch": ("global_batch", 10**8),
 }
 MAX_RUNS_IN_PLAN = 100_000  # runs x frameworks x models
 INTERVAL_RANGE = (0.05, 3600.0)  # GPU sampling period: 20 samples a second at most, one an hour at least
@@ -38,6 +40,10 @@ STALL_RANGE = (1.0, 7 * 86400.0)  # --stall-timeout, seconds
 MAX_NAME = 200
 ORDERS = ("interleaved", "grouped")
 DATA_PLACEMENTS = ("device", "host")
+
+
+def _whole(value: Any, lo: int, hi: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
 
 
 @dataclass
@@ -80,11 +86,35 @@ class Plan:
     # Seconds without an event after which a runner is stopped as stalled (0: derived from the
     # run so far, see engine.stall_limit; -1: never).
     stall_timeout: float = 0.0
+    # Data parallel through each framework's own engine: devices on this machine (a count, or the
+    # GPUs' NVML indices in ``device_ids``); ``scaling``: every power of two up to ``devices`` as
+    # well, in one session. Batch sizes are per device unless ``global_batch`` fixes the total.
+    devices: int = 1
+    device_ids: list[int] = field(default_factory=list)
+    scaling: bool = False
+    global_batch: int = 0  # strong scaling: this many samples a step, divided among the devices
 
-    def batch_size(self, model: str, framework: str | None = None) -> int:
+    def batch_size(self, model: str, framework: str | None = None, devices: int | None = None) -> int:
+        """The per-device batch of ``model`` (at ``devices`` devices; the plan's count when None)."""
+        if self.global_batch:
+            return self.global_batch // (devices or self.devices)
         if framework is not None and f"{framework}:{model}" in self.batch_sizes:
             return self.batch_sizes[f"{framework}:{model}"]
         return self.batch_sizes.get(model, catalog.MODELS[model].study_batch_size)
+
+    def device_counts(self) -> list[int]:
+        """The device counts the session runs: the plan's, or with ``scaling`` 1, 2, 4, ... and it."""
+        if not self.scaling:
+            return [self.devices]
+        counts, n = [], 1
+        while n < self.devices:
+            counts.append(n)
+            n *= 2
+        return [*counts, self.devices]
+
+    @property
+    def multi_device(self) -> bool:
+        return self.devices > 1 or self.scaling
 
     def batch_upper(self) -> int:
         """The largest batch the auto search may probe."""
@@ -115,9 +145,21 @@ class Plan:
         plan = cls(**{k: v for k, v in data.items() if k in known})
         if isinstance(plan.compile, bool):  # sessions before benchtui 0.3: compile was on or off
             plan.compile = "on" if plan.compile else "off"
+        # A file's devices are read, never trusted: anything else is one device (the older sessions').
+        if not _whole(plan.devices, 1, LIMITS["--devices"][1]):
+            plan.devices = 1
+        if not isinstance(plan.scaling, bool):
+            plan.scaling = False
+        if not _whole(plan.global_batch, 0, LIMITS["--global-batch"][1]) or (
+            plan.global_batch and any(plan.global_batch % n for n in plan.device_counts())
+        ):
+            plan.global_batch = 0
+        if not isinstance(plan.device_ids, list) or not all(_whole(i, 0, 1 << 20) for i in plan.device_ids):
+            plan.device_ids = []
         return plan
 
-    def run_config(self, framework: str, model: str, run_id: str) -> RunConfig:
+    def run_config(self, framework: str, model: str, run_id: str, devices: int = 0) -> RunConfig:
+        devices = devices or self.devices
         return RunConfig(
             framework=framework,
             model=model,
@@ -125,7 +167,8 @@ class Plan:
             task=self.task,
             seq_len=self.seq_len,
             samples=self.samples,
-            batch_size=self.batch_size(model, framework),
+            batch_size=self.batch_size(model, framework, devices),
+            replicas=devices,
             epochs=self.epochs,
             device=self.device,
             data=self.data,
@@ -144,6 +187,55 @@ class Plan:
             memory_limit_mb=self.memory_limit_mb,
             threads=self.threads,
         )
+
+    def _validate_devices(self) -> None:
+        """--devices, --scaling and --global-batch: what can be checked without the machine."""
+        n = self.devices
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise PlanError(f"--devices must be a positive whole number or a list of GPU indices, got {n!r}")
+        ids = self.device_ids
+        if ids:
+            if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in ids):
+                raise PlanError(f"--devices lists GPU indices (0, 1, ...), got {ids!r}")
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            if twice:
+                raise PlanError(f"--devices names GPU {', '.join(map(str, twice))} twice: each device once")
+            if len(ids) != n:
+                raise PlanError(f"--devices lists {len(ids)} GPU(s) but asks for {n}")
+            if self.device == "cpu":
+                raise PlanError("--devices lists GPUs, and --device cpu hides them: give a count on the CPU")
+        if self.scaling and n < 2:
+            raise PlanError("--scaling measures 1, 2, 4 ... N devices: give --devices N with N of at least 2")
+        if not isinstance(self.global_batch, int) or self.global_batch < 0:
+            raise PlanError(f"--global-batch must be a positive whole number, got {self.global_batch!r}")
+        if self.global_batch:
+            if self.batch_auto:
+                raise PlanError("--global-batch fixes the batch: it cannot go with --batch-size auto")
+            for count in self.device_counts():
+                if self.global_batch % count:
+                    raise PlanError(
+                        f"--global-batch {self.global_batch} does not divide among {count} devices: "
+                        "choose a multiple of every device count"
+                        + (" (the scaling runs 1, 2, 4 ... N)" if self.scaling else "")
+                    )
+        if n == 1 and not self.scaling:
+            return
+        if isinstance(self.device, str) and ":" in self.device:
+            raise PlanError(
+                f"--device {self.device} picks one GPU; with --devices list the GPUs instead (--devices 0,1)"
+            )
+        if self.task != "train":
+            raise PlanError("--devices measures data-parallel training: --task inference runs on one device")
+        if self.batch_auto:
+            raise PlanError(
+                "--batch-size auto searches one device: with --devices give the per-device batch "
+                "(--batch-size N) or the total (--global-batch N)"
+            )
+        if "keras-torch" in self.frameworks:
+            raise PlanError(
+                "keras-torch cannot train data parallel: Keras 3's keras.distribution runs on JAX only "
+                "(use torch for DDP, keras-jax or tensorflow for Keras)"
+            )
 
     def validate(self) -> Plan:
         """Raise PlanError with one clear line if anything is off; return self."""
@@ -181,9 +273,11 @@ class Plan:
             value = getattr(self, name)
             if isinstance(value, int) and value > most:
                 raise PlanError(f"{label} must be at most {most:,}, got {value:,}")
-        if len(self.frameworks) * len(self.models) * self.runs > MAX_RUNS_IN_PLAN:
+        self._validate_devices()
+        total = len(self.frameworks) * len(self.models) * self.runs * len(self.device_counts())
+        if total > MAX_RUNS_IN_PLAN:
             raise PlanError(
-                f"the plan has {len(self.frameworks) * len(self.models) * self.runs:,} runs "
+                f"the plan has {total:,} runs "
                 f"(at most {MAX_RUNS_IN_PLAN:,}): fewer --runs, models or frameworks"
             )
         lo, hi = INTERVAL_RANGE
@@ -211,10 +305,14 @@ class Plan:
             raise PlanError(f"--max-batch-size must be a positive whole number, got {self.max_batch_size!r}")
         for model in self.models:
             info = catalog.MODELS[model]
-            if not self.batch_auto and self.batch_size(model) > self.samples:
-                raise PlanError(
-                    f"batch size {self.batch_size(model)} for {model} is larger than --samples {self.samples}"
+            most = max(self.device_counts())
+            if not self.batch_auto and self.batch_size(model, devices=most) * most > self.samples:
+                what = (
+                    f"batch size {self.batch_size(model)}"
+                    if most == 1
+                    else (f"the global batch {self.batch_size(model, devices=most) * most} ({most} devices)")
                 )
+                raise PlanError(f"{what} for {model} is larger than --samples {self.samples}")
             if info.kind == "tokens":
                 if self.seq_len > info.context:
                     raise PlanError(
@@ -267,7 +365,8 @@ class RunSpec:
     run_id: str
     framework: str
     model: str
-    index: int  # 1-based run number within its (framework, model)
+    index: int  # 1-based run number within its (framework, model, devices)
+    devices: int = 1  # data-parallel devices (replicas) the run trains on
 
 
 def run_order(plan: Plan) -> list[RunSpec]:
@@ -277,13 +376,19 @@ def run_order(plan: Plan) -> list[RunSpec]:
     torch, ...) so drift in clocks or temperature falls on both. grouped: the
     study's order, all runs of one framework, then the next.
     """
-    specs: list[tuple[str, str, int]] = []
+    specs: list[tuple[str, str, int, int]] = []
+    counts = plan.device_counts()
     for model in plan.models:
-        if plan.order == "interleaved":
-            specs += [(fw, model, i) for i in range(1, plan.runs + 1) for fw in plan.frameworks]
-        else:
-            specs += [(fw, model, i) for fw in plan.frameworks for i in range(1, plan.runs + 1)]
-    return [RunSpec(f"{n:03d}-{fw}-{model}-{i}", fw, model, i) for n, (fw, model, i) in enumerate(specs, 1)]
+        for d in counts:  # a scaling session: every count of a model before the next model
+            if plan.order == "interleaved":
+                specs += [(fw, model, d, i) for i in range(1, plan.runs + 1) for fw in plan.frameworks]
+            else:
+                specs += [(fw, model, d, i) for fw in plan.frameworks for i in range(1, plan.runs + 1)]
+    tag = plan.multi_device
+    return [
+        RunSpec(f"{n:03d}-{fw}-{model}-{f'x{d}-' if tag else ''}{i}", fw, model, i, d)
+        for n, (fw, model, d, i) in enumerate(specs, 1)
+    ]
 
 
 PRESETS: dict[str, dict[str, Any]] = {

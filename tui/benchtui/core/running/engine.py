@@ -22,7 +22,13 @@ from benchtui.core.plan.devices import Placement, place
 from benchtui.core.plan.plan import Plan, RunSpec, run_order
 from benchtui.core.running.batchsearch import choose, search_largest_batch
 from benchtui.core.running.control import Pausable
-from benchtui.core.running.launcher import LocalLauncher, RunnerProcess, config_args, start_runner
+from benchtui.core.running.launcher import (
+    LocalLauncher,
+    RunnerProcess,
+    config_args,
+    launcher_for,
+    start_runner,
+)
 from benchtui.core.running.sampler import Sampler
 from benchtui.core.running.source import Listener, SessionSource
 from benchtui.core.store.session import SessionWriter, StorageError
@@ -83,7 +89,7 @@ class Engine(Pausable):
         self.model = SessionModel(plan)
         self.listener = listener
         self.sampler = sampler
-        self.launcher = launcher or LocalLauncher()
+        self.launcher = launcher  # None: each run's own (launcher_for: torchrun for PyTorch data parallel)
         self.specs: list[RunSpec] = run_order(plan)
         self.current: RunnerProcess | None = None
         self.current_spec: RunSpec | None = None
@@ -179,10 +185,10 @@ class Engine(Pausable):
         self._loop = asyncio.get_running_loop()
         self.status = "running"
         gpus = self.sampler.gpus() if self.sampler is not None else []
-        self.placement = place(self.plan.device, gpus)
+        self.placement = place(self.plan.device, gpus, self.plan.devices, self.plan.device_ids)
         if self.sampler is not None:
             self.sampler.on_sample = self._on_sample
-            self.sampler.watch_gpu(self.placement.nvml_index)
+            self.sampler.watch_gpus(self.placement.nvml_indices)
             self._write(self.writer.update_meta, gpus=gpus, telemetry=self.sampler.status)
             self.sampler.start()
         self._write(self.writer.update_meta, placement=self.placement.to_dict())
@@ -284,21 +290,31 @@ class Engine(Pausable):
         # Runs read their batch from the plan: record the chosen sizes with it.
         self._write(self.writer.update_meta, plan=self.plan.to_dict())
 
-    def _config(self, framework: str, model: str, run_id: str) -> RunConfig:
-        """The run's configuration, on the session's one device."""
-        config = self.plan.run_config(framework, model, run_id)
+    def _config(
+        self, framework: str, model: str, run_id: str, devices: int = 1
+    ) -> tuple[RunConfig, dict[str, str]]:
+        """The run's configuration on the session's device (its first ``devices`` when data parallel),
+        and the environment that gives the runner exactly those."""
+        config = self.plan.run_config(framework, model, run_id, devices)
+        env, gpus = self.placement.for_devices(devices)
         config.device, config.gpu = self.placement.runner_device, self.placement.gpu
+        if devices > 1 and gpus:
+            config.gpus = gpus
         if config.threads == 0 and config.device == "cpu":
             # On a CPU every framework gets the same pool, the cores this process may use: left to
             # themselves they size it differently (TensorFlow per logical core, PyTorch per
             # physical one), and the comparison would measure that choice.
             config.threads = usable_cores()
-        return config
+            if devices > 1 and catalog.family(framework) == "torch":
+                # One process per rank: the same cores in all, shared among them (TensorFlow's and
+                # JAX's replicas share one process's pool).
+                config.threads = max(1, config.threads // devices)
+        return config, env
 
     async def _probe(self, framework: str, model: str, batch: int) -> str:
         """One probe in a fresh process: "ok", "oom" or "error"."""
         probe_id = f"probe-{framework}-{model}-{batch}"
-        config = self._config(framework, model, probe_id)
+        config, env = self._config(framework, model, probe_id)
         config.batch_size, config.samples, config.epochs, config.mode = (
             batch,
             batch * config.probe_steps,
@@ -322,8 +338,8 @@ class Engine(Pausable):
                     self.plan.python_for(framework),
                     config_args(config.to_dict()),
                     log,
-                    self.launcher,
-                    self.placement.env,
+                    self.launcher or LocalLauncher(),
+                    env,
                     cwd=self.writer.path,
                 )
             except OSError as exc:
@@ -375,7 +391,9 @@ class Engine(Pausable):
         return result
 
     async def _run_one(self, spec: RunSpec) -> None:
-        config = self._config(spec.framework, spec.model, spec.run_id).to_dict()
+        run_config, env = self._config(spec.framework, spec.model, spec.run_id, spec.devices)
+        config = run_config.to_dict()
+        launcher = self.launcher or launcher_for(config)
         python = self.plan.python_for(spec.framework)
         self._stop_current = False
         try:
@@ -387,7 +405,7 @@ class Engine(Pausable):
         with log:
             try:
                 proc = await start_runner(
-                    python, config_args(config), log, self.launcher, self.placement.env, cwd=self.writer.path
+                    python, config_args(config), log, launcher, env, cwd=self.writer.path
                 )
             except OSError as exc:
                 self._parent_event(
@@ -413,9 +431,10 @@ class Engine(Pausable):
                 index=spec.index,
                 pid=proc.pid,
                 python=python,
+                **({"devices": spec.devices} if spec.devices > 1 else {}),
             )
             if self.sampler is not None:
-                self.sampler.set_target(spec.run_id, proc.pid)
+                self.sampler.set_target(spec.run_id, proc.pid, self._run_gpus(spec))
             try:
                 malformed = await self._pump(spec, proc, log)
                 returncode = await proc.process.wait()
@@ -454,6 +473,7 @@ class Engine(Pausable):
             other_cpu_cores=state.other_cpu,  # what the sampler saw; loading must not need the samples
             other_gpu_processes=state.other_gpu_procs,
             other_gpu_memory=state.other_gpu_mem,
+            **({"per_gpu": state.per_gpu()} if state.gpu_sums else {}),
         )
 
     async def _pump(self, spec: RunSpec, proc: RunnerProcess, log: Any) -> int:
@@ -491,9 +511,15 @@ class Engine(Pausable):
                 self._read_energy(spec.run_id, int(event.get("epoch") or 0) if kind == "epoch" else 0)
         return malformed
 
+    def _run_gpus(self, spec: RunSpec) -> list[int]:
+        """The NVML indices of the GPUs a run trains on (its first ``devices`` of the session's)."""
+        return self.placement.nvml_indices[: max(1, spec.devices)]
+
     def _read_energy(self, run_id: str, epoch: int) -> None:
-        """The GPU's energy counter at the first batch (epoch 0) and at each epoch's end: joules per image."""
-        mj = self.sampler.energy_mj() if self.sampler is not None else None
+        """The GPUs' energy counter at the first batch (epoch 0) and at each epoch's end: joules per image
+        (a data-parallel run's: the sum over its GPUs)."""
+        spec = self.model.runs[run_id].spec
+        mj = self.sampler.energy_mj(self._run_gpus(spec) or None) if self.sampler is not None else None
         if mj is not None:
             self._parent_event("energy", run_id, epoch=epoch, mj=mj)
 

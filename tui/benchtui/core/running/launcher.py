@@ -48,6 +48,58 @@ class LocalLauncher:
         return [python, "-m", RUNNER_PACKAGE.name, *args]
 
 
+@dataclass(frozen=True)
+class TorchrunLauncher(LocalLauncher):
+    """PyTorch data parallel: the same runner command, started ``nproc`` times by torchrun.
+
+    ``python -m benchtui_runners.torchrun`` runs torchrun's own launcher (``torch.distributed.run``,
+    what the ``torchrun`` command is) with ``--standalone`` on one machine, or a rendezvous endpoint
+    across machines, and relays rank 0's events (and any rank's error) to the event pipe: torchrun
+    starts its workers with none of its own file descriptors, so they write to a FIFO it reads.
+    """
+
+    nproc: int
+    nodes: int = 1
+    node_rank: int = 0
+    rendezvous: str = ""
+
+    def command(self, python: str, args: list[str]) -> list[str]:
+        node = (
+            [
+                "--nnodes",
+                str(self.nodes),
+                "--node-rank",
+                str(self.node_rank),
+                "--rdzv-endpoint",
+                self.rendezvous,
+            ]
+            if self.nodes > 1
+            else []
+        )
+        return [
+            python,
+            "-m",
+            f"{RUNNER_PACKAGE.name}.torchrun",
+            "--nproc-per-node",
+            str(self.nproc),
+            *node,
+            "--",
+            *args,
+        ]
+
+
+def launcher_for(config: dict[str, Any]) -> LocalLauncher:
+    """How a run's runner starts: directly, or through torchrun for PyTorch data parallel."""
+    from benchtui_runners import catalog
+
+    replicas, nodes = int(config.get("replicas") or 1), int(config.get("nodes") or 1)
+    if catalog.family(str(config.get("framework"))) == "torch" and replicas * nodes > 1:
+        return TorchrunLauncher(
+            replicas, nodes, int(config.get("node_rank") or 0), str(config.get("rendezvous") or "")
+        )
+    return LocalLauncher()
+
+
 def _cache_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "benchtui"

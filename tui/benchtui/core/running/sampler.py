@@ -88,6 +88,8 @@ class Sampler:
         self._pid: int | None = None
         self._run: str | None = None
         self._watched: int | None = None  # the session's GPU (NVML index): energy, other processes
+        self._devices: list[int] = []  # every GPU of the session (data parallel)
+        self._run_gpus: list[int] = []  # the current run's GPUs, when it trains on several
         self._procs: dict[int, Any] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -156,20 +158,36 @@ class Sampler:
     def watch_gpu(self, index: int | None) -> None:
         """The session's GPU: whose energy is read and whose other processes are flagged."""
         self._watched = index
+        self._devices = [] if index is None else [index]
 
-    def energy_mj(self) -> int | None:
-        """The watched GPU's energy counter (millijoules since the driver loaded), or None."""
-        if self.nvml is None or self._watched is None or self._watched >= len(self.handles):
+    def watch_gpus(self, indices: list[int]) -> None:
+        """The session's GPUs (data parallel): the first is ``watched``; a run's own are given with its target."""
+        self.watch_gpu(indices[0] if indices else None)
+        self._devices = list(indices)
+
+    def energy_mj(self, indices: list[int] | None = None) -> int | None:
+        """The energy counter (millijoules since the driver loaded) of the watched GPU, or the sum over
+        ``indices`` (a data-parallel run's GPUs); None when any of them cannot be read."""
+        if indices is None:
+            indices = [] if self._watched is None else [self._watched]
+        if self.nvml is None or not indices:
             return None
-        handle = self.handles[self._watched]
-        if handle is None or self._watched in self.lost:
-            return None
-        return self._first(("nvmlDeviceGetTotalEnergyConsumption",), handle)
+        total = 0
+        for index in indices:
+            if index >= len(self.handles) or self.handles[index] is None or index in self.lost:
+                return None
+            value = self._first(("nvmlDeviceGetTotalEnergyConsumption",), self.handles[index])
+            if not isinstance(value, int):
+                return None
+            total += value
+        return total
 
     # -- the sample -------------------------------------------------------------------
-    def set_target(self, run_id: str | None, pid: int | None) -> None:
-        """The runner process whose memory and CPU are watched (None between runs)."""
+    def set_target(self, run_id: str | None, pid: int | None, gpus: list[int] | None = None) -> None:
+        """The runner process whose memory and CPU are watched (None between runs), and the GPUs its
+        run trains on when there are several (each sample names them: ``devices``)."""
         self._run, self._pid = run_id, pid
+        self._run_gpus = list(gpus) if gpus and len(gpus) > 1 else []
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -184,6 +202,8 @@ class Sampler:
             family = self._family_pids(pid) if pid is not None else set()  # once per sample, not per GPU
             event["gpus"] = [self._sample_gpu(i, h, family) for i, h in enumerate(self.handles)]
             event["watched"] = self._watched
+            if self._run_gpus:
+                event["devices"] = self._run_gpus
         event["host"] = self._sample_process(pid)
         return event
 

@@ -52,6 +52,15 @@ class BatchEvent(_Event, total=False):
     steps: int  # steps in the window (1 when absent: sessions before benchtui 0.3)
 
 
+class RanksEvent(_Event, total=False):
+    """Data parallel: every rank's mean time per step over the window that ended with ``step``."""
+
+    epoch: int
+    step: int
+    steps: int
+    seconds: list[float]  # by rank
+
+
 class SettingsEvent(_Event, total=False):
     """Settings known only after the build (what Keras's ``jit_compile="auto"`` became): added to the hello's."""
 
@@ -107,6 +116,7 @@ class RunStartEvent(_Event, total=False):
     model: str
     index: int
     python: str
+    devices: int  # data-parallel devices (absent: one)
 
 
 class RunEndEvent(_Event, total=False):
@@ -117,6 +127,7 @@ class RunEndEvent(_Event, total=False):
     other_cpu_cores: float
     other_gpu_processes: int
     other_gpu_memory: int
+    per_gpu: list[dict[str, Any]]  # data parallel: {index, util, mem_max, power_w, samples} per GPU
 
 
 class EnergyEvent(_Event, total=False):
@@ -130,6 +141,7 @@ class GpuEvent(_Event, total=False):
     gpus: list[dict[str, Any]]
     host: dict[str, Any]
     watched: int
+    devices: list[int]  # a data-parallel run's GPUs (NVML indices), when it trains on several
 
 
 RUNNER_EVENTS: dict[str, type] = {
@@ -143,6 +155,7 @@ RUNNER_EVENTS: dict[str, type] = {
     "model": ModelEvent,
     "error": ErrorEvent,
     "done": DoneEvent,
+    "ranks": RanksEvent,
 }
 PARENT_EVENTS: dict[str, type] = {
     "run_start": RunStartEvent,
@@ -254,6 +267,29 @@ def _text(limit: int = _MAX_TEXT) -> Callable[[Any], str | None]:
         if not isinstance(value, str):
             return f"is {type(value).__name__}, not text"
         return None if len(value) <= limit else f"is {len(value)} characters long (at most {limit})"
+
+    return check
+
+
+def _ints(lo: int, hi: int, most: int = 4096) -> Callable[[Any], str | None]:
+    """A list of whole numbers in [lo, hi] (at most ``most`` of them)."""
+    one = _int(lo, hi)
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, list) or len(value) > most:
+            return f"is not a list of at most {most} numbers"
+        return next((why for v in value if (why := one(v)) is not None), None)
+
+    return check
+
+
+def _times(most: int = 65536) -> Callable[[Any], str | None]:
+    """A non-empty list of measured durations (one per rank)."""
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, list) or not 0 < len(value) <= most:
+            return f"is not a list of 1 to {most} durations"
+        return next((why for v in value if (why := _TIME(v)) is not None), None)
 
     return check
 
@@ -384,7 +420,14 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
         "architecture": _text(_LONG_TEXT),
     },
     "error": {"kind": _TEXTS, "message": _text(_LONG_TEXT), "traceback": _text(_MAX_TRACEBACK)},
-    "run_start": {"framework": _TEXTS, "model": _TEXTS, "index": _COUNT, "python": _TEXTS, "pid": _COUNT},
+    "run_start": {
+        "framework": _TEXTS,
+        "model": _TEXTS,
+        "index": _COUNT,
+        "python": _TEXTS,
+        "pid": _COUNT,
+        "devices": _int(1, 1 << 20),
+    },
     "run_end": {
         "status": _TEXTS,
         "reason": _text(_LONG_TEXT),
@@ -393,9 +436,32 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
         "other_cpu_cores": _float(0.0, 1e6),
         "other_gpu_processes": _COUNT,
         "other_gpu_memory": _COUNT,
+        # Data parallel: each of the run's GPUs over the run, as the sampler saw it.
+        "per_gpu": _obj(
+            {
+                "index": _int(0, 1024),
+                "util": _AMOUNT,
+                "mem_max": _AMOUNT,
+                "power_w": _AMOUNT,
+                "samples": _COUNT,
+            },
+            many=True,
+        ),
     },
     "energy": {"epoch": _int(0, _MAX_EPOCH), "mj": _float(0.0, 1e18)},
-    "gpu": {"gpus": _GPU_READING, "host": _HOST_READING, "watched": _int(-1, 1024)},
+    "gpu": {
+        "gpus": _GPU_READING,
+        "host": _HOST_READING,
+        "watched": _int(-1, 1024),
+        "devices": _ints(0, 1024),
+    },
+    # Data parallel (PyTorch ranks): each rank's mean step time over a window, gathered by rank 0.
+    "ranks": {
+        "epoch": _int(1, _MAX_EPOCH),
+        "step": _int(1),
+        "steps": _int(1, _MAX_WINDOW),
+        "seconds": _times(),
+    },
     "probe_start": {"probe": _TEXTS, "framework": _TEXTS, "model": _TEXTS, "batch_size": _int(1)},
     "probe": {
         "probe": _TEXTS,
@@ -419,6 +485,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "probe_start": ("probe", "framework", "model", "batch_size"),
     "probe": ("probe", "framework", "model", "batch_size", "result"),
     "batch_choice": ("model",),
+    "ranks": ("epoch", "step", "seconds"),
     "session_end": ("lines",),
 }
 _COMMON: dict[str, Callable[[Any], str | None]] = {
