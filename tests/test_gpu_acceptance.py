@@ -17,9 +17,7 @@ STEPS = [
     "tf32",
     "amp-bf16",
     "compile (fp32)",
-    "modern preset",
-    "modern preset, inference at batch 1",
-]
+]  # on a GPU also the modern preset, and with several GPUs the scaling session (not at small sizes)
 
 
 @pytest.mark.slow

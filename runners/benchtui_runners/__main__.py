@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import time
 import traceback
@@ -25,28 +26,7 @@ from benchtui_runners.config import (  # noqa: E402
     apply_thread_env,
     is_oom,
 )
-from benchtui_runners.protocol import EventWriter, ParentGone  # noqa: E402
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM this runner when the process that started it dies.
-
-    A runner leads its own process group (so the parent can stop it and its children
-    together); without this, a parent killed outright would leave it training alone.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        sys.exit(3)
+from benchtui_runners.protocol import FIFO_ENV, EventWriter, ParentGone, die_with_parent  # noqa: E402
 
 
 def _configure_backend(framework: str) -> None:
@@ -64,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
 
     writer = EventWriter.from_env()
     if not writer.closed:
-        _die_with_parent()
+        # A torchrun worker dies outright with its relay: a rank stopped in a hung collective
+        # (or by SIGSTOP) would never act on a SIGTERM.
+        die_with_parent(signal.SIGKILL if os.environ.get(FIFO_ENV) else signal.SIGTERM)
     try:
         if args.doctor:
             if args.doctor not in catalog.FRAMEWORKS:

@@ -205,10 +205,10 @@ def apply_thread_env(threads: int) -> None:
         n = str(threads)
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
             os.environ[name] = n
+        # XLA's CPU backend: one thread for Eigen's ops (its own pool has no size flag). Every word
+        # here must be an XLA flag: XLA stops reading XLA_FLAGS at the first word that is not.
         flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = (
-            f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={n}".strip()
-        )
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
 
 
 def xla_flags(cudnn_autotune: bool) -> str:

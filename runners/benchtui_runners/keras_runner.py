@@ -42,6 +42,76 @@ def _pre_import_settings(config: RunConfig) -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if config.device == "cpu" and _backend() == "jax":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")  # no CUDA plugin start-up on a CPU plan
+        if config.replicas > 1:
+            # Data parallel on the CPU: XLA makes the host look like that many devices (JAX's own
+            # tests do this), read once when the backend starts.
+            flag = f"--xla_force_host_platform_device_count={config.replicas}"
+            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+
+
+def _logical_cpus(config: RunConfig, backend: str) -> None:
+    """tf.distribute on the CPU: split the host into ``replicas`` logical CPU devices, before the
+    runtime starts (as TensorFlow's own distribution tests do)."""
+    if backend != "tensorflow" or config.replicas <= 1 or config.device != "cpu":
+        return
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(config.replicas)]
+    )
+
+
+def data_parallel(config: RunConfig, backend: str) -> tuple[Any, dict[str, Any]]:
+    """The framework's own data parallel over the run's devices: (a scope to build and train in, the
+    record of how it reduces gradients). TensorFlow: ``tf.distribute.MirroredStrategy``; JAX:
+    ``keras.distribution.DataParallel`` (set for the whole process)."""
+    n = config.replicas
+    kind = "CPU" if config.device == "cpu" else "GPU"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        names = [f"/{kind.lower()}:{i}" for i in range(n)]
+        strategy = tf.distribute.MirroredStrategy(devices=names)
+        ops = getattr(strategy.extended, "_cross_device_ops", None)
+        ops_name = type(ops).__name__ if ops is not None else "default"
+        options = getattr(ops, "_options", None)
+        implementation = getattr(getattr(options, "implementation", None), "name", None)
+        pack = getattr(options, "bytes_per_pack", None)
+        return strategy.scope(), {
+            "engine": "tf.distribute.MirroredStrategy (one process, a replica per device)",
+            "replicas": strategy.num_replicas_in_sync,
+            "devices": names,
+            "all_reduce": f"{ops_name}"
+            + (
+                f" (implementation {implementation}: NCCL on GPUs, ring on the CPU when AUTO)"
+                if implementation
+                else ""
+            ),
+            "bucket": f"{pack} bytes per pack" if pack else "all gradients in one pack (bytes_per_pack 0)",
+            "overlap": "no: Keras computes every gradient, then the optimizer all-reduces them in its apply step",
+        }
+    if backend == "jax":
+        import contextlib
+
+        import keras
+
+        devices = keras.distribution.list_devices(kind.lower())
+        if len(devices) < n:
+            raise DeviceMissing(f"Keras/JAX sees {len(devices)} {kind} device(s), the run asks for {n}")
+        distribution = keras.distribution.DataParallel(devices=devices[:n])
+        keras.distribution.set_distribution(distribution)
+        return contextlib.nullcontext(), {
+            "engine": "keras.distribution.DataParallel (JAX SPMD over a 1-D device mesh)",
+            "replicas": n,
+            "devices": [str(d) for d in devices[:n]],
+            "all_reduce": "inserted by XLA's SPMD partitioner (NCCL on GPUs, in-process on the CPU)",
+            "bucket": "XLA's all-reduce combiner joins gradients up to its size threshold",
+            "overlap": "as XLA schedules it (asynchronous collectives on GPUs can overlap the backward pass)",
+        }
+    raise DeviceMissing(
+        f"{_LABELS.get(backend, backend)} has no data parallel in Keras 3 (keras.distribution: JAX only)"
+    )
 
 
 def _versions() -> dict[str, Any]:
@@ -399,6 +469,17 @@ def _device_inputs(config: RunConfig, count: int, seed: int) -> Any:
     return keras.random.normal((count, size, size, 3), seed=seed)
 
 
+def _laid_out(x: Any, y: Any) -> tuple[Any, Any]:
+    """A batch placed as the distribution lays data out (split along the batch over the devices)."""
+    import jax
+    import keras
+
+    distribution = keras.distribution.distribution()
+    return tuple(  # type: ignore[return-value]
+        jax.device_put(a, distribution.get_data_layout(a.shape).backend_layout) for a in (x, y)
+    )
+
+
 def _device_fed(model: Any, pool: list[tuple[Any, Any]]) -> Any:
     """tf.keras with ``--data device``: the same network, whose ``train_step`` takes its batch from a
     pool held on the device, by the step's index (the only thing tf.data then yields).
@@ -454,12 +535,22 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     writer.phase("import", "end")
     device_name, device_info = _resolve_device(config.device)
     memory_policy = _memory_policy(backend, device_name)  # before anything starts the GPU runtime
+    _logical_cpus(config, backend)  # before the runtime starts too
+    runtime_settings = _settings(config, backend)
+    scope, distributed = data_parallel(config, backend) if config.replicas > 1 else (None, None)
     settings = {
-        **_settings(config, backend),
+        **runtime_settings,
         **training_record(config),
         "input": input_record(config, backend),
         "memory_policy": memory_policy,
     }
+    if distributed is not None:
+        settings["distributed"] = distributed
+        if config.data != "host" and backend == "tensorflow":
+            settings["input"] = (
+                "a pool of 4 global batches in host memory, in a tf.data dataset that MirroredStrategy "
+                "splits among the replicas and prefetches to each device"
+            )
     if config.data == "host":
         settings["host_data"] = "in host memory" + (" (tensors on /CPU:0)" if backend == "tensorflow" else "")
     if config.task == "inference":
@@ -480,17 +571,24 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         steps_per_epoch=config.steps_per_epoch,
         samples_per_epoch=config.samples_per_epoch,
     )
-    bs, size, steps = config.batch_size, config.image_size, config.steps_per_epoch
+    # Data parallel: every step takes the global batch, which the framework splits among the devices.
+    bs, size, steps = config.global_batch, config.image_size, config.steps_per_epoch
     n = config.samples_per_epoch
     inference = config.task == "inference"
+    mirrored = distributed is not None and backend == "tensorflow"
 
-    with device_scope(device_name):
+    with scope if scope is not None else device_scope(device_name):
         rng = np.random.default_rng(config.seed)
         pool: list[tuple[Any, Any]] = []
         x_host = y_host = None
         if config.mode != "count":
             writer.phase("data", "start")
-            if config.data == "host":
+            if mirrored:
+                # tf.distribute splits batches of a tf.data dataset among its replicas: a few global
+                # batches in host memory, repeated (or the whole epoch, for host data).
+                count = n if config.data == "host" else bs * min(steps, 4)
+                x_host, y_host = _host_inputs(config, count, rng), _labels(config, count, rng)
+            elif config.data == "host":
                 x_host, y_host = _host_inputs(config, n, rng), _labels(config, n, rng)
                 if backend == "tensorflow" and not inference:
                     # TensorFlow turns NumPy into a tensor on its default device, the GPU: the study's
@@ -508,6 +606,8 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                     )
                     for i in range(min(steps, 4))
                 ]
+                if distributed is not None:  # JAX: each batch laid out over the devices once, here
+                    pool = [_laid_out(x, y) for x, y in pool]
                 _sync(backend, device_name, pool)
             writer.phase("data", "end")
 
@@ -515,7 +615,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         model = build_keras(
             config.model, config.num_classes, size, config.head, config.tokens, last_only=inference
         )
-        if pool and backend == "tensorflow" and not inference:
+        if pool and backend == "tensorflow" and not inference and not mirrored:
             model = _device_fed(model, pool)
         emit_model(writer, "keras", config.model, config.tokens, model)
         loss = keras_loss(config.head, "tokens" if config.tokens else "image")
@@ -566,7 +666,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                 pool,
                 x_host,
                 y_host,
-                backend,
+                "tf.distribute" if mirrored else backend,
                 lambda epoch: _peak_memory(backend, device_name),
             )
         final_memory = _peak_memory(backend, device_name)  # before counting: no part of the run
@@ -638,8 +738,16 @@ def _fit(
 
     common = {"epochs": config.epochs_to_run, "verbose": 0, "callbacks": [Timing()]}
     steps = config.steps_per_epoch
-    if x_host is not None:
-        model.fit(x_host, y_host, batch_size=config.batch_size, shuffle=config.shuffle, **common)
+    if backend == "tf.distribute":  # MirroredStrategy: a batched dataset it splits among replicas
+        import tensorflow as tf
+
+        data = tf.data.Dataset.from_tensor_slices((x_host, y_host))
+        if config.shuffle and config.data == "host":
+            data = data.shuffle(len(x_host), seed=config.seed, reshuffle_each_iteration=True)
+        data = data.batch(config.global_batch, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
+        model.fit(data, steps_per_epoch=steps, **common)
+    elif x_host is not None:
+        model.fit(x_host, y_host, batch_size=config.global_batch, shuffle=config.shuffle, **common)
     elif backend == "tensorflow":
         import tensorflow as tf
 

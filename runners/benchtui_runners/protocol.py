@@ -10,11 +10,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from typing import Any
 
 WIRE_VERSION = 1
 FD_ENV = "BENCHTUI_EVENT_FD"
+#: Data parallel under torchrun, whose workers inherit no file descriptor: the path of a FIFO that
+#: ``benchtui_runners.torchrun`` reads and relays to the event pipe. Rank 0 sends its events there;
+#: every other rank sends only its ``error`` (with its rank), so a rank that fails says why.
+FIFO_ENV = "BENCHTUI_EVENT_FIFO"
+#: The longest error line a rank other than 0 writes: below PIPE_BUF, so it never interleaves.
+RANK_ERROR_BYTES = 3500
 
 
 def _clean(value: Any) -> Any:
@@ -28,6 +35,28 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def die_with_parent(sig: int = 15) -> None:
+    """Ask Linux to send ``sig`` (SIGTERM) to this process when the process that started it dies.
+
+    A runner leads its own process group (so the parent can stop it and its children
+    together), and torchrun's workers lead their own sessions; without this, a parent killed
+    outright would leave them training alone.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.Signals(sig))
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        sys.exit(3)
+
+
 class ParentGone(SystemExit):
     """The parent closed its end of the pipe: nobody is listening, so the run ends."""
 
@@ -39,22 +68,35 @@ class EventWriter:
     lose the event being written, never corrupt an earlier one.
     """
 
-    def __init__(self, fd: int | None) -> None:
+    def __init__(self, fd: int | None, rank: int = 0) -> None:
         self._fd = fd
         self.closed = fd is None
+        self.rank = rank  # data parallel: only rank 0 sends anything but errors
 
     @classmethod
     def from_env(cls) -> EventWriter:
+        fifo = os.environ.get(FIFO_ENV)
+        if fifo:  # a torchrun worker: rank 0's events, any rank's error, through the relay's FIFO
+            rank = int(os.environ.get("RANK", "0") or 0)
+            try:
+                return cls(os.open(fifo, os.O_WRONLY), rank)
+            except OSError:
+                return cls(None, rank)
         raw = os.environ.get(FD_ENV)
         return cls(int(raw) if raw else None)
 
     def emit(self, type_: str, **fields: Any) -> None:
-        if self.closed:
+        if self.closed or (self.rank and type_ != "error"):
             return
         event = {"v": WIRE_VERSION, "type": type_, "t": time.monotonic()}
         event.update(fields)
         line = json.dumps(_clean(event), separators=(",", ":"), allow_nan=False) + "\n"
-        data = line.encode("utf-8")
+        self.send(line.encode("utf-8"))
+
+    def send(self, data: bytes) -> None:
+        """One whole line, as it is (the torchrun relay copies its workers' lines with this)."""
+        if self.closed:
+            return
         try:
             while data:
                 written = os.write(self._fd, data)  # type: ignore[arg-type]
@@ -83,6 +125,16 @@ class EventWriter:
         self.emit("memory", **fields)
 
     def error(self, kind: str, message: str, traceback: str = "") -> None:
+        if self.rank:  # one short line, written whole, naming the rank
+            message = f"rank {self.rank}: {message}"[:1000]
+            self.emit(
+                "error",
+                kind=kind,
+                message=message,
+                traceback=traceback[-(RANK_ERROR_BYTES - 2000) :],
+                rank=self.rank,
+            )
+            return
         self.emit("error", kind=kind, message=message, traceback=traceback)
 
     def done(self, **fields: Any) -> None:

@@ -52,6 +52,7 @@ class StepClock:
         mode: str = "window",
         target_s: float = WINDOW_TARGET_S,
         clock: Callable[[], float] = time.perf_counter,
+        gather: Callable[[float], list[float]] | None = None,
     ) -> None:
         if mode not in TIMINGS:
             raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, got {mode!r}")
@@ -61,6 +62,10 @@ class StepClock:
         self.mode = mode
         self.target = target_s
         self.clock = clock
+        # Data parallel with a process per rank: every rank's mean step time of the window (a
+        # collective, after the window's clock is read), sent as a ``ranks`` event; the next window
+        # is sized from the slowest rank, so every rank closes its windows at the same steps.
+        self.gather = gather
         self.window = 1  # steps in the window being filled
         self.first = True  # the run's first step has not ended yet
         self.epoch = 0
@@ -97,12 +102,17 @@ class StepClock:
         now = self._sync()
         steps, seconds = self.pending, now - self.t_mark
         self.writer.batch(self.epoch, self.step, seconds / steps, self.samples, steps=steps)
+        pace = seconds / steps
+        if self.gather is not None:
+            ranks = self.gather(pace)
+            self.writer.emit("ranks", epoch=self.epoch, step=self.step, steps=steps, seconds=ranks)
+            pace = max(ranks)
         if self.first:
             self.writer.phase("first_batch", "end")
             self.first = False
         self.t_mark, self.pending = now, 0
         if self.mode == "window":
-            self.window = next_window(self.window, seconds / steps, self.target)
+            self.window = next_window(self.window, pace, self.target)
 
 
 def next_window(current: int, step_seconds: float, target_s: float = WINDOW_TARGET_S) -> int:

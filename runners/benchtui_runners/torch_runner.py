@@ -179,14 +179,16 @@ def _inputs(config: RunConfig, count: int, device: Any, memory_format: Any) -> t
     return torch.randn((count, 3, size, size), device=device).contiguous(memory_format=memory_format)
 
 
-def _loader(config: RunConfig, device: torch.device) -> Any:
+def _loader(config: RunConfig, device: torch.device, rank: int = 0) -> Any:
     """The study's path: one array in host memory, fed through a DataLoader as a user would.
 
     Workers, pinned memory and non-blocking copies, as tf.data parallelises and prefetches on
-    the other side: the input path is part of every step's time on both.
+    the other side: the input path is part of every step's time on both. Data parallel: each
+    rank holds its own share of the epoch (what a DistributedSampler would give it), drawn from
+    its own seed.
     """
-    rng = np.random.default_rng(config.seed)
-    n, size = config.samples_per_epoch, config.image_size
+    rng = np.random.default_rng(config.seed + rank)
+    n, size = config.steps_per_epoch * config.batch_size, config.image_size
     if config.tokens:
         shape = (n, config.tokens)
         x_host = torch.from_numpy(rng.integers(0, config.outputs, shape, dtype=np.int64))
@@ -222,9 +224,71 @@ def input_record(config: RunConfig, device: torch.device) -> str:
     )
 
 
+def ranks() -> tuple[int, int, int]:
+    """(rank, local rank, world size) as torchrun sets them; (0, 0, 1) for a run on one device."""
+    env = os.environ
+    return int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1))
+
+
+def start_group(device: torch.device, world: int) -> dict[str, Any]:
+    """Join torchrun's process group (NCCL on GPUs, Gloo on the CPU); what it is, for the record."""
+    import datetime
+
+    import torch.distributed as dist
+
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    # A collective that hangs is the watchdog's to catch (the parent stops the group); this
+    # bound only keeps a worker from waiting forever if the parent is gone too.
+    dist.init_process_group(backend, timeout=datetime.timedelta(minutes=30))
+    record: dict[str, Any] = {
+        "engine": "torch.nn.parallel.DistributedDataParallel, started by torchrun",
+        "replicas": world,
+        "nodes": int(os.environ.get("GROUP_WORLD_SIZE", 1) or 1),
+        "backend": backend,
+    }
+    if backend == "nccl":
+        version = torch.cuda.nccl.version()
+        version_text = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+        record["all_reduce"] = (
+            f"NCCL {version_text} all-reduce (ring or tree, chosen by NCCL"
+            + (f"; NCCL_ALGO={os.environ['NCCL_ALGO']}" if os.environ.get("NCCL_ALGO") else "")
+            + ")"
+        )
+    else:
+        record["all_reduce"] = "Gloo all-reduce over TCP (ring), on the host"
+    return record
+
+
+def ddp_record(model: Any) -> dict[str, Any]:
+    """How DDP reduces gradients: its buckets, and their overlap with the backward pass."""
+    cap = getattr(model, "bucket_bytes_cap", None)
+    return {
+        "bucket": f"{cap / 2**20:g} MiB gradient buckets (bucket_cap_mb)" if cap else "DDP's default buckets",
+        "overlap": "yes: each bucket is all-reduced as soon as its gradients are ready, during the backward pass",
+        "gradient_as_bucket_view": bool(getattr(model, "gradient_as_bucket_view", False)),
+        "find_unused_parameters": bool(getattr(model, "find_unused_parameters", False)),
+    }
+
+
+def gather_step_times(device: torch.device, world: int) -> Any:
+    """A function giving every rank's value of one float (``all_gather``): the ``ranks`` events."""
+    import torch.distributed as dist
+
+    def gather(value: float) -> list[float]:
+        mine = torch.tensor([value], dtype=torch.float64, device=device)
+        out = [torch.zeros_like(mine) for _ in range(world)]
+        dist.all_gather(out, mine)
+        return [float(t.item()) for t in out]
+
+    return gather
+
+
 def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     writer.phase("import", "end")
+    rank, local_rank, world = ranks()
     device = _device(config.device)
+    if world > 1 and device.type == "cuda":
+        device = torch.device("cuda", local_rank)  # torchrun's rank on its own GPU of the visible ones
     settings = {
         **_settings(config, device),
         **training_record(config),
@@ -238,6 +302,9 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
+    distributed = start_group(device, world) if world > 1 else None
+    if distributed is not None:
+        settings["distributed"] = distributed
     writer.hello(
         framework=config.framework,
         versions=_versions(),
@@ -256,8 +323,9 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     loader = pool = None
     if config.mode != "count":
         writer.phase("data", "start")
+        torch.manual_seed(config.seed + rank)  # each rank its own data; the same model everywhere
         if config.data == "host":
-            loader = _loader(config, device)
+            loader = _loader(config, device, rank)
         else:
             # Synthetic tensors made on the device: a few distinct batches, cycled (seeded above).
             pool = [
@@ -267,6 +335,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         writer.phase("data", "end")
 
     writer.phase("build", "start")
+    torch.manual_seed(config.seed)
     model = build_torch(config.model, config.outputs, config.image_size, config.tokens, last_only=inference)
     model = model.to(device, memory_format=memory_format)
     model.eval() if inference else model.train()
@@ -274,8 +343,13 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     loss_fn = torch_loss(config.head, "tokens" if config.tokens else "image")
     optimizer = None if inference else _optimizer(config, model.parameters())
     step_fn: Any = model
+    if distributed is not None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        step_fn = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        writer.emit("settings", settings={"distributed": {**distributed, **ddp_record(step_fn)}})
     if config.compile == "on":
-        step_fn = torch.compile(model)
+        step_fn = torch.compile(step_fn)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     writer.phase("build", "end")
@@ -298,7 +372,8 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     # step, one per window of steps; a step's time runs from the previous step's end, so the
     # loader's fetch and the copy to the device are in it, as tf.data's are on the Keras side.
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-    clock = StepClock(writer, sync, bs, config.timing, config.window_s)
+    gather = gather_step_times(device, world) if world > 1 else None
+    clock = StepClock(writer, sync, bs * world, config.timing, config.window_s, gather=gather)
     epochs = 0 if config.mode == "count" else config.epochs_to_run
     # Inference: no gradients anywhere (inference_mode also skips version counting), eval mode.
     with torch.inference_mode() if inference else contextlib.nullcontext():
@@ -310,7 +385,11 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
             writer.epoch(epoch, clock.epoch_end(), config.samples_per_epoch)
             writer.memory(epoch=epoch, **_peak_memory(device))
     final_memory = _peak_memory(device)  # before counting: its extra step is no part of the run
-    if config.mode != "probe":
+    if distributed is not None:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    if config.mode != "probe" and rank == 0:
         # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
         from benchtui_runners.flops import COUNTED_FORWARD, COUNTED_TRAIN, count_torch, emit_flops
 

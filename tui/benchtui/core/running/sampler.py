@@ -292,22 +292,37 @@ class Sampler:
             return None
 
     def _sample_runner(self, pid: int | None) -> dict[str, Any]:
+        """CPU (% of one core) and resident memory of the runner and every process under it: a
+        DataLoader's workers, torchrun's ranks. A process seen for the first time primes its counter."""
         if pid is None:
             return {"cpu_percent": None, "rss": None}
         try:
             import psutil
 
-            proc = self._procs.get(pid)
-            if proc is None:
-                self._procs = {pid: psutil.Process(pid)}
-                proc = self._procs[pid]
-                proc.cpu_percent(None)  # the first call only primes the counter
-                return {"cpu_percent": None, "rss": proc.memory_info().rss}
-            with proc.oneshot():
-                if proc.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped: nothing to measure
+            root = self._procs.get(pid)
+            if root is None:
+                root = psutil.Process(pid)
+                root.cpu_percent(None)  # the first call only primes the counter
+                self._procs = {pid: root}
+                return {"cpu_percent": None, "rss": root.memory_info().rss}
+            with root.oneshot():
+                if root.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped: nothing to measure
                     return {"cpu_percent": None, "rss": None}
-                cpu = proc.cpu_percent(None)
-                rss = proc.memory_info().rss
+                cpu, rss = root.cpu_percent(None), root.memory_info().rss
+            family = {pid: root}
+            for child in root.children(recursive=True):
+                known = self._procs.get(child.pid)
+                try:
+                    if known is None:
+                        child.cpu_percent(None)
+                        family[child.pid] = child
+                        continue
+                    cpu += known.cpu_percent(None)
+                    rss += known.memory_info().rss
+                    family[child.pid] = known
+                except psutil.Error:  # ended between the listing and the reading
+                    continue
+            self._procs = family
             return {"cpu_percent": cpu, "rss": rss or None}
         except Exception:  # noqa: BLE001 - process ended between samples, or no psutil
             return {"cpu_percent": None, "rss": None}
