@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Group
+from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,17 +20,19 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from benchtui.core.fmt import clean
+from benchtui.core.model import scaling
 from benchtui.core.model.analysis import model_label
 from benchtui.core.model.parity import differences_text
-from benchtui.core.model.status import CautionKind, status_style
+from benchtui.core.model.status import CautionKind, RunStatus, status_style
 from benchtui.core.reporting import registry
-from benchtui.widgets.comparison import BatchComparison
+from benchtui.widgets.comparison import BatchComparison, focus_model
 from benchtui.widgets.log_pane import RunLog
-from benchtui.widgets.results_table import CellCache, ResultsTable, cell_values, row_key
-from benchtui.widgets.telemetry import TelemetryPanel
+from benchtui.widgets.results_table import LIVE, CellCache, ResultsTable, cell_values, rate_text, row_key
+from benchtui.widgets.telemetry import MAX_STRIPS, GpuStrips, TelemetryPanel
 from benchtui_runners import catalog
 
 if TYPE_CHECKING:
@@ -38,6 +42,16 @@ if TYPE_CHECKING:
 
 TICK_S = 0.25  # redraw period: 4 Hz is smooth for people and cheap at any event rate
 COMPACT_BELOW = 100  # terminal columns under which the table drops three columns
+SHORT_BELOW = 30  # terminal rows under which a data-parallel session's GPU strips are capped lower
+SHORT_STRIPS = 4  # GPU strips on such a terminal (one line is then the "+N more")
+#: How a device count's runs ended when none succeeded, the first present said (scaling line).
+ENDED_WORDS = (
+    RunStatus.FAILED,
+    RunStatus.INTERRUPTED,
+    RunStatus.STOPPED,
+    RunStatus.UNAVAILABLE,
+    RunStatus.SKIPPED,
+)
 FINISHED = frozenset({"complete", "failed", "interrupted", "incomplete"})
 
 
@@ -51,6 +65,112 @@ def clock(seconds: float | None) -> str:
 def _label(framework: str, model: str) -> str:
     info = catalog.MODELS.get(model)
     return f"{info.label if info else model} · {catalog.FRAMEWORK_LABELS.get(framework, framework)}"
+
+
+class ScalingView(Widget):
+    """A scaling session's curve as it forms, for the model being run: one line per framework with
+    its throughput at each device count done so far and its efficiency against one device.
+
+    ``show`` takes the curves (``scaling.curve``, the model's own) and what each framework is
+    doing at the counts without a figure; the drawing picks the most detailed of three forms
+    that fits the width (with units and 95% intervals, with units, bare numbers).
+    """
+
+    DEFAULT_CSS = """
+    ScalingView {
+        height: auto;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.lines: list[tuple[str, list[tuple[str, str, str, str]]]] = []  # per framework: segments
+        self.border_title = "Scaling"
+
+    def show(
+        self,
+        model_id: str,
+        unit: str,
+        lines: list[tuple[str, list[tuple[str, str, str, str]]]],
+    ) -> None:
+        """``lines``: (framework label, per device count (long, medium, short, style))."""
+        title = f"Scaling · {escape(model_label(model_id))} · {unit} by devices, efficiency vs 1"
+        if title != self.border_title:
+            self.border_title = title
+        if lines != self.lines:
+            self.lines = lines
+            self.refresh(layout=True)
+
+    def texts(self, width: int | None = None) -> list[str]:
+        """The lines as drawn at ``width`` (plain text, for tests)."""
+        return [line.plain for line in self._render_lines(width)]
+
+    def _render_lines(self, width: int | None = None) -> list[Text]:
+        width = width or self.size.width or 80
+        if not self.lines:
+            return []
+        label_w = max(len(label) for label, _ in self.lines) + 2
+        # The most detailed form whose every line fits; segments padded to line up across frameworks.
+        for form in range(3):
+            widths = [
+                max(len(segments[k][form]) for _, segments in self.lines if k < len(segments))
+                for k in range(max(len(segments) for _, segments in self.lines))
+            ]
+            if label_w + sum(widths) + 3 * (len(widths) - 1) <= width:
+                break
+        out = []
+        for label, segments in self.lines:
+            text = Text(no_wrap=True, overflow="ellipsis")
+            text.append(f"{label:<{label_w}}", style="bold")
+            for k, segment in enumerate(segments):
+                if k:
+                    text.append(" · ", style="dim")
+                body = segment[form]
+                text.append(f"{body:<{widths[k]}}" if k < len(segments) - 1 else body, style=segment[3])
+            out.append(text)
+        return out
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001
+        return len(self.lines)
+
+    def render(self) -> Group:
+        return Group(*self._render_lines())
+
+
+def scaling_segments(
+    curve: dict[str, Any], levels: list[int], doing: dict[int, str], unit: str, tokens: int
+) -> list[tuple[str, str, str, str]]:
+    """One framework's curve as (long, medium, short, style) per device count.
+
+    ``doing``: a word for a count without a figure ("running", or how its runs ended: "failed",
+    "interrupted" ...); a count with neither is still to come. The rate is per sample, or per
+    token for a token model (``tokens`` per sample).
+    """
+    points = {p["devices"]: p for p in curve.get("points") or []}
+    out = []
+    for n in levels:
+        point = points.get(n) or {}
+        rate = point.get("images_per_s")
+        if rate is None:
+            word = doing.get(n)
+            if word == "running":
+                out.append((f"×{n} running", f"×{n} running", f"×{n} …", "cyan"))
+            elif word:
+                out.append((f"×{n} {word}", f"×{n} {word}", f"×{n} {word}", status_style(word, "dim")))
+            else:
+                out.append((f"×{n} –", f"×{n} –", f"×{n} –", "dim"))
+            continue
+        figure = rate_text(rate, tokens, False)
+        eff, ci = point.get("efficiency"), point.get("efficiency_ci")
+        if n == 1 or eff is None:
+            medium = f"×{n} {figure} {unit}"
+            out.append((medium, medium, medium if n == 1 else f"×{n} {figure}", ""))
+            continue
+        short = f"×{n} {figure} {eff:.0%}"
+        medium = f"×{n} {figure} {unit} {eff:.0%}"
+        long = medium + (f" ({ci[0] * 100:.0f}–{ci[1]:.0%})" if ci else "")
+        out.append((long, medium, short, "yellow" if eff < scaling.POOR_EFFICIENCY else ""))
+    return out
 
 
 class LiveScreen(Screen):
@@ -119,6 +239,9 @@ class LiveScreen(Screen):
         self._status_text = ""
         self._ticker: Timer | None = None
         self._asleep = False  # the ticker is paused until something may have changed
+        # Scaling curves per (framework, model) and the successful runs they were computed from:
+        # each bootstraps its intervals, so only a run that finishes well computes one again.
+        self._curves: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any]]] = {}
 
     @property
     def model(self) -> SessionModel:
@@ -156,6 +279,7 @@ class LiveScreen(Screen):
         with VerticalScroll(id="body"):
             yield ResultsTable(id="results")
             yield Static(id="notes")
+            yield ScalingView(id="scaling", classes="panel")
             with Horizontal(id="panels"):
                 yield BatchComparison(id="comparison")
                 yield Vertical(id="telemetry")
@@ -166,27 +290,51 @@ class LiveScreen(Screen):
         table = self.query_one(ResultsTable)
         table.border_title = "Results · times in seconds"
         self.query_one("#log", RunLog).display = False
+        self.query_one(ScalingView).display = bool(self.model.plan.scaling)
         self._fit_table(self.app.size.width)
         self._ticker = self.set_interval(TICK_S, self.tick, name="live-tick")
         self.tick()
 
     def on_resize(self) -> None:
         self._fit_table(self.size.width)
+        for strips in self.query(GpuStrips):
+            strips.max_strips = self._max_strips()
+            strips.refresh(layout=True)
         self._dirty = True
         self.wake()
+
+    def _max_strips(self) -> int:
+        return SHORT_STRIPS if self.app.size.height < SHORT_BELOW else MAX_STRIPS
 
     def _fit_table(self, width: int) -> None:
         self.query_one(ResultsTable).set_compact(width < COMPACT_BELOW)
 
+    def _session_gpus(self, seen: int) -> list[int]:
+        """The NVML indices of a data-parallel session's GPUs (empty for one GPU, or none).
+
+        The engine's placement says which; a session without one trained on the plan's
+        ``device_ids``, else its first ``devices`` GPUs (the placement's own rule).
+        """
+        plan = self.model.plan
+        if plan.devices < 2 or plan.device == "cpu" or not seen:
+            return []
+        placement = self.meta.get("placement")
+        placed = placement.get("gpus") if isinstance(placement, dict) else None
+        ids = [g.get("index") for g in placed or [] if isinstance(g, dict)]
+        indices = [i for i in ids if isinstance(i, int)] or list(plan.device_ids) or list(range(plan.devices))
+        return indices if len(indices) > 1 else []
+
     def _build_panels(self) -> None:
-        """One panel per GPU the session knows of; the runner-process panel without NVML."""
+        """One panel per GPU the session knows of; one line per GPU for a data-parallel session's
+        GPUs; the runner-process panel without NVML."""
         gpus = list(self.meta.get("gpus") or [])
         samples = self.model.gpu_samples
         if not gpus and samples:
             seen = samples[-1].get("gpus")
             if isinstance(seen, list):
                 gpus = [{"index": i} for i in range(len(seen))]
-        key = (len(gpus), self.meta.get("telemetry"))
+        several = self._session_gpus(len(gpus))
+        key = (len(gpus), self.meta.get("telemetry"), tuple(several))
         if key == self._panels_key:
             return
         self._panels_key = key
@@ -196,7 +344,21 @@ class LiveScreen(Screen):
         capacity = self.model.gpu_samples.maxlen or 600
         cpu_count = (self.meta.get("host") or {}).get("cpu_count")
         status = str(self.meta.get("telemetry") or "")
-        if gpus:
+        if several:
+            infos = [dict(info, index=i) for i, info in enumerate(gpus) if isinstance(info, dict)]
+            panels: list[TelemetryPanel] = [
+                GpuStrips(
+                    several,
+                    infos,
+                    status,
+                    capacity,
+                    interval,
+                    cpu_count,
+                    max_strips=self._max_strips(),
+                    classes="panel",
+                )
+            ]
+        elif gpus:
             panels = [
                 TelemetryPanel(i, info, status, capacity, interval, cpu_count, classes="panel")
                 for i, info in enumerate(gpus)
@@ -221,6 +383,7 @@ class LiveScreen(Screen):
                 table.show(rows)
                 self.query_one(BatchComparison).update_from(model)
                 self._update_notes()
+                self._update_scaling()
         if self._gpu_dirty:
             self._gpu_dirty = False
             self._build_panels()
@@ -301,6 +464,43 @@ class LiveScreen(Screen):
         notes.update(Text("\n".join(map(clean, shown)), style="yellow", overflow="ellipsis", no_wrap=True))
         notes.display = bool(lines)
 
+    def _update_scaling(self) -> None:
+        """A scaling session: the curve of the model being run (or the last run), per framework."""
+        model = self.model
+        plan = model.plan
+        if not plan.scaling:
+            return
+        model_id = focus_model(model) or plan.models[0]
+        info = catalog.MODELS.get(model_id)
+        tokens = (
+            catalog.tokens_per_sample(model_id, plan.seq_len or info.context)
+            if info is not None and info.kind == "tokens"
+            else 0
+        )
+        unit = "tok/s" if tokens else "img/s"
+        levels = plan.device_counts()
+        lines = []
+        for framework in plan.frameworks:
+            runs = {n: model.cell_runs(framework, model_id, n) for n in levels}
+            done = tuple(r.spec.run_id for n in levels for r in runs[n] if r.status is RunStatus.OK)
+            cached = self._curves.get((framework, model_id))
+            if cached is None or cached[0] != done:
+                # The model's own curve (``SessionModel.scaling``), for this one cell only.
+                cached = (done, scaling.curve(plan, framework, model_id, runs))
+                self._curves[(framework, model_id)] = cached
+            doing = {}
+            for n in levels:
+                statuses = {r.status for r in runs[n]}
+                if statuses & LIVE:
+                    doing[n] = "running"
+                elif RunStatus.OK not in statuses:
+                    ended = [s for s in ENDED_WORDS if s in statuses]
+                    if ended:
+                        doing[n] = str(ended[0].value)
+            label = catalog.FRAMEWORK_LABELS.get(framework, framework)
+            lines.append((label, scaling_segments(cached[1], levels, doing, unit, tokens)))
+        self.query_one(ScalingView).show(model_id, unit, lines)
+
     def _status_line(self) -> Text:
         model, source = self.model, self.source
         started = self.meta.get("started_monotonic")
@@ -330,6 +530,9 @@ class LiveScreen(Screen):
         if current is not None:
             text.append(f"Run {done + 1} of {total}: ", style="bold")
             text.append(_label(current.spec.framework, current.spec.model))
+            if model.plan.multi_device:  # a scaling session goes through several counts
+                n = current.spec.devices
+                text.append(f" · {n} device{'s' if n > 1 else ''}")
             if model.plan.runs > 1:
                 text.append(f" · run {current.spec.index} of {model.plan.runs}")
         elif model.probing is not None:

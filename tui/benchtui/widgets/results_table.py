@@ -22,10 +22,12 @@ RECENT_BATCHES = 32  # "current" images/s: the median of this many latest batche
 MEDIAN_WINDOW = 4096  # batches of a live run the running median looks at (bounded cost per tick)
 
 # key, two-line header (all times in seconds, said in the table's title), shown when compact.
-# A column shows when the rows carry its key: inference rows carry "latency" instead of "batch".
+# A column shows when the rows carry its key: inference rows carry "latency" instead of "batch",
+# a data-parallel session's rows "devices" (devices × per-device batch = the global batch).
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("model", "Model\n", True),
     ("framework", "Framework\n", True),
+    ("devices", "Devices\n× batch", True),
     ("state", "State\n", True),
     ("ips", "img/s\n", True),
     ("batch", "Batch\nmedian", True),
@@ -105,6 +107,19 @@ def run_state_label(run: RunState, compact: bool = False) -> str:
     return "building"
 
 
+def devices_text(devices: int, per_device: int, compact: bool = False) -> str:
+    """'4 × 16 = 64': devices, the batch on each and the global batch ('4×16' compact)."""
+    return f"{devices}×{per_device}" if compact else f"{devices} × {per_device} = {devices * per_device}"
+
+
+def other_count_run(model: SessionModel, framework: str, model_id: str) -> RunState | None:
+    """A scaling session's run in progress of this cell at another device count than the row's."""
+    run = model.runs.get(model.current) if model.current else None
+    if run is None or run.status not in LIVE or run.spec.devices == model.plan.devices:
+        return None
+    return run if (run.spec.framework, run.spec.model) == (framework, model_id) else None
+
+
 def cell_state(runs: list[RunState], compact: bool = False) -> str:
     """queued / starting / building / epoch e of E / done / failed / unavailable / stopped ..."""
     live = [r for r in runs if r.status in LIVE]
@@ -135,10 +150,11 @@ def cell_values(
     until a run of the cell changes status); a live run adds its figures so far.
 
     Token models show tokens/s; inference shows latency per batch (p50/p90/p99 ms) instead
-    of the median batch, and, compact, without the mean epoch time to fit 80 columns.
+    of the median batch, and, compact, without the mean epoch time to fit 80 columns; so does a
+    data-parallel session, whose rows say their devices and batch.
     """
     values = _cell_values(model, framework, model_id, cache, compact)
-    if compact and "latency" in values:
+    if compact and ("latency" in values or "devices" in values):
         values.pop("epoch", None)
     return values
 
@@ -156,6 +172,11 @@ def _cell_values(
     row = cached.row
     live = next((r for r in runs if r.status in LIVE), None)
     state = cell_state(runs, compact)
+    # A scaling session's run at another count: the row says its state, and its count in the
+    # devices cell; the figures stay the row's own count's (none until its runs finish).
+    elsewhere = other_count_run(model, framework, model_id) if live is None else None
+    if elsewhere is not None:
+        state = run_state_label(elsewhere, compact)
     info = catalog.MODELS.get(model_id)
     # Frameworks that build different networks: the model's label carries the parity mark (its
     # sentence is the rows' ARCHITECTURE caution, and every export's). Asked of the model each
@@ -164,8 +185,15 @@ def _cell_values(
     values: dict[str, Cell] = {
         "model": (marked(info.label if info else model_id, bool(same and same["flagged"])), ""),
         "framework": (catalog.FRAMEWORK_LABELS.get(framework, framework), ""),
-        "state": (state, status_style(state.split(" ")[0], "bold cyan" if live else "")),
+        "state": (state, status_style(state.split(" ")[0], "bold cyan" if live or elsewhere else "")),
     }
+    if model.plan.multi_device:
+        devices = int(row.get("devices") or model.plan.devices)
+        per_device = int(row.get("batch_size") or model.plan.batch_size(model_id, framework))
+        if elsewhere is not None:
+            devices = elsewhere.spec.devices
+            per_device = model.plan.batch_size(model_id, framework, devices)
+        values["devices"] = (devices_text(devices, per_device, compact), "cyan" if elsewhere else "")
     inference = model.plan.task == "inference"
     tokens = int(row.get("tokens_per_sample") or 0)
     mixed = len({catalog.MODELS[m].kind for m in model.plan.models if m in catalog.MODELS}) > 1
@@ -242,7 +270,9 @@ class ResultsTable(DataTable):
         self._shown: dict[str, dict[str, Cell]] = {}
         self._columns_built = False
         # What the rows carry (their keys) and the throughput header for their models.
-        self._keys: frozenset[str] = frozenset(key for key, _, _ in COLUMNS if key != "latency")
+        self._keys: frozenset[str] = frozenset(
+            key for key, _, _ in COLUMNS if key not in ("latency", "devices")
+        )
         self._rate_header = "img/s\n"
 
     @property
