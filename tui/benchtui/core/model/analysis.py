@@ -98,11 +98,16 @@ def samples_per_epoch(run: RunState) -> int | None:
 
 
 def batch_size_of(run: RunState) -> int | None:
-    """Samples per step: the runner's config, else samples per epoch over steps per epoch."""
+    """Samples per step over every device: the runner's config, else samples per epoch over steps per epoch."""
     config = run.hello.get("config")
     size = config.get("batch_size") if isinstance(config, dict) else None
     if isinstance(size, int) and size > 0:
-        return size
+        # Data parallel: the config's batch is per device; a step takes it on every replica.
+        replicas = config.get("replicas", 1) if isinstance(config, dict) else 1
+        nodes = config.get("nodes", 1) if isinstance(config, dict) else 1
+        replicas = replicas if isinstance(replicas, int) and 0 < replicas <= 1 << 20 else 1
+        nodes = nodes if isinstance(nodes, int) and 0 < nodes <= 1 << 20 else 1
+        return size * replicas * nodes
     samples, steps = samples_per_epoch(run), run.steps_per_epoch
     return samples // steps if samples and steps else None
 

@@ -91,6 +91,8 @@ EFFICIENCY_COLUMNS = (
     "flops_reason",
     "peak_source",
 )
+#: Data parallel (additive): the devices a row's runs trained on, and the samples of one step over all of them.
+DEVICE_COLUMNS = ("devices", "global_batch")
 RATIO_COLUMNS = (
     "vs_framework",
     "time_ratio",
@@ -123,6 +125,7 @@ def summary_columns() -> list[str]:
     cols += [*RATIO_COLUMNS, *EFFICIENCY_COLUMNS, "warnings", "run_ids"]
     # Added with modern workloads: after every older column, so a reader by position still works.
     cols += [*WORKLOAD_COLUMNS, *PARITY_COLUMNS]
+    cols += DEVICE_COLUMNS  # added with data parallel, after every older column
     return cols
 
 
@@ -173,6 +176,9 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 parity_flops_diff=same.get("flops_diff"),
                 parity_text=same["text"],
             )
+        # Sessions before data parallel ran on one device, their batch the global one.
+        rec["devices"] = row.get("devices", 1)
+        rec["global_batch"] = row.get("global_batch", row.get("batch_size"))
         rec["warnings"] = "; ".join(w["message"] for w in row.get("warnings") or [])
         rec["run_ids"] = ";".join(row.get("run_ids") or [])
         yield rec

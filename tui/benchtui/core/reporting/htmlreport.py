@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import IO, Any
 
@@ -10,8 +11,17 @@ from benchtui.core.model.analysis import epochs_of, framework_label, model_label
 from benchtui.core.model.parity import marked
 from benchtui.core.model.stats import median
 from benchtui.core.reporting.files import read_tail
-from benchtui.core.reporting.model import CI_NOTE, Report, Table, row_flagged
-from benchtui.core.reporting.plots import Band, Bar, Series, bar_chart, color_for, line_chart
+from benchtui.core.reporting.model import CI_NOTE, DEVICES_NOTE, Report, Table, row_flagged
+from benchtui.core.reporting.plots import (
+    Band,
+    Bar,
+    Curve,
+    Series,
+    bar_chart,
+    color_for,
+    line_chart,
+    scaling_chart,
+)
 from benchtui.core.store.session import LoadedSession
 
 #: Points per plotted line: enough for a 960 px chart, small enough for a 2 MB report.
@@ -42,6 +52,9 @@ details{margin:4px 0}pre{background:#f8f9fa;border:1px solid #dee2e6;padding:8px
 white-space:pre-wrap;word-break:break-all;max-height:320px}
 .env td:first-child{white-space:nowrap;font-weight:600;width:150px}
 footer{color:#868e96;font-size:12px;margin-top:32px}
+table.fit td.num{white-space:normal}table.fit td.num span{white-space:nowrap}table.fit td,table.fit th{padding:4px 5px}
+.pair{display:flex;flex-wrap:wrap;gap:12px}.pair svg{flex:1 1 420px}
+ul.lines{font-size:13px;margin:4px 0 6px;padding-left:18px}
 """
 
 
@@ -76,15 +89,27 @@ def _status_cell(row: dict[str, Any]) -> str:
     return text
 
 
-def _table(table: Table, notes: list[str] | None = None) -> str:
-    """A report table under its title, numbers right-aligned, its notes below."""
+def _figure(text: str, fit: bool) -> str:
+    """A figure's cell; with ``fit`` its value and its interval may go on two lines, each kept whole."""
+    if not fit:
+        return _e(text)
+    return " ".join(f"<span>{_e(part)}</span>" for part in re.split(r" (?=\[)", text))
+
+
+def _table(table: Table, notes: list[str] | None = None, fit: bool = False) -> str:
+    """A report table under its title, numbers right-aligned, its notes below.
+
+    ``fit``: a wide table (many frameworks' columns) that stays on the page, a figure wrapping
+    before its interval when it must.
+    """
+    opening = '<table class="fit">' if fit else "<table>"
     parts = (
-        [f"<h3>{_e(table.title)}</h3><table><tr>"] + [f"<th>{_e(h)}</th>" for h in table.header] + ["</tr>"]
+        [f"<h3>{_e(table.title)}</h3>{opening}<tr>"] + [f"<th>{_e(h)}</th>" for h in table.header] + ["</tr>"]
     )
     for row in table.rows:
         parts.append("<tr>")
         parts += [
-            f'<td class="num">{_e(c)}</td>' if align == "r" else f"<td>{_e(c)}</td>"
+            f'<td class="num">{_figure(c, fit)}</td>' if align == "r" else f"<td>{_e(c)}</td>"
             for c, align in zip(row, table.align, strict=False)
         ]
         parts.append("</tr>")
@@ -98,7 +123,98 @@ def _table(table: Table, notes: list[str] | None = None) -> str:
 def _study_tables(report: Report) -> str:
     parts = [_table(report.side_by_side)] + [_table(t) for t in report.figure_tables]
     parts.append(f'<p class="note">Mean over runs; {_e(CI_NOTE)}</p>')
+    if report.devices > 1:
+        parts.append(f'<p class="note">{_e(DEVICES_NOTE)}</p>')
     return "".join(parts)
+
+
+def _lines(lines: list[str]) -> str:
+    return '<ul class="lines">' + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>" if lines else ""
+
+
+def _scaling_plots(report: Report, model: str) -> str:
+    """Efficiency and throughput against the device count, a line per framework in its colour (CIs as
+    whiskers), with linear scaling dashed: 100% efficient, and each framework's one-device rate × N."""
+    frameworks = list(report.session.plan.frameworks)
+    curves = [c for c in report.summary.get("scaling") or [] if c.get("model") == model and c.get("points")]
+    efficiency: list[Curve] = []
+    rate: list[Curve] = []
+    counts = sorted({p["devices"] for c in curves for p in c["points"]})
+    words = report.wording.plural
+    for curve in curves:
+        fw = str(curve["framework"])
+        color = color_for(fw, frameworks.index(fw) if fw in frameworks else len(frameworks))
+        label = framework_label(fw)
+        points = sorted(curve["points"], key=lambda p: p["devices"])
+        xs = [p["devices"] for p in points]
+
+        def ci(p: dict[str, Any], name: str, i: int, scale: float = 1.0) -> float | None:
+            interval = p.get(f"{name}_ci")
+            return interval[i] * scale if interval and interval[i] is not None else None
+
+        efficiency.append(
+            Curve(
+                label,
+                xs,
+                [None if p.get("efficiency") is None else p["efficiency"] * 100 for p in points],
+                [None if p["devices"] == 1 else ci(p, "efficiency", 0, 100) for p in points],
+                [None if p["devices"] == 1 else ci(p, "efficiency", 1, 100) for p in points],
+                color,
+            )
+        )
+        rate.append(
+            Curve(
+                label,
+                xs,
+                [p.get("images_per_s") for p in points],
+                [ci(p, "images_per_s", 0) for p in points],
+                [ci(p, "images_per_s", 1) for p in points],
+                color,
+            )
+        )
+        base = next((p.get("images_per_s") for p in points if p["devices"] == 1), None)
+        if base is not None:
+            rate.append(
+                Curve("linear from 1 device", counts, [base * n for n in counts], color=color, dashed=True)
+            )
+    if not curves:
+        return ""
+    efficiency.append(Curve("linear (100%)", counts, [100.0] * len(counts), color="#868e96", dashed=True))
+    name = model_label(model)
+    return (
+        '<figure class="pair">'
+        + scaling_chart(
+            f"{name}: scaling efficiency",
+            efficiency,
+            "% of linear scaling",
+            percent=True,
+            desc="speedup over one device divided by the devices; whiskers: 95% CI; dashed: linear scaling",
+        )
+        + scaling_chart(
+            f"{name}: throughput",
+            rate,
+            f"{words}/s",
+            desc="dots: throughput at each device count, whiskers: 95% CI; dashed: one device's × N",
+        )
+        + "</figure>"
+    )
+
+
+def _data_parallel(report: Report) -> str:
+    """A session on several devices: each framework's wiring, the scaling per model (table, curves in
+    words, plots), each device's figures with the straggler ratios; '' on one device."""
+    parts = []
+    if report.wiring is not None:
+        parts.append(_table(report.wiring))
+    for view in report.scaling:
+        # More than two frameworks' columns: a figure may wrap before its interval rather than leave the page.
+        parts.append(_table(view.table, [], fit=len(view.table.header) > 8) + _lines(view.lines))
+        parts.append(f'<p class="note">{_e(view.table.note)}</p>')
+        parts.append(_scaling_plots(report, view.model))
+    if report.per_device is not None:
+        parts.append(_table(report.per_device, []) + _lines(report.per_device_notes))
+        parts.append(f'<p class="note">{_e(report.per_device.note)}</p>')
+    return "<h2>Data parallel</h2>" + "".join(parts) if parts else ""
 
 
 def _efficiency_table(report: Report) -> str:
@@ -421,6 +537,7 @@ def render(report: Report) -> str:
         _table(report.warmup),
         _efficiency_table(report),
         _parity_table(report),
+        _data_parallel(report),
         "<h2>Frameworks compared</h2>",
         _ratio_table(report),
         "<h2>Epoch time per model</h2>",

@@ -7,7 +7,7 @@ from typing import IO, Any
 from benchtui.core import fmt
 from benchtui.core.model.analysis import model_label
 from benchtui.core.model.parity import marked
-from benchtui.core.reporting.model import CI_NOTE, Report, Table
+from benchtui.core.reporting.model import CI_NOTE, DEVICES_NOTE, Report, Table
 
 
 def md_escape(text: Any) -> str:
@@ -33,6 +33,26 @@ def _section(table: Table) -> list[str]:
     return [f"## {table.title}", "", *table_lines(table), ""]
 
 
+def _noted(table: Table, lines: list[str]) -> list[str]:
+    """A section: its table, its lines as a list, then its note."""
+    out = _section(table)
+    if lines:
+        out += [f"- {md_escape(line)}" for line in lines] + [""]
+    return out + [md_escape(table.note), ""]
+
+
+def data_parallel_lines(report: Report) -> list[str]:
+    """A session on several devices: each framework's wiring, the scaling per model, each device's figures."""
+    out: list[str] = []
+    if report.wiring is not None:
+        out += _noted(report.wiring, [])
+    for view in report.scaling:
+        out += _noted(view.table, view.lines)
+    if report.per_device is not None:
+        out += _noted(report.per_device, report.per_device_notes)
+    return out
+
+
 def render(report: Report) -> str:
     """The whole report as Markdown."""
     out = [f"# benchtui · {md_escape(report.title)}", ""]
@@ -43,6 +63,9 @@ def render(report: Report) -> str:
         out += _section(table)
     out.append(f"Mean over up to {report.max_runs} run(s) per cell; {CI_NOTE}")
     out.append("")
+    if report.devices > 1:
+        out += [DEVICES_NOTE, ""]
+    out += data_parallel_lines(report)
     if report.latency is not None:
         out += _section(report.latency)[:-1] + ["", md_escape(report.latency.note), ""]
     if report.warmup.rows:

@@ -9,6 +9,7 @@ from typing import Any
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.parity import PARITY_MARK, PARITY_TOLERANCE, count_text, marked
+from benchtui.core.model.scaling import POOR_EFFICIENCY, STRAGGLER_RATIO
 from benchtui.core.model.status import CautionKind
 from benchtui.core.store.session import LoadedSession
 from benchtui_runners import catalog
@@ -178,6 +179,33 @@ WARMUP_NOTE = (
 SIDE_BY_SIDE_TITLE = "The study's four figures, side by side (seconds)"
 #: What brackets mean, in every view that prints them (show, headless, md, html): always the 95% CI.
 CI_NOTE = "[in brackets]: the 95% confidence interval (seeded bootstrap over runs, then epochs within runs)."
+#: Under the study's tables of a session on several devices: what its batch column says.
+DEVICES_NOTE = (
+    "Batch on several devices: the per-device batch × devices = the global batch; every figure is the "
+    "whole data-parallel job's (throughput over every device)."
+)
+SCALING_NOTE = (
+    "Speedup: throughput at N devices over one device's (the 1-device row is the reference); efficiency: "
+    "the speedup over N (100%: linear scaling). Global batch: the per-device batch × N. [in brackets]: the "
+    "95% CI (seeded bootstrap over runs, then epochs, of the seconds per sample at N devices and at one)."
+)
+PER_DEVICE_TITLE = "Per device: each rank's step time and its GPU"
+PER_DEVICE_NOTE = (
+    "Device i is rank i. Step time: the rank's mean time per step, where the framework runs one process "
+    "per device (PyTorch); '–' where one process drives every device. vs fastest: its step time over the "
+    "fastest rank's; the largest is the straggler ratio (above "
+    f"{STRAGGLER_RATIO:.2f}×, one rank holds the others back at every all-reduce). GPU util, power: means "
+    "over the runs' samples; peak memory: the most used on that GPU."
+)
+WIRING_TITLE = "Data parallel: how each framework wires it"
+WIRING_NOTE = "As each framework's runner recorded it, at the plan's device count."
+#: The wiring's first rows, in this order; any other key follows, sorted.
+WIRING_KEYS = {
+    "engine": "Engine",
+    "all_reduce": "All-reduce",
+    "bucket": "Buckets",
+    "overlap": "Overlap",
+}
 
 
 @dataclass
@@ -189,6 +217,17 @@ class Table:
     rows: list[list[str]]
     align: list[str]
     note: str = ""
+
+
+@dataclass
+class Scaling:
+    """One model of a ``--scaling`` session: its table (a row per device count) and each framework's curve in words."""
+
+    model: str  # the model's key (the table's title has its label)
+    table: Table
+    #: One per framework, "PyTorch: 2 devices: 1.86× one device's throughput, 93% efficient (95% CI 91%–95%)",
+    #: and one more for a framework below POOR_EFFICIENCY somewhere.
+    lines: list[str]
 
 
 @dataclass(frozen=True)
@@ -245,6 +284,16 @@ class Report:
     parity: Table | None = None
     #: One sentence per model of the parity table, with the numbers (flagged ones first).
     parity_notes: list[str] = field(default_factory=list)
+    #: Data parallel: the plan's device count (1: every table as before, none of the sections below).
+    devices: int = 1
+    #: A ``--scaling`` session: one per model (throughput, speedup and efficiency at each device count).
+    scaling: list[Scaling] = field(default_factory=list)
+    #: Rows on several devices: each rank's step time and its GPU's figures; None on one device.
+    per_device: Table | None = None
+    #: One line per such row: its straggler ratio (the slowest rank's step time over the fastest's).
+    per_device_notes: list[str] = field(default_factory=list)
+    #: Each framework's data-parallel wiring (engine, all-reduce, buckets, overlap, ...); None when none recorded.
+    wiring: Table | None = None
 
     @property
     def folder(self) -> str:
@@ -277,6 +326,33 @@ def cell_text(row: dict[str, Any], name: str, formatter: Formatter = fmt.seconds
     if row.get("status") == "failed":
         text += " (some runs failed)"
     return text
+
+
+def interval_text(value: Any, ci: Any, formatter: Formatter) -> str:
+    """A figure and its 95% CI in brackets, as ``with_ci`` writes it, from a value and a [low, high] pair."""
+    text = formatter(value)
+    if (
+        value is not None
+        and isinstance(ci, (list, tuple))
+        and len(ci) == 2
+        and all(isinstance(x, (int, float)) for x in ci)
+        and ci[1] > ci[0]
+    ):
+        text += f" [{formatter(ci[0])}–{formatter(ci[1])}]"
+    return text
+
+
+def times(value: float | None) -> str:
+    """A speedup, '1.86×'."""
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def batch_text(row: dict[str, Any]) -> str:
+    """A row's batch: '16', or on several devices the per-device batch × devices = the global batch, '16 ×4 = 64'."""
+    devices = row.get("devices")
+    if not isinstance(devices, int) or devices <= 1:
+        return str(row.get("batch_size", ""))
+    return f"{row.get('batch_size', '?')} ×{devices} = {row.get('global_batch', '?')}"
 
 
 def joules(value: Any) -> str:
@@ -383,6 +459,7 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
                 f"{'on' if plan.channels_last else 'off'}, {plan.num_classes} classes"
                 + (f", preset {plan.preset}" if plan.preset else "")
                 + workload_text(plan)
+                + devices_text(plan)
             ),
         )
     )
@@ -400,6 +477,21 @@ def workload_text(plan: Any) -> str:
         seq_len = getattr(plan, "seq_len", 0)
         text += f", sequence length {seq_len}" if seq_len else ", sequence length: each model's context"
     return text
+
+
+def devices_text(plan: Any) -> str:
+    """', data parallel on 4 devices (scaling over 1, 2, 4), batch sizes per device' for the plan line; '' on one."""
+    if not getattr(plan, "multi_device", False):
+        return ""
+    ids = getattr(plan, "device_ids", None)
+    text = f", data parallel on {plan.devices} devices" + (
+        f" (GPUs {', '.join(map(str, ids))})" if ids else ""
+    )
+    if plan.scaling:
+        text += f", scaling over {', '.join(map(str, plan.device_counts()))}"
+    if plan.global_batch:
+        return text + f", global batch {plan.global_batch} divided among the devices"
+    return text + ", batch sizes per device"
 
 
 def how_it_ran(frameworks: dict[str, Any]) -> list[str]:
@@ -481,7 +573,7 @@ def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
     rows = []
     flagged = flagged_models(summary)
     for m in plan.models:
-        sizes = sorted({str(cells.get((m, fw), {}).get("batch_size", "")) for fw in plan.frameworks} - {""})
+        sizes = sorted({batch_text(cells.get((m, fw), {})) for fw in plan.frameworks} - {""})
         row = [marked(model_label(m), m in flagged), "/".join(sizes)]
         for col in TIMING_COLUMNS:
             for fw in plan.frameworks:
@@ -589,6 +681,171 @@ def parity_table(summary: dict[str, Any]) -> tuple[Table | None, list[str]]:
         e["text"] for e in entries if not e.get("flagged")
     ]
     return Table(PARITY_TITLE, header, rows, ["l", "l", "l", "r", "r", "r", "l"], PARITY_NOTE), notes
+
+
+def scaling_views(summary: dict[str, Any]) -> list[Scaling]:
+    """A ``--scaling`` session, per model: a row per device count with each framework's global batch,
+    throughput, speedup and efficiency (95% CIs), and each framework's curve in words; [] otherwise.
+
+    The global batch is one column when every framework has the same at every count, else one per framework.
+    """
+    curves = [c for c in summary.get("scaling") or [] if isinstance(c, dict) and c.get("points")]
+    if not curves:
+        return []
+    words = wording(summary["rows"])
+    flagged = flagged_models(summary)
+    out = []
+    for model in dict.fromkeys(str(c["model"]) for c in curves):
+        mine = [c for c in curves if c["model"] == model]
+        points = {str(c["framework"]): {p["devices"]: p for p in c["points"]} for c in mine}
+        counts = sorted({n for by_count in points.values() for n in by_count})
+        batches = {
+            n: {by_count[n].get("global_batch") for by_count in points.values() if n in by_count}
+            for n in counts
+        }
+        shared = all(len(b) == 1 for b in batches.values())
+        header = ["Devices"] + (["Global batch"] if shared else [])
+        for fw in points:
+            label = framework_label(fw)
+            header += [] if shared else [f"Global batch · {label}"]
+            header += [
+                f"{words.plural.capitalize()}/s · {label}",
+                f"Speedup · {label}",
+                f"Efficiency · {label}",
+            ]
+        rows = []
+        for n in counts:
+            row = [str(n)] + ([str(next(iter(batches[n])))] if shared else [])
+            for by_count in points.values():
+                point = by_count.get(n)
+                if point is None:
+                    row += ([] if shared else ["–"]) + ["–"] * 3
+                    continue
+                row += [] if shared else [str(point.get("global_batch", "–"))]
+                row.append(interval_text(point.get("images_per_s"), point.get("images_per_s_ci"), fmt.rate))
+                if n == 1:  # the reference: its ratio to itself is 1 by definition, not a measurement
+                    reference = point.get("speedup") is not None
+                    row += ["1.00×", "100%"] if reference else ["–", "–"]
+                    continue
+                row.append(interval_text(point.get("speedup"), point.get("speedup_ci"), times))
+                row.append(interval_text(point.get("efficiency"), point.get("efficiency_ci"), fmt.percent))
+            rows.append(row)
+        lines = []
+        for curve in mine:
+            label = framework_label(str(curve["framework"]))
+            text = (
+                str(curve.get("text") or "")
+                or "no speedup measured (no successful run at one device, or at more)"
+            )
+            lines.append(f"{label}: {text}")
+            poor = [
+                p
+                for p in curve["points"]
+                if p["devices"] > 1
+                and isinstance(p.get("efficiency"), (int, float))
+                and p["efficiency"] < POOR_EFFICIENCY
+            ]
+            if poor:
+                at = ", ".join(f"{p['devices']} devices ({fmt.percent(p['efficiency'])})" for p in poor)
+                lines.append(
+                    f"{label}: below {POOR_EFFICIENCY:.0%} efficient at {at}: look for a straggler (the per-device "
+                    "table), an input pipeline that cannot feed every device, or communication that does not overlap."
+                )
+        title = (
+            f"Scaling: {marked(model_label(model), model in flagged)} on {counts[0]} to {counts[-1]} devices"
+        )
+        align = ["r"] * len(header)
+        out.append(Scaling(model, Table(title, header, rows, align, SCALING_NOTE), lines))
+    return out
+
+
+def per_device_table(summary: dict[str, Any]) -> tuple[Table | None, list[str]]:
+    """Rows on several devices: a row per device (rank, GPU, step time, vs the fastest, GPU util, power,
+    peak memory), and one line per cell with its straggler ratio. (None, []) when no row has several.
+
+    Columns nobody has are left out: step times on a framework that drives every device from one
+    process, GPU figures on a CPU.
+    """
+    several = [
+        r
+        for r in summary["rows"]
+        if isinstance(r.get("devices"), int)
+        and r["devices"] > 1
+        and any(len(e) > 1 for e in r.get("per_device") or [] if isinstance(e, dict))
+    ]
+    if not several:
+        return None, []
+    entries = [e for r in several for e in r["per_device"] if isinstance(e, dict)]
+    steps = any(e.get("step_s") is not None for e in entries)
+    gpus = any(e.get(k) is not None for e in entries for k in ("gpu_index", "util", "power_w", "mem_max"))
+    header = ["Model", "Framework", "Rank"] + (["GPU"] if gpus else [])
+    header += ["Step time (ms)", "vs fastest"] if steps else []
+    header += ["GPU util", "Power", "Peak memory"] if gpus else []
+    flagged = flagged_models(summary)
+    rows, lines = [], []
+    for row in several:
+        names = [
+            marked(model_label(row["model"]), row["model"] in flagged),
+            framework_label(row["framework"]),
+        ]
+        per = [e for e in row["per_device"] if isinstance(e, dict)]
+        fastest = min((e["step_s"] for e in per if isinstance(e.get("step_s"), (int, float))), default=None)
+        for entry in per:
+            cells = [*names, str(entry.get("device", "?"))]
+            if gpus:
+                cells.append("–" if entry.get("gpu_index") is None else str(entry["gpu_index"]))
+            if steps:
+                step = entry.get("step_s")
+                cells.append(milliseconds(step))
+                cells.append(times(step / fastest) if isinstance(step, (int, float)) and fastest else "–")
+            if gpus:
+                util, power = entry.get("util"), entry.get("power_w")
+                cells.append("–" if util is None else f"{util:.0f}%")
+                cells.append("–" if power is None else f"{power:.0f} W")
+                cells.append(fmt.bytes_(entry.get("mem_max")))
+            rows.append(cells)
+        ratio = row.get("straggler")
+        if isinstance(ratio, (int, float)):
+            slow = ratio >= STRAGGLER_RATIO
+            lines.append(
+                f"{model_label(row['model'])} · {framework_label(row['framework'])}: straggler ratio {ratio:.2f}× "
+                "(the slowest rank's step time over the fastest's)"
+                + (f": above {STRAGGLER_RATIO:.2f}×, a straggler holds every step back" if slow else "")
+            )
+    align = ["l", "l"] + ["r"] * (len(header) - 2)
+    return Table(PER_DEVICE_TITLE, header, rows, align, PER_DEVICE_NOTE), lines
+
+
+def _wiring_value(value: Any) -> str:
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or "–"
+    if isinstance(value, dict):
+        return _join(value) or "–"
+    return str(value)
+
+
+def wiring_table(summary: dict[str, Any], frameworks: list[str]) -> Table | None:
+    """Each framework's data-parallel wiring side by side: a row per setting (engine, all-reduce, buckets,
+    overlap, then the rest, sorted), a column per framework; None when no runner recorded one."""
+    records = summary.get("distributed") or {}
+    if not isinstance(records, dict):
+        return None
+    order = [fw for fw in frameworks if fw in records] + [fw for fw in records if fw not in frameworks]
+    order = [fw for fw in order if isinstance(records[fw], dict)]
+    if not order:
+        return None
+    keys = [str(k) for fw in order for k in records[fw]]
+    rest = sorted(set(keys) - set(WIRING_KEYS))
+    rows = []
+    for key in [k for k in WIRING_KEYS if k in keys] + rest:
+        label = WIRING_KEYS.get(key) or key.replace("_", " ").capitalize()
+        rows.append([label] + [_wiring_value(records[fw].get(key)) for fw in order])
+    header = ["Setting"] + [framework_label(fw) for fw in order]
+    return Table(WIRING_TITLE, header, rows, ["l"] * len(header), WIRING_NOTE)
 
 
 def warmup_table(summary: dict[str, Any]) -> Table:
@@ -715,6 +972,9 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
     efficiency = efficiency_table(summary)
     latency = latency_table(summary)
     parity, parity_notes = parity_table(summary)
+    per_device, per_device_notes = per_device_table(summary)
+    wiring = wiring_table(summary, list(plan.frameworks))
+    devices = summary.get("devices")
     return Report(
         session=loaded,
         summary=summary,
@@ -739,4 +999,12 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
         latency=None if latency is None else clean_table(latency),
         parity=None if parity is None else clean_table(parity),
         parity_notes=[fmt.clean(n) for n in parity_notes],
+        devices=devices if isinstance(devices, int) and devices > 1 else 1,
+        scaling=[
+            Scaling(fmt.clean(v.model), clean_table(v.table), [fmt.clean(line) for line in v.lines])
+            for v in scaling_views(summary)
+        ],
+        per_device=None if per_device is None else clean_table(per_device),
+        per_device_notes=[fmt.clean(n) for n in per_device_notes],
+        wiring=None if wiring is None else clean_table(wiring),
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape as _html_escape
 
@@ -177,12 +177,18 @@ def _open(width: int, height: int, title: str, desc: str = "") -> list[str]:
     return parts
 
 
-def _y_axis(parts: list[str], fr: _Frame, ticks: list[float], label: str) -> None:
+def _y_axis(
+    parts: list[str],
+    fr: _Frame,
+    ticks: list[float],
+    label: str,
+    tick_text: Callable[[float], str] = tick_label,
+) -> None:
     for t in ticks:
         y = fr.py(t)
         parts.append(f'<line x1="{fr.x0}" x2="{fr.x1}" y1="{_f(y)}" y2="{_f(y)}" stroke="#e9ecef"/>')
         parts.append(
-            f'<text x="{fr.x0 - 6}" y="{_f(y + 4)}" text-anchor="end" fill="#495057">{tick_label(t)}</text>'
+            f'<text x="{fr.x0 - 6}" y="{_f(y + 4)}" text-anchor="end" fill="#495057">{tick_text(t)}</text>'
         )
     parts.append(f'<line x1="{fr.x0}" x2="{fr.x0}" y1="{fr.y0}" y2="{fr.y1}" stroke="#868e96"/>')
     parts.append(f'<line x1="{fr.x0}" x2="{fr.x1}" y1="{fr.y1}" y2="{fr.y1}" stroke="#868e96"/>')
@@ -375,5 +381,101 @@ def line_chart(
     if band_legend:
         legend += [(label, color, False) for label, color in band_legend.items()]
     _legend(parts, legend, fr.x1, 18)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+@dataclass
+class Curve:
+    """One line of a scaling chart: a value at each device count, with its 95% CI when known."""
+
+    label: str
+    xs: Sequence[int]  # device counts
+    ys: Sequence[float | None]
+    lows: Sequence[float | None] = ()
+    highs: Sequence[float | None] = ()
+    color: str = ""
+    dashed: bool = False  # a reference (linear scaling): a dashed line without dots
+
+
+def _finite(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def scaling_chart(
+    title: str,
+    curves: list[Curve],
+    y_label: str,
+    x_label: str = "devices",
+    width: int = 480,
+    height: int = 320,
+    percent: bool = False,
+    desc: str = "",
+) -> str:
+    """Lines over device counts, the counts evenly spaced (1, 2, 4, 8: a log₂ axis), each point a dot
+    with its 95% CI as a whisker; dashed curves are references (linear scaling), drawn without dots.
+
+    ``percent``: the values are percentages (ticks and tips say so).
+    """
+    fr = _Frame(width, height, left=58, top=56)
+    counts = sorted({x for c in curves for x in c.xs if isinstance(x, int) and x > 0})
+    values = [v for c in curves for v in map(_finite, (*c.ys, *c.highs)) if v is not None and v >= 0]
+    parts = _open(width, height, title, desc)
+    if not counts or not values:
+        parts.append(
+            f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#868e96">no data recorded</text></svg>'
+        )
+        return "".join(parts)
+    ticks = nice_ticks(0, max(values) * 1.05)
+    lo, hi = math.log2(counts[0]), math.log2(counts[-1])
+    fr.set_ranges(lo - 0.3, hi + 0.3, 0, ticks[-1])
+    unit = "%" if percent else ""
+    _y_axis(parts, fr, ticks, y_label, lambda t: tick_label(t) + unit)
+    for n in counts:
+        x = fr.px(math.log2(n))
+        parts.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y1}" y2="{fr.y1 + 4}" stroke="#868e96"/>')
+        parts.append(f'<text x="{_f(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{n}</text>')
+    parts.append(
+        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{height - 8}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
+    )
+    legend: list[tuple[str, str, bool]] = []
+    for i, c in enumerate(curves):
+        color = c.color or PALETTE[i % len(PALETTE)]
+        lows = list(c.lows) or [None] * len(c.xs)
+        highs = list(c.highs) or [None] * len(c.xs)
+        pts = [
+            (x, y, _finite(low), _finite(high))
+            for x, y0, low, high in zip(c.xs, c.ys, lows, highs, strict=False)
+            if x in counts and (y := _finite(y0)) is not None
+        ]
+        if not pts:
+            continue
+        coords = " ".join(f"{_f(fr.px(math.log2(x)))},{_f(fr.py(y))}" for x, y, _, _ in pts)
+        dash = ' stroke-dasharray="5 4"' if c.dashed else ""
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="{1.5 if c.dashed else 2.5}" '
+            f'stroke-linejoin="round"{dash}><title>{escape(c.label)}</title></polyline>'
+        )
+        # References share one grey legend entry: their colour already says whose they are.
+        item = (c.label, "#868e96" if c.dashed else color, c.dashed)
+        if item not in legend:
+            legend.append(item)
+        if c.dashed:
+            continue
+        for x, y, low, high in pts:
+            px = fr.px(math.log2(x))
+            if low is not None and high is not None and high > low:
+                y0, y1 = fr.py(low), fr.py(high)
+                parts.append(
+                    f'<path d="M{_f(px)} {_f(y0)}V{_f(y1)}M{_f(px - 5)} {_f(y0)}h10M{_f(px - 5)} {_f(y1)}h10" '
+                    f'stroke="{color}" stroke-width="1.5" fill="none"/>'
+                )
+            text = f"{y:.0f}%" if percent else value_label(y)
+            parts.append(
+                f'<circle cx="{_f(px)}" cy="{_f(fr.py(y))}" r="4" fill="{color}"><title>{escape(c.label)} on {x} '
+                f"device(s): {text}</title></circle>"
+            )
+    legend.sort(key=lambda item: item[2])  # the lines first, the reference after them
+    _legend(parts, legend, fr.x1, 38)  # under the title: a chart this narrow has no room beside it
     parts.append("</svg>")
     return "".join(parts)

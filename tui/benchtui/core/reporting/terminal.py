@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -19,11 +20,13 @@ from benchtui.core.reporting import model as report_model
 from benchtui.core.reporting.compare import Comparison
 from benchtui.core.reporting.model import (
     CI_NOTE,
+    DEVICES_NOTE,
     LATENCY_COLUMNS,
     LATENCY_NOTE,
     PARITY_NOTE,
     WINDOW_NOTE,
     Report,
+    batch_text,
     how_it_ran,
     row_flagged,
     study_columns,
@@ -108,7 +111,7 @@ def _summary_body(rows: list[dict[str, Any]], wide: bool) -> tuple[list[tuple[st
         cells = [
             _markup(marked(model_label(row["model"]), row_flagged(row))),
             _markup(framework_label(row["framework"])),
-            _markup(row["batch_size"]),
+            _markup(batch_text(row)),  # on several devices: '16 ×4 = 64'
         ]
         if wide:
             cells.append(f"{row['runs']}/{row.get('runs_planned', row['runs'])}")
@@ -188,11 +191,15 @@ def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def summary_footnotes(rows: list[dict[str, Any]]) -> list[str]:
-    """What the table's latency columns are (inference sessions): percentiles of which times."""
-    if not wording(rows).inference:
-        return []
-    windows = any(r.get("timing") == "window" for r in rows)
-    return [LATENCY_NOTE + (" " + WINDOW_NOTE if windows else "")]
+    """What the table's latency columns are (inference sessions): percentiles of which times; and on
+    several devices, what its batch column says."""
+    out = []
+    if any(isinstance(r.get("devices"), int) and r["devices"] > 1 for r in rows):
+        out.append(DEVICES_NOTE)
+    if wording(rows).inference:
+        windows = any(r.get("timing") == "window" for r in rows)
+        out.append(LATENCY_NOTE + (" " + WINDOW_NOTE if windows else ""))
+    return out
 
 
 def print_summary(
@@ -223,6 +230,14 @@ def print_result(summary: dict[str, Any], title: str) -> None:
     console = stdout_console()
     print_summary(summary["rows"], _markup(title), console=console, ratios=None)
     print_how(summary, console)
+    per_device, per_device_notes = report_model.per_device_table(summary)
+    print_data_parallel(
+        report_model.scaling_views(summary),
+        per_device,
+        per_device_notes,
+        report_model.wiring_table(summary, list(summary.get("frameworks") or {})),
+        console,
+    )
     print_parity_table(report_model.parity_table(summary)[0], console)
     print_verdict(summary.get("ratios") or [], console)
 
@@ -237,6 +252,68 @@ def rich_table(table: report_model.Table) -> Table:
     return out
 
 
+def _column_widths(table: report_model.Table) -> tuple[list[int], list[int]]:
+    """Each column's natural width (nothing wrapped) and the least it can take: its longest header word,
+    and its longest cell part, a figure's value or its interval ('1.86× [1.82×–1.89×]' wraps before the
+    bracket, never inside a number or between a number and its unit)."""
+    natural, least = [], []
+    for i, (header, align) in enumerate(zip(table.header, table.align, strict=False)):
+        cells = [row[i] for row in table.rows if i < len(row)]
+        parts = [part for c in cells for part in (re.split(r" (?=\[)", c) if align == "r" else c.split())]
+        natural.append(max([len(header)] + [len(c) for c in cells]))
+        least.append(max([len(word) for word in header.split()] + [len(part) for part in parts] + [1]))
+    return natural, [min(n, m) for n, m in zip(natural, least, strict=True)]
+
+
+def _fitted(table: report_model.Table, width: int) -> Table:
+    """``rich_table`` within ``width`` columns: at its natural width when it fits, else each column
+    given at least its longest part (``_column_widths``) and the rest shared out, the frame thinned
+    when even that is too wide (as the study's table does)."""
+    out = rich_table(table)
+    natural, least = _column_widths(table)
+    framed = 3 * len(natural) + 1  # a space either side of each column, its rules
+    if sum(natural) + framed <= width:
+        return out
+    if sum(least) + framed > width:
+        out.box, out.show_edge, out.pad_edge = box.SIMPLE_HEAD, False, False
+        framed -= 4
+    widths = list(least)
+    spare = width - framed - sum(least)
+    # The columns nearest their natural width first: as many as can be are whole, on one line.
+    for i in sorted(range(len(widths)), key=lambda i: natural[i] - least[i]):
+        grow = max(0, min(spare, natural[i] - widths[i]))
+        widths[i] += grow
+        spare -= grow
+    for column, w in zip(out.columns, widths, strict=True):
+        column.width, column.overflow = w, "fold"
+    return out
+
+
+def fitted_tables(table: report_model.Table, width: int) -> list[Table]:
+    """A report table on a terminal ``width`` columns wide, no number cut (``_fitted``). A table of
+    framework column groups ("Speedup · PyTorch") wider than the terminal becomes one table per
+    framework, each with the columns they share (devices, batch) and its own title ("… · PyTorch")."""
+    natural, _ = _column_widths(table)
+    groups: dict[str, list[int]] = {}
+    for i, header in enumerate(table.header):
+        if " · " in header:
+            groups.setdefault(header.rsplit(" · ", 1)[1], []).append(i)
+    if sum(natural) + 3 * len(natural) + 1 <= width or len(groups) < 2:
+        return [_fitted(table, width)]
+    shared = [i for i in range(len(table.header)) if not any(i in g for g in groups.values())]
+    out = []
+    for label, indices in groups.items():
+        keep = shared + indices
+        part = report_model.Table(
+            f"{table.title} · {label}",
+            [table.header[i].rsplit(" · ", 1)[0] if i in indices else table.header[i] for i in keep],
+            [[row[i] for i in keep] for row in table.rows],
+            [table.align[i] for i in keep],
+        )
+        out.append(_fitted(part, width))
+    return out
+
+
 def print_parity_table(table: report_model.Table | None, console: Console) -> None:
     """The parity table (each framework's network per model) and how to read it; nothing when none reported.
 
@@ -246,6 +323,30 @@ def print_parity_table(table: report_model.Table | None, console: Console) -> No
         return
     console.print(rich_table(table))
     console.print(PARITY_NOTE, style="dim", highlight=False, markup=False)
+
+
+def print_data_parallel(
+    scaling: list[report_model.Scaling],
+    per_device: report_model.Table | None,
+    per_device_notes: list[str],
+    wiring: report_model.Table | None,
+    console: Console,
+) -> None:
+    """A data-parallel session: each framework's wiring, the scaling table per model with its curves in
+    words, and each device's figures with the straggler ratios; nothing on one device."""
+    if wiring is not None:
+        console.print(*fitted_tables(wiring, console.width))
+        console.print(wiring.note, style="dim", highlight=False, markup=False)
+    for view in scaling:
+        console.print(*fitted_tables(view.table, console.width))
+        for line in view.lines:
+            console.print(fmt.clean(line), highlight=False, markup=False)
+        console.print(view.table.note, style="dim", highlight=False, markup=False)
+    if per_device is not None:
+        console.print(*fitted_tables(per_device, console.width))
+        for line in per_device_notes:
+            console.print(fmt.clean(line), highlight=False, markup=False)
+        console.print(per_device.note, style="dim", highlight=False, markup=False)
 
 
 def print_how(summary: dict[str, Any], console: Console) -> None:
@@ -289,6 +390,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
     console = console or stdout_console()
     print_summary(report.rows, report_title(report), console=console)
     print_how(report.summary, console)
+    print_data_parallel(report.scaling, report.per_device, report.per_device_notes, report.wiring, console)
     print_parity_table(report.parity, console)
     print_verdict(report.ratios, console)
 
@@ -298,6 +400,9 @@ def summary_view(report: Report, width: int) -> Group:
     parts: list[Any] = [summary_table(report.rows, report_title(report), width=width)]
     parts += [Text.from_markup(note) for note in summary_notes(report.rows)]
     parts += [Text(fmt.clean(f"{model_label(r['model'])}: {r['text']}"), style="bold") for r in report.ratios]
+    parts += [  # a scaling session: each framework's curve in words
+        Text(f"{model_label(view.model)} scaling · {line}") for view in report.scaling for line in view.lines
+    ]
     parts += [
         Text(f"warning: {fmt.clean(w.text)}", style="yellow") for w in report.warnings if w.kind == "load"
     ]
