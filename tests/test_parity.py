@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from tests.reporttext import shown as _show
+from tests.reporttext import written as _write
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import steady_batches
@@ -53,18 +55,6 @@ def parity_session(tmp_path_factory: pytest.TempPathFactory) -> LoadedSession:
 @pytest.fixture(scope="module")
 def report(parity_session: LoadedSession) -> Report:
     return build_report(parity_session)
-
-
-def _write(report: Report, writer: Any) -> str:
-    buf = io.StringIO()
-    writer.write(report, buf)
-    return buf.getvalue()
-
-
-def _show(report: Report, width: int = 200) -> str:
-    out = io.StringIO()
-    terminal.print_report(report, Console(file=out, width=width))
-    return out.getvalue()
 
 
 def _unwrapped(text: str) -> str:

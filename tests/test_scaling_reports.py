@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from tests.reporttext import shown as _show
+from tests.reporttext import written as _write
 
 from benchtui.core import fmt
 from benchtui.core.model.scaling import POOR_EFFICIENCY, STRAGGLER_RATIO
@@ -113,18 +115,6 @@ def cli(scaling_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         assert done.returncode == 0, done.stderr
         texts[name] = target.read_text(encoding="utf-8")
     return texts
-
-
-def _write(report: Report, writer: Any) -> str:
-    buf = io.StringIO()
-    writer.write(report, buf)
-    return buf.getvalue()
-
-
-def _show(report: Report, width: int = 200) -> str:
-    out = io.StringIO()
-    terminal.print_report(report, Console(file=out, width=width))
-    return out.getvalue()
 
 
 def _flat(text: str) -> str:

@@ -666,8 +666,9 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                 pool,
                 x_host,
                 y_host,
-                "tf.distribute" if mirrored else backend,
+                backend,
                 lambda epoch: _peak_memory(backend, device_name),
+                mirrored=mirrored,
             )
         final_memory = _peak_memory(backend, device_name)  # before counting: no part of the run
         if config.mode != "probe":
@@ -703,8 +704,9 @@ def _fit(
     y_host: Any,
     backend: str,
     peak_memory: Any,
+    mirrored: bool = False,
 ) -> None:
-    """Train with ``model.fit``, timed by ``clock`` from a callback."""
+    """Train with ``model.fit``, timed by ``clock`` from a callback (``mirrored``: under tf.distribute)."""
     import keras
 
     n = config.samples_per_epoch
@@ -738,7 +740,7 @@ def _fit(
 
     common = {"epochs": config.epochs_to_run, "verbose": 0, "callbacks": [Timing()]}
     steps = config.steps_per_epoch
-    if backend == "tf.distribute":  # MirroredStrategy: a batched dataset it splits among replicas
+    if mirrored:  # MirroredStrategy: a batched dataset it splits among replicas
         import tensorflow as tf
 
         data = tf.data.Dataset.from_tensor_slices((x_host, y_host))

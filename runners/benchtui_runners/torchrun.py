@@ -44,7 +44,6 @@ class Relay(threading.Thread):
         os.set_blocking(self.read_fd, True)
         self.writer = writer
         self.errors: list[dict[str, Any]] = []
-        self.gone = False  # the parent closed the pipe
 
     def run(self) -> None:
         pending = b""
@@ -63,12 +62,8 @@ class Relay(threading.Thread):
                 if isinstance(event, dict) and event.get("type") == "error":
                     self.errors.append(event)
                     return
-        if self.writer.closed:
-            return
-        try:
+        with contextlib.suppress(ParentGone):  # the parent is gone: the writer is closed, lines dropped
             self.writer.send(line)
-        except ParentGone:
-            self.gone = True
 
     def finish(self, timeout: float = 10.0) -> None:
         """Every worker has exited: close our own write end, read what is left, stop."""

@@ -71,7 +71,6 @@ def curve(plan: Plan, framework: str, model: str, levels: dict[int, list[RunStat
     ok = {n: [r for r in runs if r.status is RunStatus.OK] for n, runs in levels.items()}
     base = ok.get(1, [])
     base_groups, _ = analysis.figure_groups(base, "images_per_s")
-    base_rate = analysis.throughput(base)
     points = []
     for n, runs in sorted(ok.items()):
         per_device = plan.batch_size(model, framework, n)
@@ -90,7 +89,7 @@ def curve(plan: Plan, framework: str, model: str, levels: dict[int, list[RunStat
         groups, _ = analysis.figure_groups(runs, "images_per_s")
         # Seconds per sample at 1 device over those at n: the speedup, and its interval.
         ratio = ratio_ci(groups, base_groups) if groups and base_groups else None
-        if ratio is not None and base_rate:
+        if ratio is not None:
             point["speedup"] = ratio.value
             point["efficiency"] = ratio.value / n
             if ratio.low is not None and ratio.high is not None:

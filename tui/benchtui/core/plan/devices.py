@@ -43,7 +43,7 @@ class Placement:
 
     def for_devices(self, n: int) -> tuple[dict[str, str], list[dict[str, Any]]]:
         """The environment and the GPUs of a run on the first ``n`` of the session's devices."""
-        if self.kind != "cuda" or n <= 1 and not self.gpus:
+        if self.kind != "cuda" or (n <= 1 and not self.gpus):
             return dict(self.env), [self.gpu] if self.gpu else []
         gpus = self.gpus[:n]
         env = {**self.env, "CUDA_VISIBLE_DEVICES": ",".join(str(g["index"]) for g in gpus)}

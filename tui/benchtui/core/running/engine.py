@@ -393,7 +393,7 @@ class Engine(Pausable):
     async def _run_one(self, spec: RunSpec) -> None:
         run_config, env = self._config(spec.framework, spec.model, spec.run_id, spec.devices)
         config = run_config.to_dict()
-        launcher = self.launcher or launcher_for(config)
+        launcher = self.launcher or launcher_for(run_config)
         python = self.plan.python_for(spec.framework)
         self._stop_current = False
         try:

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from benchtui.core.provenance import RUNNER_PACKAGE, runner_code_hash
 from benchtui.core.wire.events import MAX_LINE_BYTES, Malformed, parse_line
+from benchtui_runners.config import RunConfig
 from benchtui_runners.protocol import FD_ENV
 
 #: Extra folders for a runner's ``sys.path``, after the runner package's (site hooks, say: the
@@ -88,15 +89,12 @@ class TorchrunLauncher(LocalLauncher):
         ]
 
 
-def launcher_for(config: dict[str, Any]) -> LocalLauncher:
+def launcher_for(config: RunConfig) -> LocalLauncher:
     """How a run's runner starts: directly, or through torchrun for PyTorch data parallel."""
     from benchtui_runners import catalog
 
-    replicas, nodes = int(config.get("replicas") or 1), int(config.get("nodes") or 1)
-    if catalog.family(str(config.get("framework"))) == "torch" and replicas * nodes > 1:
-        return TorchrunLauncher(
-            replicas, nodes, int(config.get("node_rank") or 0), str(config.get("rendezvous") or "")
-        )
+    if catalog.family(config.framework) == "torch" and config.world > 1:
+        return TorchrunLauncher(config.replicas, config.nodes, config.node_rank, config.rendezvous)
     return LocalLauncher()
 
 

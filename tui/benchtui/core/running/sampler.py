@@ -88,7 +88,6 @@ class Sampler:
         self._pid: int | None = None
         self._run: str | None = None
         self._watched: int | None = None  # the session's GPU (NVML index): energy, other processes
-        self._devices: list[int] = []  # every GPU of the session (data parallel)
         self._run_gpus: list[int] = []  # the current run's GPUs, when it trains on several
         self._procs: dict[int, Any] = {}
         self._stop = threading.Event()
@@ -158,12 +157,10 @@ class Sampler:
     def watch_gpu(self, index: int | None) -> None:
         """The session's GPU: whose energy is read and whose other processes are flagged."""
         self._watched = index
-        self._devices = [] if index is None else [index]
 
     def watch_gpus(self, indices: list[int]) -> None:
         """The session's GPUs (data parallel): the first is ``watched``; a run's own are given with its target."""
         self.watch_gpu(indices[0] if indices else None)
-        self._devices = list(indices)
 
     def energy_mj(self, indices: list[int] | None = None) -> int | None:
         """The energy counter (millijoules since the driver loaded) of the watched GPU, or the sum over
