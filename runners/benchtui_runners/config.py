@@ -97,6 +97,14 @@ class RunConfig:
     nodes: int = 1
     node_rank: int = 0
     rendezvous: str = ""  # host:port
+    # ``--profile``: after the timed epochs, ``profile_steps`` steps (after ``PROFILE_WARMUP`` more)
+    # captured with the framework's own profiler and reduced to where step time goes; the trace
+    # is written to ``trace_path`` plus the profiler's own extension (the parent gives a path in
+    # the session folder), and dropped when it is larger than ``trace_cap_mb``.
+    profile: bool = False
+    profile_steps: int = 5
+    trace_path: str = ""
+    trace_cap_mb: int = 200
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:

@@ -671,6 +671,19 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                 mirrored=mirrored,
             )
         final_memory = _peak_memory(backend, device_name)  # before counting: no part of the run
+        if config.profile and config.mode == "train" and epochs:
+            _profile(
+                model,
+                config,
+                writer,
+                pool,
+                x_host,
+                y_host,
+                backend,
+                device_name.startswith("gpu"),
+                mirrored,
+                lambda: _sync(backend, device_name, state()),
+            )
         if config.mode != "probe":
             # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
             from benchtui_runners.flops import COUNTED_FORWARD, COUNTED_TRAIN, count_keras, emit_flops
@@ -738,8 +751,23 @@ def _fit(
             writer.epoch(epoch + 1, clock.epoch_end(), n)
             writer.memory(epoch=epoch + 1, **peak_memory(epoch + 1))
 
-    common = {"epochs": config.epochs_to_run, "verbose": 0, "callbacks": [Timing()]}
-    steps = config.steps_per_epoch
+    _fit_on(model, config, pool, x_host, y_host, backend, mirrored, config.epochs_to_run, None, [Timing()])
+
+
+def _fit_on(
+    model: Any,
+    config: RunConfig,
+    pool: list[tuple[Any, Any]],
+    x_host: Any,
+    y_host: Any,
+    backend: str,
+    mirrored: bool,
+    epochs: int,
+    steps: int | None,
+    callbacks: list[Any],
+) -> None:
+    """``model.fit`` on the run's data, as the timed epochs feed it (``steps``: per epoch, None: the run's)."""
+    common = {"epochs": epochs, "verbose": 0, "callbacks": callbacks}
     if mirrored:  # MirroredStrategy: a batched dataset it splits among replicas
         import tensorflow as tf
 
@@ -747,20 +775,92 @@ def _fit(
         if config.shuffle and config.data == "host":
             data = data.shuffle(len(x_host), seed=config.seed, reshuffle_each_iteration=True)
         data = data.batch(config.global_batch, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
-        model.fit(data, steps_per_epoch=steps, **common)
+        model.fit(data, steps_per_epoch=steps or config.steps_per_epoch, **common)
     elif x_host is not None:
-        model.fit(x_host, y_host, batch_size=config.global_batch, shuffle=config.shuffle, **common)
+        per_epoch = {"steps_per_epoch": steps} if steps else {}
+        model.fit(
+            x_host, y_host, batch_size=config.global_batch, shuffle=config.shuffle, **per_epoch, **common
+        )
     elif backend == "tensorflow":
         import tensorflow as tf
 
-        model.fit(tf.data.Dataset.range(len(pool)).repeat(), steps_per_epoch=steps, shuffle=False, **common)
+        model.fit(
+            tf.data.Dataset.range(len(pool)).repeat(),
+            steps_per_epoch=steps or config.steps_per_epoch,
+            shuffle=False,
+            **common,
+        )
     else:
 
         def cycle() -> Any:
             while True:
                 yield from pool
 
-        model.fit(cycle(), steps_per_epoch=steps, shuffle=False, **common)
+        model.fit(cycle(), steps_per_epoch=steps or config.steps_per_epoch, shuffle=False, **common)
+
+
+def _profile(
+    model: Any,
+    config: RunConfig,
+    writer: EventWriter,
+    pool: list[tuple[Any, Any]],
+    x_host: Any,
+    y_host: Any,
+    backend: str,
+    gpu: bool,
+    mirrored: bool,
+    sync: Any,
+) -> None:
+    """Where step time goes: a few more steps on the timed path, under the backend's own profiler."""
+    import keras
+
+    from benchtui_runners.profiling import keras_capture, profile_run
+
+    inference = config.task == "inference"
+
+    def profiled(window: Any, warmup: int, count: int) -> None:
+        if inference:  # the timed loop's predict_on_batch, batch after batch
+            bs, steps = config.batch_size, config.steps_per_epoch
+            for i in range(warmup + count):
+                if i == warmup:
+                    window.open()
+                step = i % steps
+                x = x_host[step * bs : (step + 1) * bs] if x_host is not None else pool[step % len(pool)][0]
+                model.predict_on_batch(x)
+            window.steps = count
+            window.close()
+            return
+
+        class Profiled(keras.callbacks.Callback):
+            """Opens the window when the first profiled step begins, closes it when the epoch ends."""
+
+            begun = 0
+
+            def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+                self.begun = batch + 1
+                if batch == warmup:
+                    window.open()
+
+            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+                window.steps = max(0, self.begun - warmup)
+                window.close()
+
+        _fit_on(model, config, pool, x_host, y_host, backend, mirrored, 1, warmup + count, [Profiled()])
+
+    profile_run(
+        writer, config, keras_capture(backend, gpu), sync, profiled, versions=_backend_version(backend)
+    )
+
+
+def _backend_version(backend: str) -> str:
+    import keras
+
+    try:
+        from importlib.metadata import version
+
+        return f"{version({'tensorflow': 'tensorflow', 'jax': 'jax', 'torch': 'torch'}[backend])}, Keras {keras.__version__}"
+    except Exception:  # noqa: BLE001 - a label only
+        return f"Keras {keras.__version__}"
 
 
 def _infer(

@@ -8,6 +8,7 @@ epoch's end.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import platform
 from typing import Any
@@ -384,7 +385,34 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                 clock.step_end(step)
             writer.epoch(epoch, clock.epoch_end(), config.samples_per_epoch)
             writer.memory(epoch=epoch, **_peak_memory(device))
-    final_memory = _peak_memory(device)  # before counting: its extra step is no part of the run
+        final_memory = _peak_memory(device)  # before counting: its extra step is no part of the run
+        if config.profile and config.mode == "train" and epochs:
+            # Where step time goes: a few more steps under torch.profiler, after the timed epochs.
+            # Every rank runs them (their collectives must meet); rank 0 profiles.
+            from torch.profiler import record_function
+
+            from benchtui_runners.profiling import DATA, TorchCapture, profile_run
+
+            def profiled(window: Any, warmup: int, count: int) -> None:
+                feed = itertools.chain.from_iterable(batches() for _ in itertools.count())
+                for i in range(warmup + count):
+                    if i == warmup:
+                        window.open()
+                    with record_function(DATA):
+                        x, y = next(feed)
+                    train_step(x, y)
+                window.steps = count
+                window.close()
+
+            profile_run(
+                writer,
+                config,
+                lambda folder: TorchCapture(folder, device.type == "cuda"),
+                sync,
+                profiled,
+                versions=torch.__version__,
+                active=rank == 0,
+            )
     if distributed is not None:
         import torch.distributed as dist
 
