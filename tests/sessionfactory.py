@@ -71,6 +71,110 @@ DENSENET121_NETWORKS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+#: Where a made-up profiled step goes, as shares of it, per framework family (``profile=``).
+PROFILE_SHARES: dict[str, dict[str, float]] = {
+    "torch": {
+        "conv": 0.45,
+        "matmul": 0.05,
+        "norm": 0.12,
+        "elementwise": 0.15,
+        "optimizer": 0.06,
+        "data": 0.02,
+        "communication": 0.0,
+        "other": 0.05,
+        "idle": 0.10,
+    },
+    "keras": {
+        "conv": 0.40,
+        "matmul": 0.05,
+        "norm": 0.18,
+        "elementwise": 0.12,
+        "optimizer": 0.05,
+        "data": 0.05,
+        "communication": 0.0,
+        "other": 0.03,
+        "idle": 0.12,
+    },
+}
+#: A made-up op per category, per framework family: the names each profiler gives them.
+PROFILE_OPS: dict[str, dict[str, str]] = {
+    "torch": {
+        "conv": "aten::cudnn_convolution",
+        "norm": "aten::native_batch_norm",
+        "elementwise": "aten::add_",
+        "optimizer": "Optimizer.step#SGD.step",
+    },
+    "keras": {
+        "conv": "Conv2DBackpropFilter",
+        "norm": "FusedBatchNormGradV3",
+        "elementwise": "AddV2",
+        "optimizer": "ResourceApplyGradientDescent",
+    },
+}
+
+
+def profile_event(
+    spec: dict[str, Any], framework: str, step_s: float, gpu: bool, trace: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A ``profile`` event's fields as a runner sends them (``profile=`` of ``make_session``).
+
+    ``spec``: {"ok": False, "reason": ...} for a profiler that failed; else "shares" (category -> share
+    of the step, the family's PROFILE_SHARES when absent), "overhead" (the profiled step over
+    ``step_s``, less 1; 0.05 when absent), "steps", "trace_note", and "raw": fields sent as they are
+    (over the rest), for hostile input.
+    """
+    if spec.get("ok") is False:
+        return {
+            "ok": False,
+            "reason": spec.get("reason", "profile unavailable: no profiler"),
+            **spec.get("raw", {}),
+        }
+    family = catalog.family(framework)
+    shares = spec.get("shares") or PROFILE_SHARES["torch" if family == "torch" else "keras"]
+    steps = spec.get("steps", 5)
+    profiled = step_s * (1 + spec.get("overhead", 0.05))
+    traced = profiled * 0.98
+    categories = {c: shares.get(c, 0.0) * traced for c in PROFILE_SHARES["torch"]}
+    ops = PROFILE_OPS["torch" if family == "torch" else "keras"]
+    top = sorted(
+        (
+            {
+                "name": name,
+                "category": category,
+                "seconds": 0.8 * categories[category],
+                "calls": 53.0,
+                "share": 0.8 * shares.get(category, 0.0),
+            }
+            for category, name in ops.items()
+            if shares.get(category, 0.0) > 0
+        ),
+        key=lambda op: -op["seconds"],
+    )
+    event: dict[str, Any] = {
+        "ok": True,
+        "profiler": "torch.profiler 2.5 (CUDA activity)"
+        if family == "torch"
+        else "TensorFlow profiler 2.18 (host + device)",
+        "device": "gpu" if gpu else "cpu",
+        "steps": steps,
+        "window_s": profiled * steps,
+        "step_s": profiled,
+        "traced_step_s": traced,
+        "categories": categories,
+        "busy_s": traced - categories["idle"],
+        "idle_s": categories["idle"],
+        "host_s": None,
+        "idle_means": "GPU idle: no kernel or copy running (the device waits for the host)"
+        if gpu
+        else "no op running: Python and framework code between ops",
+        "top": top,
+        "trace": trace,
+        "trace_note": spec.get("trace_note"),
+        "method": "fixture: made-up shares of the made-up step",
+    }
+    return {**event, **spec.get("raw", {})}
+
+
 def _dumps(event: dict[str, Any]) -> str:
     return json.dumps(event, separators=(",", ":"))
 
@@ -89,6 +193,9 @@ class _Timeline:
         self.busy = False
         self.gpu_count = 1  # GPUs in every sample (a data-parallel session's)
         self.run_gpus: list[int] = []  # the current run's GPUs when it trains on several
+        self.counters: dict[str, float] = {}  # the current run's profiling counters (``gpu_counters=``)
+        self.record = False  # whether run_end records the means of the counters sampled (as the engine does)
+        self.counter_sums: dict[str, list[float]] = {}  # what the engine sums for run_end: name -> [sum, n]
 
     def sample(self, t: float) -> None:
         event: dict[str, Any] = {"type": "gpu", "t": round(t, 6), "run": self.run}
@@ -108,9 +215,15 @@ class _Timeline:
                     "sm_clock_mhz": 1980,
                     "throttle": [] if self.busy else ["gpu_idle"],
                     "proc_mem": int(14 * GIB) if self.busy else (0 if self.run else None),
+                    **(self.counters if self.busy and (i == 0 or i in self.run_gpus) else {}),
                 }
                 for i in range(self.gpu_count)
             ]
+            if self.busy and self.record:
+                for name, value in {"gpu_util": util, **self.counters}.items():
+                    sums = self.counter_sums.setdefault(name, [0.0, 0])
+                    sums[0] += value
+                    sums[1] += 1
             event["watched"] = 0
             if self.run_gpus:
                 event["devices"] = self.run_gpus
@@ -210,6 +323,9 @@ def make_session(
     scaling: bool = False,
     efficiency: dict[str, float] | None = None,
     straggler: float = 0.02,
+    profile: dict[tuple[Any, ...], dict[str, Any]] | None = None,
+    counters: dict[str, Any] | None = None,
+    gpu_counters: dict[str, dict[str, float]] | None = None,
 ) -> Path:
     """Write a finished session folder under ``root`` and return its path.
 
@@ -226,6 +342,13 @@ def make_session(
     d > 1 devices takes ``1 / efficiency[framework]`` times one device's step time (so its
     throughput is d x efficiency x one device's), PyTorch runs send ``ranks`` events (rank r
     ``straggler`` x r slower), and on a GPU the run_end carries each GPU's figures.
+    ``profile``: a ``--profile`` plan; maps (framework, model), or (framework, model, run index) for
+    one run, to what its runner profiled (``profile_event``): a ``profile`` event inside a "profile"
+    phase after the timed epochs, and its trace in ``traces/`` (``"trace": False``: none). A cell
+    the map lacks sends no profile. ``counters``: the sampler's ``counters`` event (available,
+    source, reason), written first; ``gpu_counters`` maps a framework to the profiling counters
+    (percent) of its GPU samples while it trains, whose means (and NVML's utilization's) the run_end
+    records, as the engine does.
     """
     root = Path(root)
     batch_sizes = {m: batch_size or catalog.MODELS[m].study_batch_size for m in models}
@@ -245,6 +368,7 @@ def make_session(
         seq_len=seq_len,
         devices=devices,
         scaling=scaling,
+        profile=profile is not None,
     )
     plan.samples *= devices  # every device count gets ``steps`` batches per epoch at the most devices
     efficiency = {"torch": 0.9, "tensorflow": 0.8, "keras-jax": 0.85, **(efficiency or {})}
@@ -260,6 +384,9 @@ def make_session(
     with open(path / "events.jsonl", "w", encoding="utf-8") as fh:
         tl = _Timeline(fh, interval, gpu, random.Random(seed + 1), t0=t)
         tl.gpu_count = devices if gpu else 1
+        tl.record = counters is not None or gpu_counters is not None
+        if counters is not None:
+            tl.write_line(_dumps({"type": "counters", "t": round(t, 6), **counters}))
         for spec in run_order(plan):
             fw, model, index, rid = spec.framework, spec.model, spec.index, spec.run_id
             ok, reason = catalog.available(fw, model)
@@ -359,6 +486,8 @@ def make_session(
                     architecture=network.get("architecture", ""),
                 )
             tl.busy = gpu
+            tl.counters = dict((gpu_counters or {}).get(fw, {})) if gpu else {}
+            tl.counter_sums = {}
             source = (
                 (
                     "torch.cuda.max_memory_allocated"
@@ -396,6 +525,19 @@ def make_session(
                 tl.runner(t, rid, "epoch", epoch=epoch, seconds=t - epoch_start, samples=n_steps * bs)
                 tl.runner(t, rid, "memory", epoch=epoch, peak_bytes=int(12.5 * GIB), source=source)
             tl.busy = False
+            wanted = (profile or {}).get((fw, model, index)) or (profile or {}).get((fw, model))
+            if wanted is not None and not crashed:
+                tl.runner(t, rid, "phase", name="profile", edge="start")
+                trace = None
+                if wanted.get("trace", True) and wanted.get("ok") is not False:
+                    name = f"{rid}.pt.trace.json.gz" if catalog.family(fw) == "torch" else f"{rid}.xplane.pb"
+                    (path / "traces").mkdir(exist_ok=True)
+                    (path / "traces" / name).write_bytes(b"\x1f\x8b made-up trace")
+                    trace = {"file": name, "bytes": (path / "traces" / name).stat().st_size}
+                event = profile_event(wanted, fw, base, gpu and fw not in cpu_frameworks, trace)
+                t += base * wanted.get("steps", 5) * 2
+                tl.runner(t, rid, "profile", **event)
+                tl.runner(t, rid, "phase", name="profile", edge="end")
             if crashed:
                 assert failure is not None
                 kind = failure.get("kind", "exception")
@@ -441,6 +583,7 @@ def make_session(
                     if gpu and d > 1
                     else None
                 )
+                means = {name: total / n for name, (total, n) in tl.counter_sums.items() if n}
                 tl.parent(
                     t,
                     "run_end",
@@ -450,6 +593,7 @@ def make_session(
                     returncode=0,
                     malformed=0,
                     **({"per_gpu": per_gpu} if per_gpu else {}),
+                    **means,  # what the engine records of the counters it sampled
                 )
             tl.run = None
             tl.run_gpus = []

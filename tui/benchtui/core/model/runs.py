@@ -9,6 +9,11 @@ from typing import Any
 from benchtui.core.model.stats import mean
 from benchtui.core.model.status import FINAL, RunStatus
 from benchtui.core.plan.plan import RunSpec
+from benchtui.core.wire.events import COUNTERS
+
+#: What a run's GPU counters are means of: NVML's utilization ("a kernel was running"), then the
+#: profiling counters where the sampler can read them (SM, tensor-core and DRAM activity).
+GPU_COUNTERS = ("gpu_util", *COUNTERS)
 
 
 @dataclass
@@ -50,6 +55,11 @@ class RunState:
     rank_steps: list[int] = field(default_factory=list)
     gpu_sums: dict[int, list[float]] = field(default_factory=dict)
     per_gpu_recorded: list[dict[str, Any]] | None = None  # the engine's figures, from run_end
+    # ``--profile``: the runner's profile event, checked (``wire.events.check_profile``); {} without one.
+    profile: dict[str, Any] = field(default_factory=dict)
+    # The GPU counters while the run trained (name -> [sum, samples]), and the engine's means from run_end.
+    counter_sums: dict[str, list[float]] = field(default_factory=dict)
+    counters_recorded: dict[str, float] = field(default_factory=dict)
 
     def add_ranks(self, seconds: list[float], steps: int) -> None:
         """One window's mean step time of every rank."""
@@ -91,6 +101,23 @@ class RunState:
             }
             for index, sums in sorted(self.gpu_sums.items())
         ]
+
+    def add_counters(self, gpus: list[dict[str, Any]]) -> None:
+        """One sample of the run's GPUs: NVML's utilization and the profiling counters each has (a mean over GPUs)."""
+        for name in GPU_COUNTERS:
+            key = "util" if name == "gpu_util" else name
+            values = [g[key] for g in gpus if isinstance(g.get(key), (int, float))]
+            if values:
+                sums = self.counter_sums.setdefault(name, [0.0, 0])
+                sums[0] += sum(values) / len(values)
+                sums[1] += 1
+
+    def counters(self) -> dict[str, float]:
+        """Means over the run's samples while it trained, in percent, of the counters known: as the engine
+        recorded them in run_end when it did (loading folds only the newest samples), else as sampled."""
+        if self.counters_recorded:
+            return dict(self.counters_recorded)
+        return {name: s / n for name, (s, n) in self.counter_sums.items() if n}
 
     @property
     def other_cpu(self) -> float | None:

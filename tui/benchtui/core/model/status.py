@@ -102,6 +102,7 @@ class CautionKind(str, Enum):
     MIXED_DEVICES = "mixed-devices"  # a ratio refused: the frameworks ran on different devices
     MISSING_DATA = "missing-data"  # epochs or steps of a run are missing from its events
     ARCHITECTURE = "architecture"  # the frameworks do not build the same network (parameters or FLOPs differ)
+    PROFILE = "profile"  # --profile: a run's profile failed or its trace was dropped (the run itself counts)
 
     def __str__(self) -> str:
         return self.value

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from benchtui.core.model import analysis, efficiency, parity, scaling
-from benchtui.core.model.runs import RunState
+from benchtui.core.model import analysis, efficiency, parity, scaling, why
+from benchtui.core.model.runs import GPU_COUNTERS, RunState
 from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
 from benchtui.core.plan.plan import Plan, run_order
@@ -25,6 +25,7 @@ from benchtui.core.wire.events import (
     MemoryEvent,
     ModelEvent,
     PhaseEvent,
+    ProfileEvent,
     RanksEvent,
     RunEndEvent,
     RunStartEvent,
@@ -63,6 +64,8 @@ class SessionModel:
         self.probes: list[dict[str, Any]] = []
         self.batch_choices: dict[str, dict[str, Any]] = {}
         self.probing: dict[str, Any] | None = None  # the probe in progress
+        # Whether the sampler could read the GPU's profiling counters (its ``counters`` event), once.
+        self.counters: dict[str, Any] | None = None
         self._handlers = {
             name[len("_on_") :]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
         }
@@ -84,6 +87,9 @@ class SessionModel:
             return
         if kind == "batch_choice":
             self.batch_choices[str(event.get("model"))] = event
+            return
+        if kind == "counters":
+            self.counters = {k: event.get(k) for k in ("available", "source", "reason")}
             return
         run_id = event.get("run")
         run = self.runs.get(run_id) if isinstance(run_id, str) else None
@@ -116,6 +122,14 @@ class SessionModel:
             for index in devices:
                 if isinstance(index, int) and 0 <= index < len(gpus) and isinstance(gpus[index], dict):
                     run.add_gpu_reading(index, gpus[index])
+        if isinstance(gpus, list) and run.phase != "profile":  # the profiler's steps are not training's
+            indices = devices if isinstance(devices, list) and devices else [watched]
+            readings = [
+                gpus[i]
+                for i in indices
+                if isinstance(i, int) and 0 <= i < len(gpus) and isinstance(gpus[i], dict)
+            ]
+            run.add_counters(readings)
         if isinstance(watched, int) and isinstance(gpus, list) and 0 <= watched < len(gpus):
             gpu = gpus[watched]
             procs, mem = (
@@ -208,7 +222,13 @@ class SessionModel:
             return  # the run's first window: compiling and warming up, on every rank
         run.add_ranks(list(event["seconds"]), int(event.get("steps") or 1))
 
+    def _on_profile(self, run: RunState, event: ProfileEvent) -> None:
+        run.profile = dict(event)
+
     def _on_run_end(self, run: RunState, event: RunEndEvent) -> None:
+        recorded = {n: float(v) for n in GPU_COUNTERS if isinstance(v := event.get(n), (int, float))}
+        if recorded:
+            run.counters_recorded = recorded
         if isinstance(event.get("per_gpu"), list):
             run.per_gpu_recorded = [dict(g) for g in event["per_gpu"] if isinstance(g, dict)]
         run.status = RunStatus.parse(event.get("status", "failed"))
@@ -335,6 +355,9 @@ class SessionModel:
                     + ": its times measure the sharing as much as the framework",
                 )
             )
+        # --profile: a profile that failed or a trace dropped is a note on the row, never a failed run.
+        for note in why.profile_notes(ok, expected=self.profiling):
+            row["warnings"].append(caution(CautionKind.PROFILE, note))
         kinds = sorted({k for r in ok if (k := r.device_kind)})
         row["device_kind"] = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else None)
         joules = [j for r in ok if (j := r.joules_per_image()) is not None]
@@ -409,6 +432,17 @@ class SessionModel:
                 cells.append((fw, ident))
         return parity.model_parity(model, cells)
 
+    @property
+    def profiling(self) -> bool:
+        """Whether the plan asked each run for a profile (``--profile``)."""
+        return bool(getattr(self.plan, "profile", False))
+
+    def why_table(self, model: str) -> why.WhyTable | None:
+        """Where each framework's step time goes for ``model`` and why one is slower (``why.why_for_cell``);
+        None when no framework has a usable profile."""
+        cells = [(fw, self.cell_runs(fw, model)) for fw in self.plan.frameworks]
+        return why.why_for_cell(model, cells, self.counters, expected=self.profiling)
+
     def scaling(self) -> list[dict[str, Any]]:
         """A scaling session's curve per (model, framework): ``scaling.curve`` (empty otherwise)."""
         if not self.plan.scaling:
@@ -477,6 +511,9 @@ class SessionModel:
             "devices": self.plan.devices,
             "scaling": self.scaling(),
             "distributed": self.distributed(),
+            # --profile: per model, each framework's step time by category and why one is slower (additive).
+            "why": [table.to_dict() for m in self.plan.models if (table := self.why_table(m)) is not None],
+            "counters": self.counters,
             "labels": {
                 "frameworks": catalog.FRAMEWORK_LABELS,
                 "models": {k: v.label for k, v in catalog.MODELS.items()},

@@ -52,6 +52,24 @@ def read_tail(folder: Path, path: Path, limit: int) -> Tail | None:
     return Tail(data, max(size, len(data)))
 
 
+def holds_file(folder: Path, relative: str) -> bool:
+    """Whether ``relative`` names a regular file inside the session ``folder``, reached through no link.
+
+    What a report may link to (a run's trace): a session folder is not trusted, so a name that
+    leaves the folder, a link anywhere on the way, a FIFO or a folder does not count.
+    """
+    try:
+        root = folder.resolve(strict=True)
+        path = folder / relative
+        if any(p.is_symlink() for p in (path, *path.parents) if p.is_relative_to(folder) and p != folder):
+            return False
+        if not path.resolve(strict=True).is_relative_to(root):
+            return False
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 def open_regular(path: Path) -> BinaryIO | None:
     """``path`` opened for reading if it is a regular file; None for a FIFO, a device, a folder.
 

@@ -5,22 +5,27 @@ from __future__ import annotations
 import re
 from html import escape
 from typing import IO, Any
+from urllib.parse import quote
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import epochs_of, framework_label, model_label, steady_batches
 from benchtui.core.model.parity import marked
 from benchtui.core.model.stats import median
-from benchtui.core.reporting.files import read_tail
-from benchtui.core.reporting.model import CI_NOTE, DEVICES_NOTE, Report, Table, row_flagged
+from benchtui.core.model.why import CATEGORY_LABELS, PROFILE_CATEGORIES, ms
+from benchtui.core.reporting.files import holds_file, read_tail
+from benchtui.core.reporting.model import CI_NOTE, DEVICES_NOTE, Report, Table, Why, row_flagged
 from benchtui.core.reporting.plots import (
+    CATEGORY_COLORS,
     Band,
     Bar,
     Curve,
     Series,
+    Stack,
     bar_chart,
     color_for,
     line_chart,
     scaling_chart,
+    stacked_bars,
 )
 from benchtui.core.store.session import LoadedSession
 
@@ -215,6 +220,59 @@ def _data_parallel(report: Report) -> str:
         parts.append(_table(report.per_device, []) + _lines(report.per_device_notes))
         parts.append(f'<p class="note">{_e(report.per_device.note)}</p>')
     return "<h2>Data parallel</h2>" + "".join(parts) if parts else ""
+
+
+def _trace_link(report: Report, path: str) -> str:
+    """A trace's path as a link relative to the session folder, where the report is written by default; plain
+    text, saying so, when the folder holds no such regular file (removed, or a link: never followed)."""
+    if holds_file(report.session.path, path):
+        return f'<a href="{_e(quote(path, safe="/"))}">{_e(path)}</a>'
+    return f"{_e(path)} (not in the session folder)"
+
+
+def _why_chart(view: Why) -> str:
+    """A stacked bar per framework: its timed step by category, in milliseconds, on one scale."""
+    stacks = [
+        Stack(
+            framework_label(side.framework),
+            [(c, side.seconds(c) * 1000) for c in PROFILE_CATEGORIES],
+            "ms",
+        )
+        for side in view.data.sides
+    ]
+    return stacked_bars(
+        f"{model_label(view.model)}: where a step goes",
+        stacks,
+        CATEGORY_COLORS,
+        CATEGORY_LABELS,
+        "milliseconds per step (each framework's profiled shares of its timed step)",
+        desc="a bar per framework: its timed step divided as its own profiler divided the profiled steps",
+        value_text=lambda value: ms(value / 1000),  # as the table writes them
+    )
+
+
+def _why(report: Report) -> str:
+    """A ``--profile`` session, per model: the breakdown table, the sentence, each profile in words, the
+    counters, a stacked bar per framework, the traces and the longest ops; '' without profiles."""
+    parts = []
+    for view in report.why:
+        parts.append(_table(view.table, []))
+        parts += [f'<p class="sig">{_e(text)}</p>' for text in view.text]
+        parts.append(_lines(view.lines))
+        parts.append(f"<figure>{_why_chart(view)}</figure>")
+        if view.traces:
+            parts.append(
+                '<ul class="lines">'
+                + "".join(
+                    f"<li>Trace, {_e(framework)}, {_e(run)}: {_trace_link(report, path)} ({_e(size)})</li>"
+                    for framework, run, path, size in view.traces
+                )
+                + "</ul>"
+            )
+        parts.append(f'<p class="note">{_e(view.table.note)}</p>')
+        if view.top is not None:
+            parts.append(_table(view.top))
+    return "<h2>Why: where step time goes</h2>" + "".join(parts) if parts else ""
 
 
 def _efficiency_table(report: Report) -> str:
@@ -540,6 +598,7 @@ def render(report: Report) -> str:
         _data_parallel(report),
         "<h2>Frameworks compared</h2>",
         _ratio_table(report),
+        _why(report),
         "<h2>Epoch time per model</h2>",
         "<figure>"
         + _bars(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from typing import IO, Any
+from urllib.parse import quote
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import model_label
 from benchtui.core.model.parity import marked
+from benchtui.core.reporting.files import holds_file
 from benchtui.core.reporting.model import CI_NOTE, DEVICES_NOTE, Report, Table
 
 
@@ -53,6 +55,33 @@ def data_parallel_lines(report: Report) -> list[str]:
     return out
 
 
+def md_link(text: str, target: str) -> str:
+    """A link whose text is escaped (brackets too) and whose target is a percent-encoded relative path."""
+    label = md_escape(text).replace("[", "\\[").replace("]", "\\]")
+    return f"[{label}]({quote(target, safe='/')})"
+
+
+def why_lines(report: Report) -> list[str]:
+    """A ``--profile`` session, per model: where each framework's step goes, the sentence, each profile and
+    the counters in words, its traces (linked when they are in the session folder), the longest ops."""
+    out: list[str] = []
+    for view in report.why:
+        out += _section(view.table)
+        out += [f"**{md_escape(text)}**" for text in view.text] + ([""] if view.text else [])
+        out += [f"- {md_escape(line)}" for line in view.lines]
+        for framework, run, path, size in view.traces:
+            where = (
+                md_link(path, path)
+                if holds_file(report.session.path, path)
+                else f"{md_escape(path)} (not in the session folder)"
+            )
+            out.append(f"- Trace, {md_escape(framework)}, {md_escape(run)}: {where} ({md_escape(size)})")
+        out += ["", md_escape(view.table.note), ""]
+        if view.top is not None:
+            out += _section(view.top)[:-1] + ["", md_escape(view.top.note), ""]
+    return out
+
+
 def render(report: Report) -> str:
     """The whole report as Markdown."""
     out = [f"# benchtui · {md_escape(report.title)}", ""]
@@ -85,6 +114,7 @@ def render(report: Report) -> str:
         ]
         out += _section(Table("Frameworks compared", ["Model", "Result", "From"], rows, ["l", "l", "l"]))
         out += ["A difference is *not significant* when its 95% CI contains 1.", ""]
+    out += why_lines(report)
     if report.problems:
         rows = [[p.model, p.framework, p.status, p.reason] for p in report.problems]
         out += _section(

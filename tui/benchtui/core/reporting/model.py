@@ -11,6 +11,7 @@ from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.parity import PARITY_MARK, PARITY_TOLERANCE, count_text, marked
 from benchtui.core.model.scaling import POOR_EFFICIENCY, STRAGGLER_RATIO
 from benchtui.core.model.status import CautionKind
+from benchtui.core.model.why import OVERHEAD_WARN, WhyTable, breakdown, top_ops
 from benchtui.core.store.session import LoadedSession
 from benchtui_runners import catalog
 
@@ -206,6 +207,17 @@ WIRING_KEYS = {
     "bucket": "Buckets",
     "overlap": "Overlap",
 }
+WHY_NOTE = (
+    "ms/step: each framework's share of a profiled step (its own profiler, a few steps after the timed "
+    "epochs) times its timed step (the same data as its throughput), so a column adds up to the step behind "
+    "the verdict's ratio; (%): the share. Difference: the second framework's milliseconds less the first's, "
+    "largest first. The profiler's overhead is its profiled step against the timed one: above "
+    f"{OVERHEAD_WARN:+.0%}, the profile may not divide the step as it runs untraced."
+)
+WHY_TOP_NOTE = (
+    "The longest ops of each framework's profile: ms/step is the op's share of the profiled step times the "
+    "timed step; share: of the profiled step (the mean over the runs that list it); calls per step."
+)
 
 
 @dataclass
@@ -228,6 +240,23 @@ class Scaling:
     #: One per framework, "PyTorch: 2 devices: 1.86× one device's throughput, 93% efficient (95% CI 91%–95%)",
     #: and one more for a framework below POOR_EFFICIENCY somewhere.
     lines: list[str]
+
+
+@dataclass
+class Why:
+    """One model of a ``--profile`` session: where each framework's step goes, and why one is slower."""
+
+    model: str  # the model's key (the tables' titles have its label)
+    table: Table  # a row per category (largest difference first), then the timed step
+    #: The sentences: each framework against the first ("tf.keras spends 4.1 ms more per step ...").
+    text: list[str]
+    #: Each framework's profile in words (profiler, steps, the profiled step and its overhead), the GPU
+    #: counters, and the frameworks without a profile.
+    lines: list[str]
+    top: Table | None  # each framework's longest ops
+    #: Each run's trace: (framework label, run id, its path relative to the session folder, its size).
+    traces: list[tuple[str, str, str, str]]
+    data: WhyTable  # the figures, for the charts (its text cleaned too)
 
 
 @dataclass(frozen=True)
@@ -294,6 +323,8 @@ class Report:
     per_device_notes: list[str] = field(default_factory=list)
     #: Each framework's data-parallel wiring (engine, all-reduce, buckets, overlap, ...); None when none recorded.
     wiring: Table | None = None
+    #: A ``--profile`` session: one per model with a profile (where a step goes, and why one is slower).
+    why: list[Why] = field(default_factory=list)
 
     @property
     def folder(self) -> str:
@@ -848,6 +879,53 @@ def wiring_table(summary: dict[str, Any], frameworks: list[str]) -> Table | None
     return Table(WIRING_TITLE, header, rows, ["l"] * len(header), WIRING_NOTE)
 
 
+def why_views(summary: dict[str, Any]) -> list[Why]:
+    """A ``--profile`` session, per model: each framework's step time by category with the differences,
+    the sentences, each framework's profile in words, the counters, its longest ops and traces; [] otherwise."""
+    flagged = flagged_models(summary)
+    out = []
+    for entry in summary.get("why") or []:
+        data = WhyTable.from_dict(fmt.clean_tree(entry))  # its text cleaned: the charts show it too
+        if not data.sides:
+            continue
+        name = marked(model_label(data.model), data.model in flagged)
+        header, rows = breakdown(data)
+        table = Table(
+            f"Why: {name}, where a step goes (ms per step)",
+            header,
+            rows,
+            ["l"] + ["r"] * (len(header) - 1),
+            WHY_NOTE,
+        )
+        top_header, top_rows = top_ops(data)
+        top = (
+            Table(
+                f"Why: {name}, the longest ops",
+                top_header,
+                top_rows,
+                ["l", "l", "l", "r", "r", "r"],
+                WHY_TOP_NOTE,
+            )
+            if top_rows
+            else None
+        )
+        traces = [
+            (
+                framework_label(side.framework),
+                trace.run,
+                trace.path,
+                "–" if trace.bytes is None else fmt.bytes_(trace.bytes),
+            )
+            for side in data.sides
+            for trace in side.traces
+        ]
+        lines = [*data.lines, data.counters, *data.notes]
+        out.append(
+            Why(data.model, table, [p.text for p in data.pairs], [x for x in lines if x], top, traces, data)
+        )
+    return out
+
+
 def warmup_table(summary: dict[str, Any]) -> Table:
     """Per cell: the warm-up detected in each run's batch times, and the steady state after it."""
     rows = []
@@ -1007,4 +1085,16 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
         per_device=None if per_device is None else clean_table(per_device),
         per_device_notes=[fmt.clean(n) for n in per_device_notes],
         wiring=None if wiring is None else clean_table(wiring),
+        why=[
+            Why(
+                fmt.clean(v.model),
+                clean_table(v.table),
+                [fmt.clean(t) for t in v.text],
+                [fmt.clean(line) for line in v.lines],
+                None if v.top is None else clean_table(v.top),
+                [(fmt.clean(a), fmt.clean(b), fmt.clean(c), fmt.clean(d)) for a, b, c, d in v.traces],
+                v.data,
+            )
+            for v in why_views(summary)
+        ],
     )

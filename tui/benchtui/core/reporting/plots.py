@@ -479,3 +479,122 @@ def scaling_chart(
     _legend(parts, legend, fr.x1, 38)  # under the title: a chart this narrow has no room beside it
     parts.append("</svg>")
     return "".join(parts)
+
+
+#: A colour per category of a profiled step (``model.why``): idle light, the others apart at a glance.
+CATEGORY_COLORS = {
+    "conv": "#1971c2",
+    "matmul": "#5f3dc4",
+    "norm": "#e8590c",
+    "elementwise": "#2f9e44",
+    "optimizer": "#c2255c",
+    "data": "#0c8599",
+    "communication": "#f08c00",
+    "other": "#495057",
+    "idle": "#ced4da",
+}
+#: Segments with a dark text on them (the light ones); the rest get white.
+_LIGHT = {"#ced4da"}
+
+
+@dataclass
+class Stack:
+    """One horizontal bar made of segments, (key, value) in order: a framework's step by category."""
+
+    label: str
+    segments: list[tuple[str, float]]
+    unit: str = ""  # after the total at the bar's end ("ms")
+
+
+def _flowing_legend(parts: list[str], items: list[tuple[str, str]], x0: float, x1: float, y: float) -> float:
+    """Legend swatches (label, colour) from left to right, wrapped at ``x1``; returns the y below the last line."""
+    x = x0
+    for label, color in items:
+        width = 18 + 7 * len(label) + 14
+        if x + width > x1 and x > x0:
+            x, y = x0, y + 18
+        parts.append(f'<rect x="{_f(x)}" y="{_f(y - 9)}" width="12" height="12" fill="{color}"/>')
+        parts.append(f'<text x="{_f(x + 17)}" y="{_f(y + 1)}" fill="#343a40">{escape(label)}</text>')
+        x += width
+    return y + 18
+
+
+def stacked_bars(
+    title: str,
+    stacks: list[Stack],
+    colors: dict[str, str],
+    labels: dict[str, str],
+    x_label: str,
+    width: int = 960,
+    desc: str = "",
+    value_text: Callable[[float], str] = value_label,
+) -> str:
+    """Horizontal bars on one scale, one per ``stacks`` entry, each split into coloured segments in their
+    order, with a legend of every key that has a segment; a segment wide enough says its value, each bar
+    its total. Values that are not finite and positive draw nothing."""
+    stacks = [
+        Stack(
+            s.label,
+            [(k, v) for k, v in s.segments if isinstance(v, (int, float)) and math.isfinite(v) and v > 0],
+            s.unit,
+        )
+        for s in stacks
+    ]
+    keys = list(dict.fromkeys(k for s in stacks for k, _ in s.segments))
+    parts: list[str] = []
+    legend_end = _flowing_legend(
+        parts, [(labels.get(k, k), colors.get(k, "#868e96")) for k in keys], 110, width - 16, 44
+    )
+    bar_h, gap = 30, 16
+    top = legend_end + 8
+    height = int(top + len(stacks) * (bar_h + gap) + 40)
+    fr = _Frame(width, height, left=110, right=70, top=int(top), bottom=40)
+    totals = [sum(v for _, v in s.segments) for s in stacks]
+    out = _open(width, height, title, desc)
+    if not stacks or not any(totals):
+        out.append(
+            f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#868e96">no data recorded</text></svg>'
+        )
+        return "".join(out)
+    ticks = nice_ticks(0, max(totals) * 1.02)
+    fr.set_ranges(0, ticks[-1], 0, 1)
+    for t in ticks:
+        x = fr.px(t)
+        out.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(top - 4)}" y2="{fr.y1}" stroke="#e9ecef"/>')
+        out.append(
+            f'<text x="{_f(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{tick_label(t)}</text>'
+        )
+    out.append(f'<line x1="{fr.x0}" x2="{fr.x0}" y1="{_f(top - 4)}" y2="{fr.y1}" stroke="#868e96"/>')
+    out.append(
+        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{height - 6}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
+    )
+    out += parts
+    for i, (stack, total) in enumerate(zip(stacks, totals, strict=True)):
+        y = top + i * (bar_h + gap)
+        out.append(
+            f'<text x="{fr.x0 - 8}" y="{_f(y + bar_h / 2 + 4)}" text-anchor="end" fill="#212529" font-weight="600">'
+            f"{escape(stack.label)}</text>"
+        )
+        x = float(fr.x0)
+        for key, value in stack.segments:
+            w = fr.px(value) - fr.x0
+            color = colors.get(key, "#868e96")
+            share = value / total if total else 0.0
+            out.append(
+                f'<rect x="{_f(x)}" y="{_f(y)}" width="{_f(w)}" height="{bar_h}" fill="{color}" stroke="#fff" '
+                f'stroke-width="0.5"><title>{escape(stack.label)} · {escape(labels.get(key, key))}: '
+                f"{value_text(value)} {escape(stack.unit)} ({share:.0%})</title></rect>"
+            )
+            text = value_text(value)
+            if w >= 7 * len(text) + 8:
+                ink = "#212529" if color in _LIGHT else "#fff"
+                out.append(
+                    f'<text x="{_f(x + w / 2)}" y="{_f(y + bar_h / 2 + 4)}" text-anchor="middle" fill="{ink}" '
+                    f'font-size="11">{text}</text>'
+                )
+            x += w
+        out.append(
+            f'<text x="{_f(x + 6)}" y="{_f(y + bar_h / 2 + 4)}" fill="#212529">{value_text(total)} {escape(stack.unit)}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)

@@ -37,6 +37,8 @@ from benchtui_runners import catalog
 
 #: Below this many columns the table drops spreads, runs and TFLOP/s rather than cut numbers.
 WIDE_TABLE = 150
+#: The longest ops ``show`` lists per framework (the exports list them all).
+TOP_SHOWN = 6
 RATIO_NOTE = (
     "Time per image, from the times under 'From' (so the inverse ratio of images/s); 95% CIs by "
     "seeded bootstrap; 'not significant' when the CI contains 1."
@@ -240,6 +242,7 @@ def print_result(summary: dict[str, Any], title: str) -> None:
     )
     print_parity_table(report_model.parity_table(summary)[0], console)
     print_verdict(summary.get("ratios") or [], console)
+    print_why(report_model.why_views(summary), console)
 
 
 def rich_table(table: report_model.Table) -> Table:
@@ -349,6 +352,43 @@ def print_data_parallel(
         console.print(per_device.note, style="dim", highlight=False, markup=False)
 
 
+def print_why(views: list[report_model.Why], console: Console) -> None:
+    """A ``--profile`` session, per model: where each framework's step goes (ms per step, the differences),
+    the sentence that explains the verdict, each profile in words, the counters, the traces and the
+    longest ops (``TOP_SHOWN`` per framework); nothing for a session without profiles."""
+    for view in views:
+        console.print(*fitted_tables(view.table, console.width))
+        for text in view.text:
+            console.print(Text(fmt.clean(text), style="bold"))
+        for line in view.lines:
+            console.print(fmt.clean(line), highlight=False, markup=False)
+        for framework, run, path, size in view.traces:
+            console.print(
+                fmt.clean(f"trace: {framework}, {run}: {path} in the session folder ({size})"),
+                style="dim",
+                highlight=False,
+                markup=False,
+            )
+        console.print(view.table.note, style="dim", highlight=False, markup=False)
+        if view.top is not None:
+            top = report_model.Table(
+                view.top.title, view.top.header, _first_of_each(view.top.rows), view.top.align, view.top.note
+            )
+            console.print(*fitted_tables(top, console.width))
+            console.print(top.note, style="dim", highlight=False, markup=False)
+
+
+def _first_of_each(rows: list[list[str]], most: int = TOP_SHOWN) -> list[list[str]]:
+    """The first ``most`` rows of each framework (a row's first cell)."""
+    seen: dict[str, int] = {}
+    out = []
+    for row in rows:
+        seen[row[0]] = seen.get(row[0], 0) + 1
+        if seen[row[0]] <= most:
+            out.append(row)
+    return out
+
+
 def print_how(summary: dict[str, Any], console: Console) -> None:
     """What each framework compiled with (as resolved), threads, timing, optimizer and loss."""
     for line in how_it_ran(summary.get("frameworks") or {}):
@@ -393,6 +433,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
     print_data_parallel(report.scaling, report.per_device, report.per_device_notes, report.wiring, console)
     print_parity_table(report.parity, console)
     print_verdict(report.ratios, console)
+    print_why(report.why, console)
 
 
 def summary_view(report: Report, width: int) -> Group:
@@ -400,6 +441,9 @@ def summary_view(report: Report, width: int) -> Group:
     parts: list[Any] = [summary_table(report.rows, report_title(report), width=width)]
     parts += [Text.from_markup(note) for note in summary_notes(report.rows)]
     parts += [Text(fmt.clean(f"{model_label(r['model'])}: {r['text']}"), style="bold") for r in report.ratios]
+    parts += [  # a --profile session: why one framework is slower, in words
+        Text(f"{model_label(view.model)} why · {text}") for view in report.why for text in view.text
+    ]
     parts += [  # a scaling session: each framework's curve in words
         Text(f"{model_label(view.model)} scaling · {line}") for view in report.scaling for line in view.lines
     ]

@@ -100,6 +100,40 @@ class ModelEvent(_Event, total=False):
     architecture: str  # the catalog's words for this side, where the sides differ
 
 
+class ProfileEvent(_Event, total=False):
+    """Where a profiled step's time goes, sent once after the timed epochs (``--profile``); see ``check_profile``.
+
+    ``ok`` False: the profiler was missing or failed, and ``reason`` says why ("profile
+    unavailable: ..."); the run itself is not failed by it. Times are seconds per step.
+    """
+
+    ok: bool
+    reason: str
+    profiler: str  # "torch.profiler 2.5 (CUDA activity)", ...
+    device: Literal["cpu", "gpu"]
+    steps: int  # steps profiled
+    window_s: float  # every profiled step, synchronised: the profiler's overhead included
+    step_s: float  # window_s / steps
+    traced_step_s: float  # the trace's own span of the window, per step
+    categories: dict[str, float]  # PROFILE_CATEGORIES -> seconds per step (they sum to traced_step_s)
+    busy_s: float
+    idle_s: float
+    host_s: float | None
+    idle_means: str  # what "idle" is on this device
+    top: list[dict[str, Any]]  # {name, category, seconds, calls, share}: the longest ops, at most PROFILE_TOP
+    trace: dict[str, Any] | None  # {file: a plain file name in <session>/traces/, bytes}
+    trace_note: str | None  # "trace dropped: 412 MB over the 200 MB cap"
+    method: str
+
+
+class CountersEvent(_Event, total=False):
+    """Whether the sampler can read the GPU's profiling counters (SM, tensor-core, DRAM activity): sent once."""
+
+    available: bool
+    source: str  # "DCGM profiling fields 1002, 1004, 1005", ...
+    reason: str  # why not, when not
+
+
 class ErrorEvent(_Event, total=False):
     kind: str  # unavailable, device, oom, exception
     message: str
@@ -128,6 +162,12 @@ class RunEndEvent(_Event, total=False):
     other_gpu_processes: int
     other_gpu_memory: int
     per_gpu: list[dict[str, Any]]  # data parallel: {index, util, mem_max, power_w, samples} per GPU
+    # Means over the samples taken while the run trained (its GPUs), as the sampler read them:
+    # NVML's utilization (a kernel was running) and, where readable, the profiling counters (%).
+    gpu_util: float
+    sm_active: float
+    tensor_active: float
+    dram_active: float
 
 
 class EnergyEvent(_Event, total=False):
@@ -136,7 +176,11 @@ class EnergyEvent(_Event, total=False):
 
 
 class GpuEvent(_Event, total=False):
-    """One telemetry sample: every GPU, the runner's host figures, which GPU the run uses."""
+    """One telemetry sample: every GPU, the runner's host figures, which GPU the run uses.
+
+    A GPU's reading may carry ``sm_active``, ``tensor_active`` and ``dram_active`` (percent, 0 to
+    100): the profiling counters, where they can be read (the ``counters`` event says whether).
+    """
 
     gpus: list[dict[str, Any]]
     host: dict[str, Any]
@@ -156,12 +200,14 @@ RUNNER_EVENTS: dict[str, type] = {
     "error": ErrorEvent,
     "done": DoneEvent,
     "ranks": RanksEvent,
+    "profile": ProfileEvent,
 }
 PARENT_EVENTS: dict[str, type] = {
     "run_start": RunStartEvent,
     "run_end": RunEndEvent,
     "energy": EnergyEvent,
     "gpu": GpuEvent,
+    "counters": CountersEvent,
 }
 
 
@@ -339,6 +385,7 @@ _DICT = _kind(dict)
 _TEXTS = _text()
 
 _AMOUNT = _float(-1e18, 1e18)  # a telemetry reading: any finite number
+_PERCENT = _float(0.0, 100.0)
 _DEVICE = _obj(
     {
         "type": _TEXTS,
@@ -350,6 +397,8 @@ _DEVICE = _obj(
         "assigned": _DICT,
     }
 )
+#: The GPU's profiling counters a reading may carry (percent of the interval): SM, tensor-core and DRAM activity.
+COUNTERS = ("sm_active", "tensor_active", "dram_active")
 _GPU_READING = _obj(
     {
         "index": _COUNT,
@@ -372,6 +421,7 @@ _GPU_READING = _obj(
                 "other_mem",
             )
         },
+        **{name: _PERCENT for name in COUNTERS},
     },
     many=True,
 )
@@ -447,6 +497,7 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
             },
             many=True,
         ),
+        **{name: _PERCENT for name in ("gpu_util", *COUNTERS)},
     },
     "energy": {"epoch": _int(0, _MAX_EPOCH), "mj": _float(0.0, 1e18)},
     "gpu": {
@@ -475,6 +526,8 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
     },
     "batch_choice": {"model": _TEXTS, "policy": _TEXTS, "upper": _COUNT, "found": _DICT, "chosen": _DICT},
     "session_end": {"lines": _COUNT, "status": _TEXTS},
+    # Whether the GPU's profiling counters can be sampled, once, when sampling starts.
+    "counters": {"available": _kind(bool), "source": _TEXTS, "reason": _text(_LONG_TEXT)},
 }
 REQUIRED: dict[str, tuple[str, ...]] = {
     "model": ("params",),
@@ -487,6 +540,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "batch_choice": ("model",),
     "ranks": ("epoch", "step", "seconds"),
     "session_end": ("lines",),
+    "counters": ("available",),
 }
 _COMMON: dict[str, Callable[[Any], str | None]] = {
     "t": _CLOCK,
@@ -534,6 +588,8 @@ def check_event(event: dict[str, Any]) -> dict[str, Any]:
     for name, check in _COMMON.items():
         if name in event and (why := check(event[name])) is not None:
             raise Malformed(f"{kind}.{name} {why}")
+    if kind == "profile":
+        return check_profile(event)
     spec = FIELDS.get(kind)
     if spec is None:
         return event  # a type this version does not know: kept, and never folded
@@ -546,3 +602,139 @@ def check_event(event: dict[str, Any]) -> dict[str, Any]:
         if value is not None and (why := check(value)) is not None:  # None: not known (flops without a count)
             raise Malformed(f"{kind}.{name} {why}")
     return event
+
+
+# -- the profile event: its breakdown made safe rather than the line refused --------------------
+#: The categories a profiled step's time is divided into, in the order every view lists them.
+PROFILE_CATEGORIES = (
+    "conv",
+    "matmul",
+    "norm",
+    "elementwise",
+    "optimizer",
+    "data",
+    "communication",
+    "other",
+    "idle",
+)
+#: Most ops a profile's ``top`` keeps (the runner sends at most this many, longest first).
+PROFILE_TOP = 12
+#: Most characters of an op's name kept (TensorFlow's scoped names can be long).
+_OP_NAME = 240
+_PROFILE_FIELDS: dict[str, Callable[[Any], str | None]] = {
+    "profiler": _TEXTS,
+    "device": _one_of("cpu", "gpu"),
+    "steps": _int(1, _MAX_WINDOW),
+    "window_s": _TIME,
+    "step_s": _TIME,
+    "traced_step_s": _TIME,
+    "busy_s": _float(0.0, _MAX_TIME),
+    "idle_s": _float(0.0, _MAX_TIME),
+    "host_s": _float(0.0, _MAX_TIME),
+    "idle_means": _TEXTS,
+    "method": _text(_LONG_TEXT),
+    "trace_note": _text(_LONG_TEXT),
+}
+_SECONDS = _float(0.0, _MAX_TIME)  # a share of a step: may be zero
+
+
+def check_profile(event: dict[str, Any]) -> dict[str, Any]:
+    """A ``profile`` event made safe to fold: Malformed only when ``ok`` is not true or false.
+
+    A profile is extra: a field that is wrong is dropped, not the line. A breakdown that is
+    unusable (a category that is not a finite number of seconds, none above zero) turns the
+    event into a failed profile that says why, so the run gets a note and never a wrong table.
+    ``top`` keeps its first ``PROFILE_TOP`` entries that make sense; ``trace.file`` must be a
+    plain file name (it is looked up in the session's traces folder), else the trace is not
+    linked and the note says so. Unknown fields pass through, as in every event.
+    """
+    ok = event.get("ok")
+    if type(ok) is not bool:
+        raise Malformed("profile.ok is not true or false")
+    out = dict(event)
+    if not ok:
+        reason = event.get("reason")
+        out["reason"] = reason[:_LONG_TEXT] if isinstance(reason, str) and reason.strip() else ""
+        return out
+    categories, why = _profile_categories(event.get("categories"))
+    if categories is None:
+        return {
+            **{k: event[k] for k in ("type", "t", "v", "run") if k in event},
+            "ok": False,
+            "reason": f"profile unavailable: the runner's breakdown is unusable ({why})",
+        }
+    out["categories"] = categories
+    for name, check in _PROFILE_FIELDS.items():
+        value = event.get(name)
+        if value is None or check(value) is not None:
+            out.pop(name, None)
+    out["top"] = _profile_top(event.get("top"))
+    trace, refused = _profile_trace(event.get("trace"))
+    out["trace"] = trace
+    notes = [n for n in (out.get("trace_note"), refused) if n]
+    out["trace_note"] = "; ".join(notes) if notes else None
+    return out
+
+
+def _profile_categories(value: Any) -> tuple[dict[str, float] | None, str]:
+    """Seconds per step by category (every known one; unknown names counted as "other"), or None and why."""
+    if not isinstance(value, dict) or not 0 < len(value) <= 64:
+        return None, "categories is not an object of 1 to 64 numbers"
+    out = dict.fromkeys(PROFILE_CATEGORIES, 0.0)
+    for name, seconds in value.items():
+        if (why := _SECONDS(seconds)) is not None:
+            return None, f"categories.{str(name)[:40]} {why}"
+        out[name if name in out else "other"] += float(seconds)
+    if not sum(out.values()) > 0:
+        return None, "no time in any category"
+    return out, ""
+
+
+def _profile_top(value: Any) -> list[dict[str, Any]]:
+    """The first ``PROFILE_TOP`` entries of ``top`` that have a name and a time; their bad fields dropped."""
+    if not isinstance(value, list):
+        return []
+    out = []
+    for entry in value[:PROFILE_TOP]:
+        if not isinstance(entry, dict):
+            continue
+        name, seconds = entry.get("name"), entry.get("seconds")
+        if not isinstance(name, str) or not name.strip() or _SECONDS(seconds) is not None:
+            continue
+        category = entry.get("category")
+        op: dict[str, Any] = {
+            "name": name if len(name) <= _OP_NAME else name[: _OP_NAME - 1] + "…",
+            "category": category if category in PROFILE_CATEGORIES else "other",
+            "seconds": float(entry["seconds"]),  # a number: checked above
+        }
+        calls, share = entry.get("calls"), entry.get("share")
+        if calls is not None and _float(0.0, _MAX_COUNT)(calls) is None:
+            op["calls"] = float(calls)
+        if share is not None and _float(0.0, 1.0)(share) is None:
+            op["share"] = float(share)
+        out.append(op)
+    return out
+
+
+def _profile_trace(value: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The trace's plain file name and size, or None and (when there was one) why it is not linked."""
+    if value is None:
+        return None, None
+    file = value.get("file") if isinstance(value, dict) else None
+    if not plain_file_name(file):
+        return None, "trace not linked: its file name is not a plain name inside the traces folder"
+    size = value.get("bytes")
+    return {"file": file, **({"bytes": size} if _COUNT(size) is None else {})}, None
+
+
+def plain_file_name(name: Any) -> bool:
+    """Whether ``name`` is a file's plain name: no folder in it (no slash, no backslash), not '.' or '..',
+    nothing unprintable, at most 255 characters. The only kind of name a session's file may be opened by."""
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= 255
+        and name not in (".", "..")
+        and "/" not in name
+        and "\\" not in name
+        and name.isprintable()
+    )
