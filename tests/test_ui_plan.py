@@ -154,3 +154,43 @@ async def test_enter_inside_a_drop_down_picks_an_option_not_the_plan(tmp_path: P
         assert isinstance(app.screen, PlanScreen)
         assert screen.query_one("#data", Select).value == "host"
         assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.asyncio
+async def test_the_profile_checkbox_reaches_the_plan_and_a_plan_fills_it(tmp_path: Path) -> None:
+    app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        box = screen.query_one("#profile", Checkbox)
+        assert str(box.label) == "Profile (where step time goes)" and box.value is False
+        assert screen.build_plan().profile is False
+        box.focus()
+        await pilot.press("space")  # as a user ticks it
+        assert box.value is True
+        plan = screen.build_plan()
+        assert plan.profile is True and plan.preset == "quick"  # a run option, not a change of protocol
+        screen.query_one("#preset", Select).value = "study"  # a preset fills the whole form
+        await pilot.pause()
+        assert box.value is False and screen.build_plan().profile is False
+    plan = Plan(
+        frameworks=["torch"],
+        models=["resnet50"],
+        image_size=32,
+        samples=16,
+        epochs=1,
+        runs=1,
+        batch_sizes={"resnet50": 8},
+        device="cpu",
+        profile=True,
+        profile_steps=7,
+    )
+    app = make_app(plan, sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert screen.query_one("#profile", Checkbox).value is True
+        assert "7 steps of each run" in screen.query_one("#profile-help").render().plain
+        built = screen.build_plan()
+        assert (built.profile, built.profile_steps) == (True, 7)
+        assert not list(tmp_path.iterdir())

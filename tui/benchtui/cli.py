@@ -175,6 +175,19 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
         metavar="FRAMEWORK=INTERPRETER",
         help="run a framework's runners with another Python (repeatable)",
     )
+    g.add_argument(
+        "--profile",
+        action="store_true",
+        default=None,
+        help="after each run's timed epochs, capture a few steps with the framework's own profiler: where "
+        "step time goes (raw traces in the session's traces/ folder; batch-size probes are never profiled)",
+    )
+    g.add_argument(
+        "--profile-steps",
+        type=int,
+        metavar="N",
+        help="--profile: steps captured per run (default 5; 1 to 50)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

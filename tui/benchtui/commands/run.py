@@ -56,10 +56,16 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         "stall_timeout",
         "scaling",
         "global_batch",
+        "profile",
+        "profile_steps",
     ):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
+    if args.profile_steps is not None and not (args.profile or plan.profile):
+        raise PlanError(
+            f"--profile-steps {args.profile_steps} sets how many steps --profile captures: add --profile"
+        )
     if args.devices is not None:
         overrides["devices"], overrides["device_ids"] = args.devices
     for key, value in overrides.items():

@@ -73,6 +73,13 @@ def preset_hint(name: str, gpu: bool) -> str:
     return hint
 
 
+def profile_hint(plan: Plan) -> str:
+    return (
+        f"profile: after the timed epochs, {plan.profile_steps} steps of each run captured with its "
+        "framework's own profiler; raw traces in the session's traces/ folder"
+    )
+
+
 @dataclass(frozen=True)
 class GpuProbe:
     """What the machine has, found with NVML before the plan screen shows (never a framework import)."""
@@ -243,6 +250,8 @@ class PlanScreen(Screen):
                 "model's context",
                 classes="hint",
             )
+            yield Checkbox("Profile (where step time goes)", plan.profile, compact=True, id="profile")
+            yield Static(profile_hint(plan), id="profile-help", classes="hint")
             yield Label("Batch size per model", classes="section")
             yield Checkbox(
                 "auto: the largest that fits, probed in fresh processes before the runs",
@@ -318,6 +327,8 @@ class PlanScreen(Screen):
             for m in catalog.MODEL_ORDER:
                 self.query_one(f"#bs-{m}", Input).value = str(plan.batch_size(m))
             self.query_one("#batch-auto", Checkbox).value = plan.batch_auto
+            self.query_one("#profile", Checkbox).value = plan.profile
+            self.query_one("#profile-help", Static).update(profile_hint(plan))
             device = self.query_one("#device", Select)
             device.value = plan.device if plan.device in {v for _, v in device._options} else "auto"  # noqa: SLF001
             self.query_one("#data", Select).value = plan.data
@@ -358,6 +369,7 @@ class PlanScreen(Screen):
         )
         plan.device = str(self.query_one("#device", Select).value)
         plan.data = str(self.query_one("#data", Select).value)
+        plan.profile = self.query_one("#profile", Checkbox).value
         for field in CHOICES:
             value = str(self.query_one(f"#{field}", Select).value)
             if field == "optimizer" and value != plan.optimizer:

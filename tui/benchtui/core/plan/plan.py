@@ -38,6 +38,13 @@ MAX_RUNS_IN_PLAN = 100_000  # runs x frameworks x models
 INTERVAL_RANGE = (0.05, 3600.0)  # GPU sampling period: 20 samples a second at most, one an hour at least
 STALL_RANGE = (1.0, 7 * 86400.0)  # --stall-timeout, seconds
 MAX_NAME = 200
+#: --profile-steps: steps captured by each framework's profiler after the timed epochs (a trace of
+#: more than a few dozen steps of a large model is gigabytes, and says nothing the first few do not).
+PROFILE_STEPS_RANGE = (1, 50)
+PROFILE_STEPS = 5
+#: A run's raw trace is kept in the session's traces/ folder up to this size (MB); a larger one is dropped.
+TRACE_CAP_MB = 200
+TRACE_CAP_MAX_MB = 1 << 20  # MB: 1 TiB, a typo beyond
 ORDERS = ("interleaved", "grouped")
 DATA_PLACEMENTS = ("device", "host")
 
@@ -93,6 +100,12 @@ class Plan:
     device_ids: list[int] = field(default_factory=list)
     scaling: bool = False
     global_batch: int = 0  # strong scaling: this many samples a step, divided among the devices
+    # --profile: after each run's timed epochs, ``profile_steps`` steps captured with the framework's
+    # own profiler and reduced to where step time goes; raw traces up to ``trace_cap_mb`` are kept
+    # in the session's traces/ folder. Benchmark runs only: never a batch-size probe or a count.
+    profile: bool = False
+    profile_steps: int = PROFILE_STEPS
+    trace_cap_mb: int = TRACE_CAP_MB
 
     def batch_size(self, model: str, framework: str | None = None, devices: int | None = None) -> int:
         """The per-device batch of ``model`` (at ``devices`` devices; the plan's count when None)."""
@@ -156,6 +169,13 @@ class Plan:
             plan.global_batch = 0
         if not isinstance(plan.device_ids, list) or not all(_whole(i, 0, 1 << 20) for i in plan.device_ids):
             plan.device_ids = []
+        # Profiling, likewise (sessions before --profile have none of these: no profile).
+        if not isinstance(plan.profile, bool):
+            plan.profile = False
+        if not _whole(plan.profile_steps, *PROFILE_STEPS_RANGE):
+            plan.profile_steps = PROFILE_STEPS
+        if not _whole(plan.trace_cap_mb, 1, TRACE_CAP_MAX_MB):
+            plan.trace_cap_mb = TRACE_CAP_MB
         return plan
 
     def run_config(self, framework: str, model: str, run_id: str, devices: int = 0) -> RunConfig:
@@ -186,6 +206,9 @@ class Plan:
             run_id=run_id,
             memory_limit_mb=self.memory_limit_mb,
             threads=self.threads,
+            profile=self.profile,
+            profile_steps=self.profile_steps,
+            trace_cap_mb=self.trace_cap_mb,
         )
 
     def _validate_devices(self) -> None:
@@ -355,7 +378,22 @@ class Plan:
         for fw in self.python:
             if fw not in catalog.FRAMEWORKS:
                 raise PlanError(f"--python names unknown framework {fw!r}")
+        self._validate_profile()
         return self
+
+    def _validate_profile(self) -> None:
+        if not isinstance(self.profile, bool):
+            raise PlanError(f"--profile is on or off, got {self.profile!r}")
+        lo, hi = PROFILE_STEPS_RANGE
+        if not _whole(self.profile_steps, lo, hi):
+            raise PlanError(
+                f"--profile-steps must be a whole number from {lo} to {hi}, got {self.profile_steps!r}"
+            )
+        if not _whole(self.trace_cap_mb, 1, TRACE_CAP_MAX_MB):
+            raise PlanError(
+                f"the trace cap must be a whole number of MB from 1 to {TRACE_CAP_MAX_MB:,}, "
+                f"got {self.trace_cap_mb!r}"
+            )
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ async def count_one(plan: Plan, framework: str, model: str, image_size: int) -> 
     """Build ``model`` in ``framework`` in a fresh runner on the CPU and read back its counts."""
     config = plan.run_config(framework, model, f"count-{framework}-{model}")
     config.mode, config.device, config.image_size = "count", "cpu", image_size
+    config.profile = False  # a count builds the model and steps it once: nothing to profile
     config.batch_size, config.samples, config.epochs = 1, 1, 1
     result = Count(framework, model, image_size, config.tokens)
     ok, why = catalog.available(framework, model)

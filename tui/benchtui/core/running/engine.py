@@ -321,6 +321,7 @@ class Engine(Pausable):
             1,
             "probe",
         )
+        config.profile = False  # a probe only asks whether a batch fits: --profile is for the runs
         started = time.monotonic()
         self._parent_event(
             "probe_start", None, probe=probe_id, framework=framework, model=model, batch_size=batch
@@ -392,6 +393,11 @@ class Engine(Pausable):
 
     async def _run_one(self, spec: RunSpec) -> None:
         run_config, env = self._config(spec.framework, spec.model, spec.run_id, spec.devices)
+        if run_config.profile:
+            try:
+                run_config.trace_path = str(self.writer.trace_path(spec.run_id))
+            except OSError:
+                pass  # no traces/ folder: the run is still profiled; with no path its trace is not kept
         config = run_config.to_dict()
         launcher = self.launcher or launcher_for(run_config)
         python = self.plan.python_for(spec.framework)
@@ -474,6 +480,7 @@ class Engine(Pausable):
             other_gpu_processes=state.other_gpu_procs,
             other_gpu_memory=state.other_gpu_mem,
             **({"per_gpu": state.per_gpu()} if state.gpu_sums else {}),
+            **state.counters(),  # GPU utilization and SM/tensor/DRAM activity means, as sampled
         )
 
     async def _pump(self, spec: RunSpec, proc: RunnerProcess, log: Any) -> int:

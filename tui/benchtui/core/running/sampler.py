@@ -4,14 +4,25 @@ Every NVML call may fail on some GPU, driver or container: that metric becomes
 None (shown as N/A) and sampling goes on. Without NVML the sampler says why and
 reports the runner's CPU and memory from psutil instead. The runner's CPU and
 memory are sampled in every case.
+
+NVML's utilization says "a kernel was running", not "the SMs were busy". Where they can
+be read, the SMs', tensor cores' and DRAM's activity go with each sample too: from DCGM's
+profiling fields when its bindings import and a host engine answers, else from NVML GPM
+(Hopper and newer). When sampling starts, one ``counters`` event says which source reads
+them, or plainly why none can; a failing counter never stops the sampling.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 # NVML clock-event bits (nvmlClocksEventReason*, formerly ThrottleReason), named for people.
@@ -28,8 +39,236 @@ THROTTLE_REASONS = {
 }
 
 
+#: The activity a GPU sample carries when it can be read: percent of the interval (0-100), from
+#: DCGM's profiling field (a ratio, DCGM_FI_PROF_*) or the NVML GPM metric (percent).
+COUNTERS = ("sm_active", "tensor_active", "dram_active")
+DCGM_FIELDS = {
+    "sm_active": 1002,  # DCGM_FI_PROF_SM_ACTIVE: cycles an SM has at least one warp assigned
+    "tensor_active": 1004,  # DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: cycles the tensor pipes are active
+    "dram_active": 1005,  # DCGM_FI_PROF_DRAM_ACTIVE: cycles device memory is sending or receiving
+}
+GPM_METRICS = {
+    "sm_active": "NVML_GPM_METRIC_SM_UTIL",  # percentage of SMs that were busy
+    "tensor_active": "NVML_GPM_METRIC_ANY_TENSOR_UTIL",  # time the SMs did any tensor operation
+    "dram_active": "NVML_GPM_METRIC_DRAM_BW_UTIL",  # DRAM bandwidth used vs its maximum
+}
+#: Where DCGM's packages install its Python bindings (DCGM 4, then 3), when they are not importable as is.
+DCGM_BINDINGS = ("/usr/share/datacenter-gpu-manager-4/bindings/python3", "/usr/local/dcgm/bindings/python3")
+NO_COUNTERS = "SM/tensor/DRAM activity unavailable"
+
+
 def _decode(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(_decode(str(exc)) or type(exc).__name__).split())[:200]
+
+
+def _percent(value: Any, scale: float = 1.0) -> float | None:
+    """A reading as a percent in 0-100 (rounding noise clipped), or None when it is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return round(min(max(float(value) * scale, 0.0), 100.0), 2)
+
+
+def load_dcgm() -> tuple[Any | None, str]:
+    """DCGM's Python bindings (``pydcgm``, ``dcgm_structs``, ``dcgm_fields``), or None and why not."""
+    try:
+        return _import_dcgm(), ""
+    except ImportError:
+        pass
+    except Exception as exc:  # noqa: BLE001 - the bindings load libdcgm as they import
+        return None, f"DCGM's bindings do not load ({_one_line(exc)})"
+    for folder in DCGM_BINDINGS:
+        if (Path(folder) / "pydcgm.py").is_file():
+            if folder not in sys.path:
+                sys.path.append(folder)  # after everything else: it shadows nothing
+            try:
+                return _import_dcgm(), ""
+            except Exception as exc:  # noqa: BLE001
+                return None, f"DCGM's bindings in {folder} do not load ({_one_line(exc)})"
+    return None, "DCGM is not installed"
+
+
+def _import_dcgm() -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        pydcgm=importlib.import_module("pydcgm"),
+        dcgm_structs=importlib.import_module("dcgm_structs"),
+        dcgm_fields=importlib.import_module("dcgm_fields"),
+    )
+
+
+class DcgmCounters:
+    """DCGM's profiling fields for some GPUs, watched by the host engine at the sampling interval.
+
+    One ``GetLatest`` call per sample reads every GPU's latest values (DCGM samples them itself).
+    """
+
+    source = "DCGM"
+
+    def __init__(self, dcgm: Any, uuids: dict[int, str], interval: float) -> None:
+        """``uuids``: NVML index -> UUID of the GPUs to watch (DCGM numbers GPUs its own way)."""
+        pydcgm, structs = dcgm.pydcgm, dcgm.dcgm_structs
+        self._group: Any = None
+        self._fields: Any = None
+        # The host engine (nv-hostengine) on this machine, if one runs: never one started in this process.
+        self._handle = pydcgm.DcgmHandle(ipAddress="127.0.0.1")
+        try:
+            discovery = self._handle.GetSystem().discovery
+            by_uuid = {uuid: index for index, uuid in uuids.items()}
+            self.index: dict[int, int] = {}  # DCGM's GPU id -> NVML index
+            for gpu_id in discovery.GetAllSupportedGpuIds():
+                uuid = _decode(discovery.GetGpuAttributes(gpu_id).identifiers.uuid)
+                if uuid in by_uuid:
+                    self.index[gpu_id] = by_uuid[uuid]
+            if not self.index:
+                raise LookupError("DCGM supports none of the session's GPUs")
+            name = f"benchtui-{os.getpid()}-{id(self):x}"
+            self._group = pydcgm.DcgmGroup(self._handle, groupName=name, groupType=structs.DCGM_GROUP_EMPTY)
+            for gpu_id in self.index:
+                self._group.AddGpu(gpu_id)
+            self._fields = pydcgm.DcgmFieldGroup(self._handle, name=name, fieldIds=list(DCGM_FIELDS.values()))
+            # updateFreq in microseconds, maxKeepAge in seconds, maxKeepSamples (0: up to the age).
+            self._group.samples.WatchFields(self._fields, int(interval * 1e6), max(5.0, 3 * interval), 0)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def gpus(self) -> list[int]:
+        return sorted(self.index.values())
+
+    def read(self) -> dict[int, dict[str, float]]:
+        """NVML index -> the latest readings (percent) DCGM holds for that GPU (blank ones left out)."""
+        values = self._group.samples.GetLatest(self._fields).values
+        out: dict[int, dict[str, float]] = {}
+        for gpu_id, fields in values.items():
+            index = self.index.get(gpu_id)
+            if index is None:
+                continue
+            reading: dict[str, float] = {}
+            for name, field_id in DCGM_FIELDS.items():
+                series = fields.get(field_id)
+                latest = series[-1] if series is not None and len(series) else None
+                if latest is None or latest.isBlank:
+                    continue
+                value = _percent(latest.value, 100.0)  # DCGM's profiling fields are ratios (0-1)
+                if value is not None:
+                    reading[name] = value
+            out[index] = reading
+        return out
+
+    def close(self) -> None:
+        for step in (
+            lambda: self._group.samples.UnwatchFields(self._fields),
+            lambda: self._fields.Delete(),
+            lambda: self._group.Delete(),
+            lambda: self._handle.Shutdown(),
+        ):
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - half made, or the host engine is gone: nothing to undo
+                pass
+        self._group = self._fields = None
+
+
+@dataclass
+class _GpmGpu:
+    handle: Any
+    older: Any  # the previous interval's sample
+    newer: Any  # the buffer this interval's sample goes into
+    request: Any  # the nvmlGpmMetricsGet_t struct, made once (about 19 KB) and reused
+
+
+class GpmCounters:
+    """NVML GPM (Hopper and newer): per GPU, one sample each interval and the metrics between it and the
+    previous one (one ``nvmlGpmSampleGet`` and one ``nvmlGpmMetricsGet`` per GPU per sample)."""
+
+    source = "NVML GPM"
+
+    def __init__(self, nvml: Any, handles: dict[int, Any]) -> None:
+        """``handles``: NVML index -> handle of GPUs that support GPM (``nvmlGpmQueryDeviceSupport``)."""
+        self.nvml = nvml
+        self._metrics = [(name, getattr(nvml, constant)) for name, constant in GPM_METRICS.items()]
+        self._allocated: list[Any] = []
+        self._gpus: dict[int, _GpmGpu] = {}
+        self.failed: dict[int, str] = {}  # NVML index -> why its first sample failed
+        try:
+            for index, handle in handles.items():
+                older, newer = nvml.nvmlGpmSampleAlloc(), None
+                self._allocated.append(older)
+                newer = nvml.nvmlGpmSampleAlloc()
+                self._allocated.append(newer)
+                try:
+                    nvml.nvmlGpmSampleGet(handle, older)  # the first interval starts now
+                except Exception as exc:  # noqa: BLE001 - a MIG slice, a GPU lost: no readings for it
+                    self.failed[index] = _one_line(exc)
+                    continue
+                self._gpus[index] = _GpmGpu(handle, older, newer, self._request())
+        except BaseException:
+            self.close()
+            raise
+
+    def _request(self) -> Any:
+        nv = self.nvml
+        request = nv.c_nvmlGpmMetricsGet_t()
+        request.version = nv.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(self._metrics)
+        for i, (_, metric) in enumerate(self._metrics):
+            request.metrics[i].metricId = metric
+        return request
+
+    @property
+    def gpus(self) -> list[int]:
+        return sorted(self._gpus)
+
+    def read(self) -> dict[int, dict[str, float]]:
+        out: dict[int, dict[str, float]] = {}
+        for index, gpu in self._gpus.items():
+            try:
+                out[index] = self._read(gpu)
+            except Exception:  # noqa: BLE001 - this interval's reading is lost; the next one tries again
+                out[index] = {}
+        return out
+
+    def _read(self, gpu: _GpmGpu) -> dict[str, float]:
+        nv = self.nvml
+        nv.nvmlGpmSampleGet(gpu.handle, gpu.newer)
+        older, newer = gpu.older, gpu.newer
+        gpu.older, gpu.newer = newer, older  # this sample starts the next interval; the old buffer is reused
+        request = gpu.request
+        request.sample1, request.sample2 = older, newer
+        nv.nvmlGpmMetricsGet(request)
+        success = getattr(nv, "NVML_SUCCESS", 0)
+        reading: dict[str, float] = {}
+        for i, (name, _) in enumerate(self._metrics):
+            metric = request.metrics[i]
+            value = _percent(metric.value) if metric.nvmlReturn == success else None
+            if value is not None:
+                reading[name] = value
+        return reading
+
+    def close(self) -> None:
+        for sample in self._allocated:
+            try:
+                self.nvml.nvmlGpmSampleFree(sample)
+            except Exception:  # noqa: BLE001
+                pass
+        self._allocated, self._gpus = [], {}
+
+
+def gpm_support(nvml: Any, handle: Any) -> tuple[bool, str]:
+    """Whether a GPU has NVML GPM, and why not."""
+    query = getattr(nvml, "nvmlGpmQueryDeviceSupport", None)
+    if query is None:
+        return False, "this nvidia-ml-py has no NVML GPM calls"
+    try:
+        return bool(query(handle).isSupportedDevice), ""
+    except Exception as exc:  # noqa: BLE001 - an older driver (FunctionNotFound), a lost GPU
+        return False, f"NVML GPM did not answer ({_one_line(exc)})"
 
 
 def load_nvml() -> tuple[Any | None, str]:
@@ -65,6 +304,8 @@ class Sampler:
         on_sample: Callable[[dict[str, Any]], None],
         nvml: Any | None = None,
         use_nvml: bool = True,
+        dcgm: Any | None = None,
+        use_dcgm: bool = True,
     ) -> None:
         # The plan checks --interval; a sampler given anything else still samples at a sane rate
         # (an infinite wait would kill its thread, a microsecond one write thousands of samples a second).
@@ -90,6 +331,12 @@ class Sampler:
         self._watched: int | None = None  # the session's GPU (NVML index): energy, other processes
         self._run_gpus: list[int] = []  # the current run's GPUs, when it trains on several
         self._procs: dict[int, Any] = {}
+        # SM/tensor/DRAM activity: DCGM's bindings (None: import them when sampling starts), the
+        # session's GPUs (None: every GPU), and the source once opened (``open_counters``).
+        self._dcgm = dcgm
+        self._use_dcgm = use_dcgm
+        self._counter_gpus: list[int] | None = None
+        self.counters: DcgmCounters | GpmCounters | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -159,8 +406,90 @@ class Sampler:
         self._watched = index
 
     def watch_gpus(self, indices: list[int]) -> None:
-        """The session's GPUs (data parallel): the first is ``watched``; a run's own are given with its target."""
+        """The session's GPUs (data parallel): the first is ``watched``; a run's own are given with its target.
+        Their SM/tensor/DRAM activity is read (none: the session runs on the CPU)."""
         self.watch_gpu(indices[0] if indices else None)
+        self._counter_gpus = list(indices)
+
+    # -- SM / tensor / DRAM activity ------------------------------------------------------
+    def open_counters(self) -> dict[str, Any]:
+        """Start reading SM/tensor/DRAM activity (DCGM, else NVML GPM) and return the session's
+        ``counters`` event: which source reads them, or plainly why none can. Never raises."""
+        self.close_counters()
+        try:
+            available, reason = self._open_counters()
+        except Exception as exc:  # noqa: BLE001 - whatever went wrong, sampling goes on without them
+            self.close_counters()
+            available, reason = False, f"{NO_COUNTERS}: {_one_line(exc)}"
+        return {
+            "type": "counters",
+            "t": time.monotonic(),
+            "run": None,
+            "available": available,
+            "source": self.counters.source if self.counters is not None else "",
+            "reason": reason,
+        }
+
+    def _open_counters(self) -> tuple[bool, str]:
+        if self.nvml is None:
+            return False, f"{NO_COUNTERS}: no NVIDIA GPU is sampled ({self.status})"
+        indices = self._counter_gpus if self._counter_gpus is not None else list(range(len(self.handles)))
+        indices = [i for i in indices if i < len(self.handles) and self.handles[i] is not None]
+        if not indices:
+            return False, f"{NO_COUNTERS}: the session runs on no GPU"
+        if self._dcgm is not None:
+            dcgm, dcgm_why = self._dcgm, ""
+        elif self._use_dcgm:
+            dcgm, dcgm_why = load_dcgm()
+        else:
+            dcgm, dcgm_why = None, "DCGM not used"
+        if dcgm is not None:
+            uuids = {i: _decode(self._first(("nvmlDeviceGetUUID",), self.handles[i])) for i in indices}
+            try:
+                self.counters = DcgmCounters(dcgm, {i: u for i, u in uuids.items() if u}, self.interval)
+            except Exception as exc:  # noqa: BLE001 - no host engine, no profiling module, GPUs it does not know
+                dcgm_why = f"DCGM did not answer ({_one_line(exc)})"
+            else:
+                missed = [i for i in indices if i not in self.counters.gpus]
+                return True, _missing(missed, "DCGM does not profile it")
+        # DCGM installed but failing is worth a word even when NVML GPM reads the counters instead.
+        note = [dcgm_why] if dcgm is not None else []
+        supported: dict[int, Any] = {}
+        unsupported: list[int] = []
+        gpm_why = ""
+        for i in indices:
+            ok, why = gpm_support(self.nvml, self.handles[i])
+            if ok:
+                supported[i] = self.handles[i]
+            else:
+                unsupported.append(i)
+                gpm_why = gpm_why or why
+        if supported:
+            counters = GpmCounters(self.nvml, supported)
+            if counters.gpus:
+                self.counters = counters
+                parts = [*note, _missing(unsupported, gpm_why or "no NVML GPM: Hopper or newer")]
+                parts += [_missing([i], f"NVML GPM failed: {e}") for i, e in counters.failed.items()]
+                return True, "; ".join(p for p in parts if p)
+            counters.close()
+            gpm_why = f"NVML GPM sampling failed ({next(iter(counters.failed.values()))})"
+        gpus = "this GPU has" if len(indices) == 1 else "these GPUs have"
+        why_not = [dcgm_why, gpm_why or f"{gpus} no NVML GPM (Hopper or newer)"]
+        return False, f"{NO_COUNTERS}: {' and '.join(why_not)}"
+
+    def close_counters(self) -> None:
+        counters, self.counters = self.counters, None
+        if counters is not None:
+            counters.close()
+
+    def _read_counters(self) -> dict[int, dict[str, float]]:
+        counters = self.counters
+        if counters is None:
+            return {}
+        try:
+            return counters.read()
+        except Exception:  # noqa: BLE001 - a reading lost (the host engine went away): the sample goes on
+            return {}
 
     def energy_mj(self, indices: list[int] | None = None) -> int | None:
         """The energy counter (millijoules since the driver loaded) of the watched GPU, or the sum over
@@ -198,6 +527,11 @@ class Sampler:
         if self.nvml is not None:
             family = self._family_pids(pid) if pid is not None else set()  # once per sample, not per GPU
             event["gpus"] = [self._sample_gpu(i, h, family) for i, h in enumerate(self.handles)]
+            if self.counters is not None:
+                for index, reading in self._read_counters().items():
+                    gpu = event["gpus"][index] if index < len(event["gpus"]) else {}
+                    if not gpu.get("lost"):
+                        gpu.update(reading)
             event["watched"] = self._watched
             if self._run_gpus:
                 event["devices"] = self._run_gpus
@@ -330,6 +664,17 @@ class Sampler:
         self._thread.start()
 
     def _loop(self) -> None:
+        # In this thread: DCGM's host engine may take a moment to answer, and the caller goes on.
+        try:
+            self.on_sample(self.open_counters())
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            self._sample_loop()
+        finally:
+            self.close_counters()
+
+    def _sample_loop(self) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
             try:
@@ -346,8 +691,18 @@ class Sampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
+        if self._thread is None or not self._thread.is_alive():  # a stuck thread keeps what it uses
+            self.close_counters()
         if self.nvml is not None:
             self._call(self.nvml.nvmlShutdown)
+
+
+def _missing(indices: list[int], why: str) -> str:
+    """The GPUs a source leaves out, said (empty when it reads them all)."""
+    if not indices:
+        return ""
+    which = ", ".join(map(str, indices))
+    return f"no SM/tensor/DRAM activity for GPU {which} ({why})"
 
 
 def _pids_visible(procs: dict[int, Any]) -> bool:

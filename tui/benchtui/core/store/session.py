@@ -4,6 +4,7 @@
       session.json   schema, plan, host, provenance (benchtui version, commit, runner hash), status
       events.jsonl   append-only: every runner event tagged with its run, every GPU sample
       logs/<run>.log runner stdout/stderr
+      traces/<run>.* each profiled run's raw trace (--profile; the runner adds its profiler's extension)
       summary.json   derived at the end; recomputable from events.jsonl
 
 ``SessionFolder`` is the one place that knows these paths and reads them back (with every
@@ -158,6 +159,7 @@ class SessionFolder:
     EVENTS = "events.jsonl"
     SUMMARY = "summary.json"
     LOGS = "logs"
+    TRACES = "traces"
     RESERVE = ".reserve"
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -199,6 +201,22 @@ class SessionFolder:
     def log_path(self, run_id: str) -> Path:
         """A runner's (or probe's) stdout and stderr."""
         return self.logs_dir / f"{run_id}.log"
+
+    @property
+    def traces_dir(self) -> Path:
+        """Profiled runs' raw traces (``--profile``); only sessions that profile have the folder."""
+        return self.path / self.TRACES
+
+    def trace_path(self, run_id: str) -> Path:
+        """Where a profiled run writes its trace, without an extension: the runner adds its profiler's."""
+        return self.traces_dir / run_id
+
+    def trace_file(self, name: object) -> Path | None:
+        """The trace a ``profile`` event names (a file name in traces/), or None for anything that is not
+        a plain file name: the event comes from a runner or a file, and must not point elsewhere."""
+        if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+            return None
+        return self.traces_dir / name
 
     # -- reading ----------------------------------------------------------------------------
     def read_meta(self, warnings: list[str] | None = None) -> dict[str, Any]:
@@ -428,6 +446,12 @@ class SessionWriter:
 
     def log_path(self, run_id: str) -> Path:
         return self.folder.log_path(run_id)
+
+    def trace_path(self, run_id: str) -> Path:
+        """Where a profiled run writes its trace (absolute: the runner starts in the session folder),
+        its folder made; OSError when it cannot be."""
+        self.folder.traces_dir.mkdir(exist_ok=True)
+        return self.folder.trace_path(run_id).absolute()
 
     def append(self, event: dict[str, Any]) -> None:
         self.append_raw(json.dumps(json_safe(event), separators=(",", ":"), allow_nan=False))
