@@ -33,6 +33,7 @@ from benchtui.widgets.comparison import BatchComparison, focus_model
 from benchtui.widgets.log_pane import RunLog
 from benchtui.widgets.results_table import LIVE, CellCache, ResultsTable, cell_values, rate_text, row_key
 from benchtui.widgets.telemetry import MAX_STRIPS, GpuStrips, TelemetryPanel
+from benchtui.widgets.why_view import WhyView
 from benchtui_runners import catalog
 
 if TYPE_CHECKING:
@@ -220,6 +221,13 @@ class LiveScreen(Screen):
             id="export-md",
             tooltip=f"Write the session's summary ({registry.spoken()}) into its folder",
         ),
+        Binding(
+            "w",
+            "toggle_why",
+            "Why",
+            id="toggle-why",
+            tooltip="Show or hide where each framework's step time goes (--profile)",
+        ),
         Binding("n", "new_plan", "New plan", id="new-plan", tooltip="Back to the plan screen"),
     ]
 
@@ -280,6 +288,7 @@ class LiveScreen(Screen):
             yield ResultsTable(id="results")
             yield Static(id="notes")
             yield ScalingView(id="scaling", classes="panel")
+            yield WhyView(id="why", classes="panel")
             with Horizontal(id="panels"):
                 yield BatchComparison(id="comparison")
                 yield Vertical(id="telemetry")
@@ -291,6 +300,7 @@ class LiveScreen(Screen):
         table.border_title = "Results · times in seconds"
         self.query_one("#log", RunLog).display = False
         self.query_one(ScalingView).display = bool(self.model.plan.scaling)
+        self.query_one(WhyView).display = bool(self.model.plan.profile)
         self._fit_table(self.app.size.width)
         self._ticker = self.set_interval(TICK_S, self.tick, name="live-tick")
         self.tick()
@@ -384,6 +394,8 @@ class LiveScreen(Screen):
                 self.query_one(BatchComparison).update_from(model)
                 self._update_notes()
                 self._update_scaling()
+                if self.model.plan.profile:
+                    self.query_one(WhyView).update_from(model)
         if self._gpu_dirty:
             self._gpu_dirty = False
             self._build_panels()
@@ -535,6 +547,8 @@ class LiveScreen(Screen):
                 text.append(f" · {n} device{'s' if n > 1 else ''}")
             if model.plan.runs > 1:
                 text.append(f" · run {current.spec.index} of {model.plan.runs}")
+            if current.phase == "profile":  # --profile: steps captured after the timed epochs
+                text.append(" · profiling", style="bold cyan")
         elif model.probing is not None:
             probe = model.probing
             text.append("Finding the largest batch: ", style="bold")
@@ -584,6 +598,8 @@ class LiveScreen(Screen):
             return source.paused and not self.finished
         if action == "new_plan":
             return self.live and self.finished
+        if action == "toggle_why":
+            return bool(self.model.plan.profile)
         return True
 
     def action_stop_run(self) -> None:
@@ -624,6 +640,12 @@ class LiveScreen(Screen):
             self._follow_log(log)
             log.poll()
             self.wake()  # the tick reads the rest of the file, then sleeps again
+
+    def action_toggle_why(self) -> None:
+        view = self.query_one(WhyView)
+        view.display = not view.display
+        if view.display:
+            view.update_from(self.model)
 
     def action_new_plan(self) -> None:
         self.post_message(self.NewPlanRequested(self.model.plan))
