@@ -319,6 +319,15 @@ def main(argv: list[str] | None = None) -> int:
             ("modern preset", modern),
             ("modern preset, inference at batch 1", [*modern, "--task", "inference", "--batch-size", "1"]),
         ]
+    # Why: where each framework's step goes, from its own profiler (CUDA activity on the GPU), the
+    # fp32 matrix again with --profile. Not at small sizes: tests/test_profile_runners.py profiles tiny runs.
+    if not args.small:
+        steps.append(
+            (
+                "why (--profile, fp32)",
+                [*matrix, "--frameworks", FRAMEWORKS, "--precision", "fp32", "--profile"],
+            )
+        )
     # Several GPUs: the scaling session for ResNet50 (1, 2, 4 ... every GPU), each framework's own engine.
     count = gpu_count() if args.device == "cuda" and not args.small else 0
     if count >= 2:
