@@ -346,13 +346,17 @@ def _timed_part(events: list[dict]) -> list[tuple[Any, ...]]:
 
 @pytest.mark.slow
 def test_the_timed_epochs_are_the_same_with_and_without_profiling(tmp_path: Path) -> None:
-    profiled, _ = _profile_run("torch", tmp_path, timing="step")
+    # (Its trace is over a cap of 0 MB: dropped, with a note, the profile kept.)
+    profiled, p = _profile_run("torch", tmp_path, timing="step", trace_cap_mb=0)
     plain = run_runner({**TINY_RUN, "framework": "torch", "model": "resnet50", "timing": "step"})
     assert not [e for e in plain if e["type"] == "profile" or e.get("name") == "profile"]
     # Step timing: one window per step, so the timed part's events are the same, one for one.
     assert _timed_part(profiled) == _timed_part(plain)
     hello = [next(e for e in run if e["type"] == "hello") for run in (profiled, plain)]
     assert hello[0]["settings"] == hello[1]["settings"]
+    assert p["ok"] is True and p["trace"] is None
+    assert p["trace_note"].startswith("trace dropped: ") and "over the 0 MB cap" in p["trace_note"]
+    assert list((tmp_path / "traces").iterdir()) == []
 
 
 @pytest.mark.slow
@@ -363,11 +367,3 @@ def test_a_profiler_that_fails_is_a_note_and_the_run_goes_on(tmp_path: Path) -> 
     assert p == {**p, "ok": False}
     assert p["reason"].startswith("profile unavailable: ") and "traces" in p["reason"]
     assert [e["type"] for e in events if e["type"] in ("flops", "done")] == ["flops", "done"]
-
-
-@pytest.mark.slow
-def test_a_trace_over_the_cap_is_dropped_with_a_note(tmp_path: Path) -> None:
-    _, p = _profile_run("torch", tmp_path, epochs=1, trace_cap_mb=0)
-    assert p["ok"] is True and p["trace"] is None
-    assert p["trace_note"].startswith("trace dropped: ") and "over the 0 MB cap" in p["trace_note"]
-    assert list((tmp_path / "traces").iterdir()) == []
