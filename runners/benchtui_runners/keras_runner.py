@@ -853,12 +853,13 @@ def _profile(
 
 
 def _backend_version(backend: str) -> str:
+    """The backend's version and Keras's, for the profile's label (each distribution is named as its backend)."""
     import keras
 
     try:
         from importlib.metadata import version
 
-        return f"{version({'tensorflow': 'tensorflow', 'jax': 'jax', 'torch': 'torch'}[backend])}, Keras {keras.__version__}"
+        return f"{version(backend)}, Keras {keras.__version__}"
     except Exception:  # noqa: BLE001 - a label only
         return f"Keras {keras.__version__}"
 

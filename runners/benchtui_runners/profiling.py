@@ -336,7 +336,7 @@ def _segments(
     out = []
     seen: set[int] = set()
     w0, w1 = window
-    for start, end, span in spans_pieces(roots):
+    for start, end, span in _pieces(roots):
         if end <= w0 or start >= w1 or _WAIT.search(span.name) or not (span.category or span.work):
             continue
         category, key = span.category or "other", short_name(span.kind)
@@ -347,7 +347,7 @@ def _segments(
     return out
 
 
-def spans_pieces(roots: list[Span]) -> Iterator[tuple[float, float, Span]]:
+def _pieces(roots: list[Span]) -> Iterator[tuple[float, float, Span]]:
     for root in roots:
         yield from _exclusive(root)
 
@@ -436,11 +436,9 @@ def reduce_spans(spans: list[Span], steps: int, on_gpu: bool) -> dict[str, Any]:
             by_launch = launched.get(k.ext) if k.ext is not None else None
             k.category = by_launch or categorize(k.kind, k.scope) or categorize(k.name) or "other"
         segments = _segments(kernels, window, device_calls)
-        busy = _union((s.start, s.end) for s in segments)
-        host_busy = _union((s.start, s.end) for s in host_segments)
+        host_busy: float | None = _union((s.start, s.end) for s in host_segments)
     else:
         segments = host_segments
-        busy = _union((s.start, s.end) for s in segments)
         host_busy = None
     if not segments:
         raise ProfileError("no op or kernel ran inside the profiled window")
@@ -448,13 +446,13 @@ def reduce_spans(spans: list[Span], steps: int, on_gpu: bool) -> dict[str, Any]:
     categories, keys = _sweep(segments, window)
     calls = device_calls if on_gpu else host_calls
     top = sorted(keys.items(), key=lambda kv: -kv[1])[:TOP]
-    idle = span_s - busy
+    idle = categories["idle"]  # no segment running: the window less the union of the segments
     return {
         "traced_step_s": span_s / steps,
         "categories": {name: seconds / steps for name, seconds in categories.items()},
-        "busy_s": busy / steps,
-        "idle_s": max(0.0, idle) / steps,
-        "host_s": host_busy / steps if host_busy is not None else max(0.0, idle) / steps,
+        "busy_s": (span_s - idle) / steps,
+        "idle_s": idle / steps,
+        "host_s": (host_busy if host_busy is not None else idle) / steps,
         "idle_means": IDLE_GPU if on_gpu else IDLE_CPU,
         "top": [
             {
@@ -483,6 +481,7 @@ class Capture:
 
     def __init__(self, workdir: str) -> None:
         self.workdir = workdir
+        self._trace: str | None = None  # the trace file ``stop`` wrote
 
     def start(self) -> None:
         raise NotImplementedError
@@ -495,7 +494,7 @@ class Capture:
 
     def trace_file(self) -> str | None:
         """The Perfetto-readable trace this capture wrote (gzipped JSON), or None."""
-        return None
+        return self._trace
 
 
 class Window:
@@ -626,12 +625,6 @@ def _keep(path: str | None, config: Any) -> tuple[dict[str, Any] | None, str | N
     return {"file": os.path.basename(target), "bytes": size}, None
 
 
-def gzip_json(trace: dict[str, Any] | list[Any], path: str) -> str:
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as out:
-        json.dump(trace, out)
-    return path
-
-
 def read_json(path: str) -> Any:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
@@ -662,7 +655,6 @@ class TorchCapture(Capture):
         super().__init__(workdir)
         self.on_gpu = cuda
         self._prof: Any = None
-        self._trace: str | None = None
 
     def start(self) -> None:
         from torch.profiler import ProfilerActivity, profile
@@ -684,9 +676,6 @@ class TorchCapture(Capture):
         self._trace = _gzip_file(path, path + ".gz")
         return trace
 
-    def trace_file(self) -> str | None:
-        return self._trace
-
 
 class TensorFlowCapture(Capture):
     """The TensorFlow profiler (host ops; CUPTI on a GPU); its XSpace converted to trace-event JSON."""
@@ -696,7 +685,6 @@ class TensorFlowCapture(Capture):
     def __init__(self, workdir: str, gpu: bool) -> None:
         super().__init__(workdir)
         self.on_gpu = gpu
-        self._trace: str | None = None
 
     def start(self) -> None:
         import tensorflow as tf
@@ -728,9 +716,6 @@ class TensorFlowCapture(Capture):
         self._trace = path
         return json.loads(data)
 
-    def trace_file(self) -> str | None:
-        return self._trace
-
 
 class JaxCapture(Capture):
     """``jax.profiler`` (no Python tracer); its Perfetto trace is trace-event JSON."""
@@ -740,7 +725,6 @@ class JaxCapture(Capture):
     def __init__(self, workdir: str, gpu: bool) -> None:
         super().__init__(workdir)
         self.on_gpu = gpu
-        self._trace: str | None = None
 
     def start(self) -> None:
         import jax
@@ -763,9 +747,6 @@ class JaxCapture(Capture):
             raise ProfileError("jax.profiler wrote no Perfetto trace")
         self._trace = path
         return read_json(path)
-
-    def trace_file(self) -> str | None:
-        return self._trace
 
 
 def keras_capture(backend: str, gpu: bool) -> Callable[[str], Capture]:

@@ -34,12 +34,18 @@ def profiled_runs(model: SessionModel, model_id: str) -> tuple[str, ...]:
     )
 
 
-def why_focus(model: SessionModel) -> str | None:
-    """The model the view explains: the one being run if it has a profile yet, else the last one that has."""
+def why_focus(model: SessionModel) -> tuple[str | None, tuple[str, ...]]:
+    """The model the view explains, and its profiled runs: the one being run if it has a profile yet,
+    else the last one that has."""
     focus = focus_model(model)
-    if focus is not None and profiled_runs(model, focus):
-        return focus
-    return next((m for m in reversed(model.plan.models) if profiled_runs(model, m)), focus)
+    runs = profiled_runs(model, focus) if focus is not None else ()
+    if runs:
+        return focus, runs
+    for model_id in reversed(model.plan.models):
+        runs = profiled_runs(model, model_id)
+        if runs:
+            return model_id, runs
+    return focus, ()
 
 
 class WhyView(Widget):
@@ -63,10 +69,10 @@ class WhyView(Widget):
         self.border_title = "Why"
 
     def update_from(self, model: SessionModel) -> None:
-        model_id = why_focus(model)
+        model_id, runs = why_focus(model)
         if model_id is None:
             return
-        key = (model_id, profiled_runs(model, model_id), bool(model.counters))
+        key = (model_id, runs, bool(model.counters))
         if key == self._key:
             return
         self._key = key
