@@ -26,6 +26,7 @@ from benchtui_runners.config import (  # noqa: E402
     apply_thread_env,
     is_oom,
 )
+from benchtui_runners.custom import ModelDefError  # noqa: E402
 from benchtui_runners.protocol import FIFO_ENV, EventWriter, ParentGone, die_with_parent  # noqa: E402
 
 
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     writer = EventWriter.from_env()
+    config: RunConfig | None = None
     if not writer.closed:
         # A torchrun worker dies outright with its relay: a rank stopped in a hung collective
         # (or by SIGSTOP) would never act on a SIGTERM.
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             writer.done()
             return 0
 
-        config = RunConfig.from_json(args.config)
+        config = RunConfig.from_json(args.config)  # registers a user's own model
         if config.framework not in catalog.FRAMEWORKS:
             raise Unavailable(f"unknown framework {config.framework!r}")
         if config.model not in catalog.MODELS:
@@ -80,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchtui runner: {exc}", file=sys.stderr, flush=True)
         writer.error("device", str(exc))
         return 4
+    except ModelDefError as exc:  # a user's builder, loss or optimizer: the line says which and what
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        writer.error("exception", str(exc)[:500], traceback.format_exc()[-20000:])
+        return 1
     except ParentGone:
         print("benchtui runner: the parent closed the event pipe; stopping", file=sys.stderr, flush=True)
         return 3
@@ -89,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         kind = "oom" if is_oom(exc) else "exception"
         message = f"{type(exc).__name__}: {exc}".strip()
+        if config is not None and config.model_def and writer.phases.get("first_batch") == "start":
+            # A user's model that rejects its input fails in its first step: say which input.
+            shape = (config.batch_size, *config.sample_shape(catalog.family(config.framework)))
+            message = f"{config.model}: the first step, on a batch of shape {shape}, raised {message}"
         tb = traceback.format_exc()
         print(tb, file=sys.stderr, flush=True)
         writer.error(kind, message.splitlines()[0][:500] if message else kind, tb[-20000:])

@@ -105,6 +105,9 @@ class RunConfig:
     profile_steps: int = 5
     trace_path: str = ""
     trace_cap_mb: int = 200
+    # A user's own model (``--model-def``, a model file): its definition, which the runner registers
+    # in the catalog under ``model`` before anything else (catalog.check_definition); {}: the catalog's.
+    model_def: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
@@ -113,7 +116,23 @@ class RunConfig:
         config = cls(**{k: v for k, v in raw.items() if k in known})
         if isinstance(config.compile, bool):  # before benchtui 0.3 compile was on/off
             config.compile = "on" if config.compile else "off"
+        if config.model_def:
+            from benchtui_runners.catalog import register
+
+            register(config.model_def)  # ValueError: the run fails with that line
         return config
+
+    def sample_shape(self, family: str) -> tuple[int, ...]:
+        """One input sample's shape as ``family`` ("torch" or "keras") lays it out: an image
+        channels-first for PyTorch and channels-last for Keras, a token model's sequence, or a
+        user's tensor (the same on both sides)."""
+        info = MODELS.get(self.model)
+        if self.tokens:
+            return (self.tokens,)
+        if info is not None and info.kind == "tensor":
+            return tuple(info.custom["shape"])
+        size = self.image_size
+        return (3, size, size) if family == "torch" else (size, size, 3)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -183,11 +202,22 @@ def training_record(config: RunConfig) -> dict[str, Any]:
     else:
         head, text = config.head, HEAD_TEXT.get(config.head, config.head)
         loss = "binary cross-entropy" if config.head == "sigmoid" else "softmax cross-entropy"
+    definition = MODELS[config.model].custom if config.model in MODELS else {}
+    own_loss = own_optimizer = ""
+    if definition:  # a user's own model: no head is added; its own loss and optimizer when it names them
+        from benchtui_runners.catalog import custom_entry
+
+        text = f"the model's own outputs ({config.outputs} wide; benchtui adds no head)"
+        own_loss = custom_entry(definition.get("losses") or {}, config.framework)
+        own_optimizer = custom_entry(definition.get("optimizers") or {}, config.framework)
+        loss = f"{own_loss} (the model's own)" if own_loss else loss
     record.update(head=head, head_text=text, outputs=config.outputs)
     if config.task == "inference":
         # Forward only: nothing is trained, so no optimizer or loss is in force.
         return {**record, "optimizer": None, "loss": None, "shuffle": None}
-    if config.optimizer == "adam":
+    if own_optimizer:
+        optimizer = f"{own_optimizer} (the model's own)"
+    elif config.optimizer == "adam":
         optimizer = f"adam (lr {config.learning_rate:g})"
     else:
         optimizer = f"{config.optimizer} (lr {config.learning_rate:g}, momentum {config.momentum:g})"

@@ -278,8 +278,12 @@ def count_keras(
     seq_len: int = 0,
     vocab: int = 0,
     forward_only: bool = False,
+    input_shape: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     """FLOPs of forward + loss + gradients of a built Keras model with the run's head, by backend.
+
+    ``input_shape``: one sample's shape when it is not an ``image_size`` square image (a user's
+    tensor input).
 
     ``seq_len`` > 0: a token model, fed ``(batch, seq_len)`` int32 ids with ``(batch, seq_len)``
     int32 targets in [0, ``vocab``) (0: the model's output width). ``forward_only``: one
@@ -295,7 +299,7 @@ def count_keras(
         x_dtype, labels, high = "int32", ((batch_size, seq_len), "int32"), x_high
         loss_fn = keras_loss(head, "tokens")
     else:
-        shape = (batch_size, image_size, image_size, 3)
+        shape = (batch_size, *(input_shape or (image_size, image_size, 3)))
         # Targets as the run's: class ids, or (batch, 1) floats for the sigmoid head.
         labels = ((batch_size, 1), "float32") if head == "sigmoid" else ((batch_size,), "int32")
         high = num_classes

@@ -13,6 +13,7 @@ import os
 import platform
 from typing import Any
 
+from benchtui_runners import custom as user
 from benchtui_runners.config import (
     DeviceMissing,
     RunConfig,
@@ -455,8 +456,7 @@ def _host_inputs(config: RunConfig, count: int, rng: Any) -> Any:
 
     if config.tokens:
         return rng.integers(0, config.outputs, (count, config.tokens)).astype(np.int32)
-    size = config.image_size
-    return rng.standard_normal((count, size, size, 3), dtype=np.float32)
+    return rng.standard_normal((count, *config.sample_shape("keras")), dtype=np.float32)
 
 
 def _device_inputs(config: RunConfig, count: int, seed: int) -> Any:
@@ -465,8 +465,24 @@ def _device_inputs(config: RunConfig, count: int, seed: int) -> Any:
 
     if config.tokens:
         return keras.random.randint((count, config.tokens), 0, config.outputs, seed=seed, dtype="int32")
-    size = config.image_size
-    return keras.random.normal((count, size, size, 3), seed=seed)
+    return keras.random.normal((count, *config.sample_shape("keras")), seed=seed)
+
+
+def _functional(model: Any, config: RunConfig) -> Any:
+    """A user's Keras model as a functional one: as it is when it has inputs (functional, or a
+    Sequential that starts with an Input), else called once on a symbolic input of the run's shape,
+    which builds its weights (so its parameters are counted before training) and gives the input
+    that ``_device_fed`` and the FLOP counter need. The same layers and weights either way."""
+    import keras
+
+    try:
+        if model.inputs:
+            return model
+    except (AttributeError, ValueError):
+        pass
+    inputs = keras.Input(shape=config.sample_shape("keras"), dtype="int32" if config.tokens else "float32")
+    outputs = user.call(f"{config.model}'s call", model, inputs)
+    return keras.Model(inputs, outputs, name=model.name)
 
 
 def _laid_out(x: Any, y: Any) -> tuple[Any, Any]:
@@ -612,18 +628,28 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
             writer.phase("data", "end")
 
         writer.phase("build", "start")
-        model = build_keras(
-            config.model, config.num_classes, size, config.head, config.tokens, last_only=inference
-        )
+        custom = config.model_def != {}
+        if custom:  # a user's own model, from its builder (benchtui_runners.custom)
+            model = _functional(user.build("keras", config.framework, config), config)
+        else:
+            model = build_keras(
+                config.model, config.num_classes, size, config.head, config.tokens, last_only=inference
+            )
         if pool and backend == "tensorflow" and not inference and not mirrored:
             model = _device_fed(model, pool)
-        emit_model(writer, "keras", config.model, config.tokens, model)
-        loss = keras_loss(config.head, "tokens" if config.tokens else "image")
+        emit_model(writer, "keras", config.model, config.tokens, model, config.framework)
         if inference:
             # Nothing is trained: compiled only for how predict_on_batch runs (jit_compile).
             model.compile(jit_compile=_jit_compile(config))
         else:
-            if config.optimizer == "adam":
+            loss: Any = keras_loss(config.head, "tokens" if config.tokens else "image", logits=custom)
+            own_loss = user.own("losses", config.framework, config.model) if custom else None
+            if own_loss is not None:
+                loss = own_loss[1]
+            own_optimizer = user.own("optimizers", config.framework, config.model) if custom else None
+            if own_optimizer is not None:
+                optimizer = user.call(own_optimizer[0], own_optimizer[1])
+            elif config.optimizer == "adam":
                 optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
             else:
                 optimizer = keras.optimizers.SGD(learning_rate=config.learning_rate, momentum=config.momentum)
@@ -700,6 +726,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
                     seq_len=config.tokens,
                     vocab=config.outputs if config.tokens else 0,
                     forward_only=inference,
+                    input_shape=config.sample_shape("keras"),
                 ),
                 bs,
                 counted=COUNTED_FORWARD if inference else COUNTED_TRAIN,

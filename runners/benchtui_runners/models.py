@@ -422,8 +422,9 @@ def token_loss() -> Any:
     return cross_entropy
 
 
-def keras_loss(head: str, kind: str = "image") -> Any:
-    """The Keras loss of a head (the sigmoid head's model already ends in its sigmoid).
+def keras_loss(head: str, kind: str = "image", logits: bool = False) -> Any:
+    """The Keras loss of a head (the sigmoid head's model already ends in its sigmoid; a user's own
+    model, ``logits``, ends in the logit, as the PyTorch side's does).
 
     Token models: softmax cross-entropy of ``(batch, tokens, vocabulary)`` logits against
     ``(batch, tokens)`` ids, averaged over every token.
@@ -431,7 +432,7 @@ def keras_loss(head: str, kind: str = "image") -> Any:
     import keras
 
     if head == "sigmoid" and kind != "tokens":
-        return keras.losses.BinaryCrossentropy()
+        return keras.losses.BinaryCrossentropy(from_logits=logits)
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
@@ -488,7 +489,7 @@ def _version(distribution: str) -> str:
         return "(not installed)"
 
 
-def source_text(family: str, model_id: str) -> str:
+def source_text(family: str, model_id: str, framework: str = "") -> str:
     """Where a framework family's version of a model comes from, with the library's version.
 
     E.g. "torchvision 0.24.1 resnet50", "keras.applications ResNet50 (keras 3.15.1)",
@@ -496,6 +497,10 @@ def source_text(family: str, model_id: str) -> str:
     metadata only: imports nothing.
     """
     info = MODELS[model_id]
+    if info.group == "custom":
+        from benchtui_runners.custom import source
+
+        return source(framework, model_id)
     if family == "keras":
         if info.keras_app is None:
             return ""
@@ -512,9 +517,10 @@ def source_text(family: str, model_id: str) -> str:
     return f"torchvision {_version('torchvision')} {name}"
 
 
-def emit_model(writer: Any, family: str, model_id: str, tokens: int, model: Any) -> None:
+def emit_model(writer: Any, family: str, model_id: str, tokens: int, model: Any, framework: str = "") -> None:
     """The ``model`` event: the network built, for parity (its parameters, where it came from, its
-    architecture in words). ``family``: "torch" or "keras"."""
+    architecture in words). ``family``: "torch" or "keras"; ``framework``: which of the family's
+    (a user's own model may have a builder per Keras backend)."""
     params, trainable = torch_params(model) if family == "torch" else keras_params(model)
     info = MODELS[model_id]
     writer.emit(
@@ -523,6 +529,6 @@ def emit_model(writer: Any, family: str, model_id: str, tokens: int, model: Any)
         trainable_params=trainable,
         kind=info.kind,
         tokens_per_sample=tokens,
-        source=source_text(family, model_id),
+        source=source_text(family, model_id, framework or family),
         architecture=info.side(family),
     )

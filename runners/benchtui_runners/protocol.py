@@ -72,6 +72,7 @@ class EventWriter:
         self._fd = fd
         self.closed = fd is None
         self.rank = rank  # data parallel: only rank 0 sends anything but errors
+        self.phases: dict[str, str] = {}  # each phase's last edge sent: what was going on at an error
 
     @classmethod
     def from_env(cls) -> EventWriter:
@@ -112,6 +113,7 @@ class EventWriter:
         self.emit("hello", pid=os.getpid(), **fields)
 
     def phase(self, name: str, edge: str, **fields: Any) -> None:
+        self.phases[name] = edge
         self.emit("phase", name=name, edge=edge, **fields)
 
     def batch(self, epoch: int, step: int, seconds: float, samples: int, steps: int = 1) -> None:

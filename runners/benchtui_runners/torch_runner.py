@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchtui_runners import custom as user
 from benchtui_runners.config import (
     DeviceMissing,
     RunConfig,
@@ -157,9 +158,26 @@ def _peak_memory(device: torch.device) -> dict[str, Any]:
 
 
 def _optimizer(config: RunConfig, params: Any) -> Any:
+    """The plan's optimizer, or a user's own model's (its definition's ``optimizers``: ``fn(params)``)."""
+    own = user.own("optimizers", config.framework, config.model) if config.model_def else None
+    if own is not None:
+        return user.call(own[0], own[1], params)
     if config.optimizer == "adam":
         return torch.optim.Adam(params, lr=config.learning_rate)
     return torch.optim.SGD(params, lr=config.learning_rate, momentum=config.momentum)
+
+
+def _loss(config: RunConfig) -> Any:
+    """The plan's loss, or a user's own model's (its definition's ``losses``: ``fn(outputs, targets)``)."""
+    own = user.own("losses", config.framework, config.model) if config.model_def else None
+    if own is None:
+        return torch_loss(config.head, "tokens" if config.tokens else "image")
+    spec, fn = own
+
+    def loss(outputs: Any, targets: Any) -> Any:
+        return user.call(spec, fn, outputs, targets)
+
+    return loss
 
 
 def _labels(config: RunConfig, count: int, device: Any = None) -> torch.Tensor:
@@ -173,11 +191,11 @@ def _labels(config: RunConfig, count: int, device: Any = None) -> torch.Tensor:
 
 
 def _inputs(config: RunConfig, count: int, device: Any, memory_format: Any) -> torch.Tensor:
-    """A synthetic batch: random images, or random token ids."""
+    """A synthetic batch: random images (or a user's tensors of their declared shape), or random token ids."""
     if config.tokens:
         return torch.randint(0, config.outputs, (count, config.tokens), device=device)
-    size = config.image_size
-    return torch.randn((count, 3, size, size), device=device).contiguous(memory_format=memory_format)
+    x = torch.randn((count, *config.sample_shape("torch")), device=device)
+    return x.contiguous(memory_format=memory_format) if x.dim() == 4 else x
 
 
 def _loader(config: RunConfig, device: torch.device, rank: int = 0) -> Any:
@@ -189,13 +207,13 @@ def _loader(config: RunConfig, device: torch.device, rank: int = 0) -> Any:
     its own seed.
     """
     rng = np.random.default_rng(config.seed + rank)
-    n, size = config.steps_per_epoch * config.batch_size, config.image_size
+    n = config.steps_per_epoch * config.batch_size
     if config.tokens:
         shape = (n, config.tokens)
         x_host = torch.from_numpy(rng.integers(0, config.outputs, shape, dtype=np.int64))
         y_host = torch.from_numpy(rng.integers(0, config.outputs, shape, dtype=np.int64))
     else:
-        x_host = torch.from_numpy(rng.standard_normal((n, 3, size, size), dtype=np.float32))
+        x_host = torch.from_numpy(rng.standard_normal((n, *config.sample_shape("torch")), dtype=np.float32))
         if config.head == "sigmoid":
             y_host = torch.from_numpy(rng.integers(0, 2, (n, 1)).astype(np.float32))
         else:
@@ -337,11 +355,17 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
 
     writer.phase("build", "start")
     torch.manual_seed(config.seed)
-    model = build_torch(config.model, config.outputs, config.image_size, config.tokens, last_only=inference)
+    custom = config.model_def != {}
+    if custom:  # a user's own model, from its builder (benchtui_runners.custom)
+        model = user.build("torch", config.framework, config)
+    else:
+        model = build_torch(
+            config.model, config.outputs, config.image_size, config.tokens, last_only=inference
+        )
     model = model.to(device, memory_format=memory_format)
     model.eval() if inference else model.train()
-    emit_model(writer, "torch", config.model, config.tokens, model)
-    loss_fn = torch_loss(config.head, "tokens" if config.tokens else "image")
+    emit_model(writer, "torch", config.model, config.tokens, model, config.framework)
+    loss_fn = _loss(config)
     optimizer = None if inference else _optimizer(config, model.parameters())
     step_fn: Any = model
     if distributed is not None:

@@ -247,14 +247,23 @@ class BenchApp(App[int]):
             return
         if isinstance(self.screen, ConfirmScreen):
             return
-        self.push_screen(
-            ConfirmScreen(
+        watch = self.engine.plan.watch if self.engine is not None else {}
+        if watch and not watch.get("command"):  # telemetry only: quitting is how it ends
+            self.action_interrupt()
+            return
+        if watch:
+            question = (
+                "Stop the command and quit?",
+                "The command's whole process group is stopped; the run is recorded as stopped and the "
+                "session is kept, with everything recorded so far.",
+            )
+        else:
+            question = (
                 "Quit while runs are going on?",
                 "The current run is stopped (its whole process group) and the session is kept, "
                 "marked interrupted, with everything recorded so far.",
-            ),
-            self._quit_answer,
-        )
+            )
+        self.push_screen(ConfirmScreen(*question), self._quit_answer)
 
     def _quit_answer(self, confirmed: bool | None) -> None:
         if confirmed:
@@ -301,8 +310,15 @@ class BenchApp(App[int]):
                 await asyncio.wait_for(worker.wait(), QUIT_WAIT_S)
             except Exception:  # noqa: BLE001 - timeout or a failed engine: exiting cancels it, which kills the runner
                 pass
-        self.exit_code = 130
-        self.exit(130, return_code=0)
+        engine = self.engine
+        if engine is not None and engine.plan.watch and engine.status != "running":
+            # Quitting is how a watch ends: its exit code is the session's (0: the command exited 0).
+            from benchtui.core.running.session_run import exit_code
+
+            self.exit_code = exit_code(engine.status)
+        else:
+            self.exit_code = 130
+        self.exit(self.exit_code, return_code=0)
 
     def _leave(self) -> None:
         self._quitting = True

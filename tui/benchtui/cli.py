@@ -57,6 +57,31 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
         "--models", type=_csv, help="comma-separated model ids, or groups of them: study, modern, all"
     )
     g.add_argument(
+        "--model-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="your own model: a TOML (or .json) file naming its builder per framework, its input, and "
+        "optionally its loss and optimizer (see the README); repeatable",
+    )
+    g.add_argument(
+        "--model-def",
+        action="append",
+        default=[],
+        metavar="FRAMEWORK=MODULE:FUNCTION",
+        help="your own model's builder for a framework (torch, tensorflow, keras-jax, keras-torch, or keras "
+        "for every Keras backend): FUNCTION(input_shape, num_classes) returns the model; repeatable",
+    )
+    g.add_argument(
+        "--model-name", metavar="NAME", help="--model-def: the model's name (default: its module's)"
+    )
+    g.add_argument(
+        "--model-input",
+        metavar="image|tokens:VOCAB:SEQ_LEN|tensor:D1xD2...",
+        help="--model-def: what the model takes: images of --image-size (default), token ids, or float "
+        "tensors of one sample's shape",
+    )
+    g.add_argument(
         "--task",
         metavar="train|inference",
         help="train (default): training steps; inference: forward only, eval mode, no gradients, "
@@ -203,6 +228,34 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--headless", action="store_true", help="no app: Rich progress, table on stdout")
     run.add_argument("--no-nvml", action="store_true", help=argparse.SUPPRESS)
 
+    watch = sub.add_parser(
+        "watch",
+        help="the live screen without a plan: telemetry until you quit, or a command's telemetry (and its "
+        "batches, when it uses benchtui's timing hooks) until it exits",
+        description="Record a session without a plan. Without a command: GPU (or CPU) telemetry until you "
+        "quit. With one (after --): the command runs in this folder and environment, its output goes to the "
+        "session's log, its telemetry is recorded, and a script that uses benchtui's timing hooks "
+        "(benchtui_runners.hooks: StepTimer for a PyTorch loop, KerasTimer for Keras model.fit) streams its "
+        "batches and epochs. The command's exit code is the run's; Ctrl+C stops its whole process group.",
+    )
+    watch.add_argument("--name", help="a label for the session (its folder name is made safe from it)")
+    watch.add_argument(
+        "--sessions-dir", metavar="DIR", help="where sessions are written (default ./sessions)"
+    )
+    watch.add_argument(
+        "--interval", type=float, metavar="SECONDS", help="sampling period (default 0.5; 0.05 to 3600)"
+    )
+    watch.add_argument("--no-nvml", action="store_true", help="sample CPU and memory only, even with a GPU")
+    watch.add_argument(
+        "--headless", action="store_true", help="no app: progress on stderr, the summary on stdout"
+    )
+    watch.add_argument(
+        "argv",  # not "command": the subcommand's own name is there
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS ...]",
+        help="the command to run and watch (none: telemetry only)",
+    )
+
     sub.add_parser("doctor", help="what is installed, what each framework sees, NVML status")
 
     parity = sub.add_parser(
@@ -278,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
 #: command -> (module under benchtui.commands, function): imported only when that command runs.
 COMMANDS = {
     "run": ("run", "cmd_run"),
+    "watch": ("watch", "cmd_watch"),
     "doctor": ("setup", "cmd_doctor"),
     "parity": ("parity", "cmd_parity"),
     "envs": ("setup", "cmd_envs"),

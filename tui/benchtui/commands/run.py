@@ -21,7 +21,15 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     overrides: dict[str, Any] = {}
     if args.frameworks is not None:
         overrides["frameworks"] = args.frameworks
-    if args.models is not None:
+    own = own_models(args)
+    if own:
+        plan.custom_models = own
+        plan.register_models()
+        names = [d["name"] for d in own]
+        # Your own models, after the catalog's that --models names (only yours when it names none).
+        named = models_named(args.models) if args.models is not None else []
+        overrides["models"] = named + [n for n in names if n not in named]
+    elif args.models is not None:
         overrides["models"] = models_named(args.models)
     if args.task == "inference" and args.timing is None:
         # Latency is the figure of inference: every batch waited for, on every framework.
@@ -83,7 +91,31 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     for fw, path in plan.python.items():
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise PlanError(f"--python {fw}={path}: no executable interpreter there")
+    if own:
+        from benchtui.core.plan.custom import check_sources
+
+        for definition in own:
+            check_sources(definition, set(plan.python))
     return plan
+
+
+def own_models(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The user's own models the flags define: each ``--model-file``, and one from ``--model-def``."""
+    from benchtui.core.plan.custom import from_flags, read_model_file
+    from benchtui.core.plan.plan import PlanError
+
+    own = [read_model_file(path) for path in args.model_file]
+    if args.model_def:
+        own.append(from_flags(args.model_def, args.model_name, args.model_input))
+    elif args.model_name or args.model_input:
+        raise PlanError(
+            "--model-name and --model-input describe a --model-def: add --model-def FRAMEWORK=MODULE:FUNCTION"
+        )
+    names = [d["name"] for d in own]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise PlanError(f"two of your models are named {twice[0]!r}: give each its own name")
+    return own
 
 
 def _batch_sizes(text: str, models: list[str], error: type[Exception]) -> dict[str, int]:

@@ -37,6 +37,7 @@ from benchtui.widgets.why_view import WhyView
 from benchtui_runners import catalog
 
 if TYPE_CHECKING:
+    from benchtui.core.model.runs import RunState
     from benchtui.core.model.summary import SessionModel
     from benchtui.core.plan.plan import Plan
     from benchtui.core.running.source import SessionSource
@@ -66,6 +67,13 @@ def clock(seconds: float | None) -> str:
 def _label(framework: str, model: str) -> str:
     info = catalog.MODELS.get(model)
     return f"{info.label if info else model} · {catalog.FRAMEWORK_LABELS.get(framework, framework)}"
+
+
+def _watched(run: RunState, plan: Plan) -> str:
+    """A watch's run in words: 'python train.py · PyTorch', or 'telemetry only'."""
+    if not plan.watch.get("command"):
+        return "telemetry only"
+    return _label(run.spec.framework, run.spec.model)
 
 
 class ScalingView(Widget):
@@ -449,7 +457,7 @@ class LiveScreen(Screen):
         return self._asleep
 
     def _update_notes(self) -> None:
-        lines = self.model.search_lines()
+        lines = self.model.search_lines() + self._watch_notes()
         for m in self.model.plan.models:
             # Not the same network on both sides: said once per model, short (the exports say it all).
             entry = self.model.parity(m)
@@ -461,7 +469,8 @@ class LiveScreen(Screen):
             if cached is None:
                 continue
             row = cached.row
-            if row.get("status") in ("failed", "unavailable", "incomplete") and row.get("reason"):
+            said = row.get("status") in ("failed", "unavailable", "incomplete") or self.model.plan.watch
+            if said and row.get("reason"):
                 lines.append(f"{_label(fw, m)}: {row['status']}: {row['reason']}")
             lines += [
                 f"{_label(fw, m)}: caution: {w['message']}"
@@ -475,6 +484,19 @@ class LiveScreen(Screen):
         )
         notes.update(Text("\n".join(map(clean, shown)), style="yellow", overflow="ellipsis", no_wrap=True))
         notes.display = bool(lines)
+
+    def _watch_notes(self) -> list[str]:
+        """A watched command that has sent no timing yet: how a script sends them."""
+        watch = self.model.plan.watch
+        if not watch or not watch.get("command") or self.finished:
+            return []
+        run = next(iter(self.model.runs.values()))
+        if run.hello or run.batch_seconds or run.status is RunStatus.QUEUED:
+            return []
+        return [
+            "no timings yet, telemetry only: a script sends its batches with benchtui's hooks "
+            "(from benchtui_runners.hooks import StepTimer, or KerasTimer for Keras model.fit)"
+        ]
 
     def _update_scaling(self) -> None:
         """A scaling session: the curve of the model being run (or the last run), per framework."""
@@ -536,9 +558,22 @@ class LiveScreen(Screen):
             if not self.live and status == "interrupted":
                 text.append("replay stopped · ", style="magenta")
             text.append(clean(shown.capitalize()), style=status_style(shown, "bold"))
+            if model.plan.watch:  # one run: how the command ended
+                run = next(iter(model.runs.values()))
+                ended = f"{run.status}: {run.reason}" if run.reason else str(run.status)
+                text.append(clean(f" · {_watched(run, model.plan)}: {ended} · {elapsed}"))
+                return text
             text.append(f" · {ok} of {total} runs ok · {elapsed}")
             return text
         current = model.runs.get(model.current) if model.current else None
+        if model.plan.watch and current is not None:
+            text.append("Watching ", style="bold")
+            text.append(clean(_watched(current, model.plan)))
+            if current.current_epoch:
+                text.append(f" · epoch {current.current_epoch}")
+            stop = "s stops the command" if model.plan.watch.get("command") else "q ends the session"
+            text.append(f" · {elapsed} · {stop}")
+            return text
         if current is not None:
             text.append(f"Run {done + 1} of {total}: ", style="bold")
             text.append(_label(current.spec.framework, current.spec.model))
@@ -586,6 +621,8 @@ class LiveScreen(Screen):
     # -- actions ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         source = self.source
+        if self.model.plan.watch and action in ("skip_model", "pause", "resume", "new_plan"):
+            return False  # a watch has one run, no queue, and no plan to go back to
         if action in ("stop_run", "skip_model"):
             if self.finished:
                 return False  # hidden: the footer makes room for "New plan"
@@ -608,7 +645,9 @@ class LiveScreen(Screen):
             return
         run = self.model.current
         self.source.stop_current()
-        if run:
+        if run and self.model.plan.watch:
+            self.notify("Stopping the command (its whole process group): the run is recorded as stopped.")
+        elif run:
             self.notify(f"Stopping {run}: it is recorded as stopped and the queue goes on.", markup=False)
 
     def action_skip_model(self) -> None:

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Select, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
+from benchtui.core.plan.custom import check_sources, read_model_file
 from benchtui.core.plan.plan import PRESETS, Plan, PlanError, from_preset
 from benchtui_runners import catalog
 from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, TASKS
@@ -111,6 +112,11 @@ def model_prompt(model: str) -> Text:
     return text
 
 
+def own_model_file(plan: Plan) -> str:
+    """The model file of the plan's own model ('' when it has none, or was not read from a file)."""
+    return next((str(d.get("file") or "") for d in plan.custom_models if isinstance(d, dict)), "")
+
+
 def user_message(error: PlanError) -> str:
     message = str(error)
     for flag, name in FIELD_NAMES.items():
@@ -193,6 +199,19 @@ class PlanScreen(Screen):
                 *(Selection(model_prompt(m), m, m in plan.models) for m in catalog.MODEL_ORDER),
                 compact=True,
                 id="models",
+            )
+            with HorizontalGroup(classes="field-row"):
+                yield Label("Your model", classes="field-label")
+                yield Input(
+                    own_model_file(plan),
+                    placeholder="a model file (TOML or JSON): your own network in each framework",
+                    compact=True,
+                    id="model-file",
+                )
+            yield Static(
+                'a model file names a builder per framework (torch = "mypkg.nets:build_torch"), its input '
+                "and batch size; see the README. It is trained with the models ticked above.",
+                classes="hint",
             )
             with HorizontalGroup(classes="field-row"):
                 for field, label in (
@@ -324,6 +343,7 @@ class PlanScreen(Screen):
                 models.select(m)
             for field in ("image_size", "seq_len", "samples", "epochs", "runs"):
                 self.query_one(f"#{field}", Input).value = str(getattr(plan, field))
+            self.query_one("#model-file", Input).value = own_model_file(plan)
             for m in catalog.MODEL_ORDER:
                 self.query_one(f"#bs-{m}", Input).value = str(plan.batch_size(m))
             self.query_one("#batch-auto", Checkbox).value = plan.batch_auto
@@ -356,6 +376,13 @@ class PlanScreen(Screen):
         plan.frameworks = [fw for fw in catalog.FRAMEWORKS if self.query_one(f"#fw-{fw}", Checkbox).value]
         chosen = set(self.query_one("#models", SelectionList).selected)
         plan.models = [m for m in catalog.MODEL_ORDER if m in chosen]
+        plan.custom_models = []
+        model_file = self.query_one("#model-file", Input).value.strip()
+        if model_file:  # the user's own network, after the catalog's ticked above
+            own = read_model_file(model_file)
+            plan.custom_models = [own]
+            plan.register_models()
+            plan.models.append(own["name"])
         plan.image_size = self._number("image_size", "Image size")
         plan.seq_len = self._number("seq_len", "Seq len")
         plan.samples = self._number("samples", "Samples")
@@ -365,7 +392,11 @@ class PlanScreen(Screen):
         plan.batch_sizes = (
             {}
             if plan.batch_auto
-            else {m: self._number(f"bs-{m}", f"Batch size of {catalog.MODELS[m].label}") for m in plan.models}
+            else {
+                m: self._number(f"bs-{m}", f"Batch size of {catalog.MODELS[m].label}")
+                for m in plan.models
+                if m in catalog.BUILTIN_MODELS  # your own model's is its model file's
+            }
         )
         plan.device = str(self.query_one("#device", Select).value)
         plan.data = str(self.query_one("#data", Select).value)
@@ -376,6 +407,8 @@ class PlanScreen(Screen):
                 plan.learning_rate = 0.0  # another optimizer: its own default learning rate
             setattr(plan, field, value)
         plan.validate()
+        for own in plan.custom_models:
+            check_sources(own, set(plan.python))
         if plan.preset and not matches_preset(plan, plan.preset):
             plan.preset = ""  # edited after choosing a preset: the session must not claim it
         return plan

@@ -46,23 +46,26 @@ Cell = tuple[str, str]  # (text, style): compared as plain data, turned into Tex
 RATE_HEADERS = {
     frozenset({"image"}): "img/s\n",
     frozenset({"tokens"}): "tok/s\n",
-    frozenset({"image", "tokens"}): "Rate\nper s",
+    frozenset({"tensor"}): "smp/s\n",  # float tensors: a user's own model, a watched command
 }
+#: The unit a cell of a table of several kinds says after its figure.
+RATE_UNITS = {"image": " img", "tokens": " tok", "tensor": " smp"}
 
 
 def rate_header(model_ids: list[str]) -> str:
     """The throughput column's header for a table of these models."""
     kinds = frozenset(catalog.MODELS[m].kind if m in catalog.MODELS else "image" for m in model_ids)
-    return RATE_HEADERS.get(kinds, "img/s\n")
+    return RATE_HEADERS.get(kinds, "Rate\nper s" if len(kinds) > 1 else "img/s\n")
 
 
-def rate_text(samples_per_s: float | None, tokens: int, mixed: bool) -> str:
-    """A row's throughput: images/s, or tokens/s for a token model; with its unit in a table of both."""
+def rate_text(samples_per_s: float | None, tokens: int, mixed: bool, kind: str = "image") -> str:
+    """A row's throughput: images/s (samples/s for tensors), or tokens/s for a token model; with its unit
+    in a table of several kinds."""
     if samples_per_s is None:
         return "–"
     if tokens:
         return fmt.rate(samples_per_s * tokens) + (" tok" if mixed else "")
-    return fmt.rate(samples_per_s) + (" img" if mixed else "")
+    return fmt.rate(samples_per_s) + (RATE_UNITS.get(kind, " img") if mixed else "")
 
 
 def latency_text(sorted_seconds: Any) -> str:
@@ -99,6 +102,8 @@ def run_batch_size(run: RunState, model: SessionModel, model_id: str) -> int:
 
 
 def run_state_label(run: RunState, compact: bool = False) -> str:
+    if run.status == "running" and not run.epochs_planned:  # a watch: no count of epochs to go by
+        return f"epoch {run.current_epoch}" if run.current_epoch else "running"
     if run.status == "running":
         epoch = max(run.current_epoch, 1)
         return f"epoch {epoch}/{run.epochs_planned}" if compact else f"epoch {epoch} of {run.epochs_planned}"
@@ -197,6 +202,7 @@ def _cell_values(
     inference = model.plan.task == "inference"
     tokens = int(row.get("tokens_per_sample") or 0)
     mixed = len({catalog.MODELS[m].kind for m in model.plan.models if m in catalog.MODELS}) > 1
+    kind = info.kind if info is not None else "image"
     if live is not None and not row["runs"]:
         # No finished run yet: show the live run's figures so far.
         figures = live.figures()
@@ -210,7 +216,7 @@ def _cell_values(
         else:
             values["batch"] = (fmt.seconds(batch), "")
         values.update(
-            ips=(rate_text(bs / recent if recent else None, tokens, mixed), "cyan"),
+            ips=(rate_text(bs / recent if recent else None, tokens, mixed, kind), "cyan"),
             epoch=(fmt.seconds(figures["mean_epoch_s"]), ""),
             first=(fmt.seconds(figures["first_epoch_s"]), ""),
             excl=(fmt.seconds(figures["mean_epoch_excl_first_s"]), ""),
@@ -224,10 +230,10 @@ def _cell_values(
         # Later runs of a cell: the current rate, in the live colour.
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
         bs = run_batch_size(live, model, model_id)
-        values["ips"] = (rate_text(bs / recent if recent else None, tokens, mixed), "cyan")
+        values["ips"] = (rate_text(bs / recent if recent else None, tokens, mixed, kind), "cyan")
         values["tflops"] = (model.live_figures(live)["text"], "cyan")
     else:
-        values["ips"] = (rate_text(ips, tokens, mixed), "")
+        values["ips"] = (rate_text(ips, tokens, mixed, kind), "")
         values["tflops"] = (fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
     peak = row.get("peak_memory_bytes")
     if inference:  # the summary's latency percentiles, as every export has them
@@ -315,6 +321,11 @@ class ResultsTable(DataTable):
             self._build_columns()
         columns = self.columns_shown
         changed = 0
+        # A row no longer there: a watch's run, once its hooks name the framework.
+        for key in [k for k in self._shown if k not in rows]:
+            self.remove_row(key)
+            del self._shown[key]
+            changed += len(columns)
         for key, values in rows.items():
             shown = self._shown.get(key)
             if shown is None:

@@ -108,6 +108,11 @@ def batch_size_of(run: RunState) -> int | None:
         replicas = replicas if isinstance(replicas, int) and 0 < replicas <= 1 << 20 else 1
         nodes = nodes if isinstance(nodes, int) and 0 < nodes <= 1 << 20 else 1
         return size * replicas * nodes
+    # benchtui's timing hooks in a user's script (benchtui watch) give their batch size with their settings.
+    settings = run.hello.get("settings")
+    size = settings.get("batch_size") if isinstance(settings, dict) else None
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size
     samples, steps = samples_per_epoch(run), run.steps_per_epoch
     return samples // steps if samples and steps else None
 

@@ -47,6 +47,12 @@ HEADLINE = (
 #: Latency per batch (forward only for inference, a training step otherwise): these quantiles of
 #: the batch times after warm-up, as ``latency_p50_s`` and so on.
 LATENCY_QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
+#: A watch session's row when its run sent no timing: the reason every view prints for it.
+NO_TIMINGS = (
+    "no timings: the command sent no batch or epoch (it does not use benchtui's timing hooks, StepTimer "
+    "or KerasTimer); the session holds its telemetry only"
+)
+NO_COMMAND = "no timings: no command was watched; the session holds telemetry only"
 
 
 class SessionModel:
@@ -54,7 +60,9 @@ class SessionModel:
 
     def __init__(self, plan: Plan, gpu_window: int = 600) -> None:
         self.plan = plan
-        self.runs: dict[str, RunState] = {s.run_id: RunState(s, plan.epochs) for s in run_order(plan)}
+        # A watch trains as many epochs as its command does: 0 sets no limit.
+        epochs = 0 if plan.watch else plan.epochs
+        self.runs: dict[str, RunState] = {s.run_id: RunState(s, epochs) for s in run_order(plan)}
         self.current: str | None = None
         self.gpu_samples: deque[dict[str, Any]] = deque(maxlen=gpu_window)
         self.malformed = 0
@@ -141,13 +149,14 @@ class SessionModel:
                 run.other_gpu_mem = max(mem, run.other_gpu_mem or 0)
 
     def _on_run_start(self, run: RunState, event: RunStartEvent) -> None:
-        run.status = RunStatus.STARTING
+        # A watched command runs from its start: nothing is built before it (its hooks say hello later).
+        run.status = RunStatus.RUNNING if self.plan.watch else RunStatus.STARTING
         run.started_t = event.get("t")
         self.current = run.spec.run_id
 
     def _on_hello(self, run: RunState, event: HelloEvent) -> None:
         run.hello = dict(event)
-        run.status = RunStatus.BUILDING
+        run.status = RunStatus.RUNNING if self.plan.watch else RunStatus.BUILDING
 
     def _on_phase(self, run: RunState, event: PhaseEvent) -> None:
         name, edge = str(event["name"]), str(event["edge"])
@@ -164,7 +173,7 @@ class SessionModel:
         if steps < 1:
             raise ValueError("a window of no steps")
         seconds, epoch, step = float(event["seconds"]), int(event["epoch"]), int(event["step"])
-        if epoch > run.epochs_planned or step < steps:
+        if (run.epochs_planned and epoch > run.epochs_planned) or step < steps:
             raise ValueError("a step outside the plan")
         # Steps by their numbers: a window that does not start where the last one ended means
         # lost lines; the gap is counted and said, never filled in.
@@ -187,7 +196,7 @@ class SessionModel:
 
     def _on_epoch(self, run: RunState, event: EpochEvent) -> None:
         epoch = int(event["epoch"])
-        if epoch > run.epochs_planned:
+        if run.epochs_planned and epoch > run.epochs_planned:
             raise ValueError("an epoch outside the plan")
         run.epoch_times[epoch] = float(event["seconds"])
         run.epoch_samples[epoch] = int(event.get("samples") or 0)
@@ -261,6 +270,17 @@ class SessionModel:
             if r.spec.framework == framework and r.spec.model == model and r.spec.devices == devices
         ]
 
+    def measured_runs(self, framework: str, model: str) -> list[RunState]:
+        """The runs a cell's figures come from: its successful ones; in a watch, its run however it ended
+        once it has timings (a training stopped after hours with Ctrl+C measured what it ran; the row's
+        status still says how it ended)."""
+        runs = self.cell_runs(framework, model)
+        if not self.plan.watch:
+            return [r for r in runs if r.status is RunStatus.OK]
+        return [
+            r for r in runs if r.finished and (r.status is RunStatus.OK or r.epoch_times or r.batch_seconds)
+        ]
+
     def row(self, framework: str, model: str) -> dict[str, Any]:
         """The summary row of one (framework, model): the contract of summary.json."""
         runs = self.cell_runs(framework, model)
@@ -291,6 +311,9 @@ class SessionModel:
             row["reason"] = next(r.reason or str(r.status) for r in runs if r.status in FINAL)
         else:
             row["status"] = CellStatus.PENDING
+        if self.plan.watch:
+            ok = self.measured_runs(framework, model)
+            row["runs"] = len(ok)
         per_run = [r.figures() for r in ok]
         row["spread"] = {}
         for name in HEADLINE:
@@ -375,6 +398,14 @@ class SessionModel:
         self._workload_fields(row, model, runs, steady_batches)
         row.update(scaling.device_fields(self.plan, ok, row["batch_size"]))
         row["epochs"] = self.plan.epochs
+        if self.plan.watch:  # the command's own count, and plainly when it sent no timing at all
+            row["epochs"] = max((max(r.epoch_times, default=0) for r in runs), default=0)
+            # The batch the hooks said (None: unknown, never the catalog's placeholder).
+            row["batch_size"] = row["global_batch"] = self.plan.batch_sizes.get(model)
+            if runs and all(r.finished and not (r.batch_seconds or r.epoch_times) for r in runs):
+                said = NO_TIMINGS if self.plan.watch.get("command") else NO_COMMAND
+                row["reason"] = f"{row['reason']}; {said}" if row.get("reason") else said
+                row["warnings"] = []  # no times: nothing for contention or sharing to cast doubt on
         row["run_ids"] = [r.spec.run_id for r in runs]
         return row
 
@@ -514,6 +545,8 @@ class SessionModel:
             # --profile: per model, each framework's step time by category and why one is slower (additive).
             "why": [table.to_dict() for m in self.plan.models if (table := self.why_table(m)) is not None],
             "counters": self.counters,
+            # benchtui watch: the command watched and its folder (additive; absent for a plan's session).
+            **({"watch": dict(self.plan.watch)} if self.plan.watch else {}),
             "labels": {
                 "frameworks": catalog.FRAMEWORK_LABELS,
                 "models": {k: v.label for k, v in catalog.MODELS.items()},

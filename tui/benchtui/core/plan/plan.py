@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -46,6 +48,11 @@ PROFILE_STEPS = 5
 TRACE_CAP_MB = 200
 TRACE_CAP_MAX_MB = 1 << 20  # MB: 1 TiB, a typo beyond
 ORDERS = ("interleaved", "grouped")
+#: The one run of a ``benchtui watch`` session: no framework in its id (the command's hooks say which
+#: it is only once it runs), so its events match it whatever the framework becomes.
+WATCH_RUN = "001-watch"
+#: The longest a watched command's label (the run's model label in every view) gets before it is cut.
+WATCH_LABEL_MAX = 48
 DATA_PLACEMENTS = ("device", "host")
 
 
@@ -106,6 +113,27 @@ class Plan:
     profile: bool = False
     profile_steps: int = PROFILE_STEPS
     trace_cap_mb: int = TRACE_CAP_MB
+    # A user's own models (``--model-def``, ``--model-file``): their definitions (plain data, checked by
+    # ``catalog.check_definition``), registered in the catalog by name so ``models`` can name them.
+    custom_models: list[dict[str, Any]] = field(default_factory=list)
+    # ``benchtui watch``: {"command": [argv...] ([]: telemetry only), "cwd": the folder it ran in}; {} for a
+    # benchmark plan. A watch plan has one run (``run_order``), of the catalog's WATCH_MODEL, by
+    # WATCH_FRAMEWORK until the command's hooks name its framework; see ``watch_plan``.
+    watch: dict[str, Any] = field(default_factory=dict)
+
+    def register_models(self) -> None:
+        """Make the plan's own models known to the catalog (PlanError: a definition that cannot run)."""
+        if not isinstance(self.custom_models, list):
+            raise PlanError("the plan's custom_models are not a list of model definitions")
+        for definition in self.custom_models:
+            try:
+                catalog.register(definition)
+            except ValueError as exc:
+                raise PlanError(str(exc)) from exc
+
+    def model_def(self, model: str) -> dict[str, Any]:
+        """A user's model's definition as the plan records it ({} for the catalog's models)."""
+        return next((d for d in self.custom_models if isinstance(d, dict) and d.get("name") == model), {})
 
     def batch_size(self, model: str, framework: str | None = None, devices: int | None = None) -> int:
         """The per-device batch of ``model`` (at ``devices`` devices; the plan's count when None)."""
@@ -141,6 +169,8 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.watch:  # only what the command's hooks said (none: no batch size is known)
+            return data
         data["batch_sizes"] = {
             **{m: self.batch_size(m) for m in self.models},
             **{k: v for k, v in self.batch_sizes.items() if ":" in k},
@@ -176,6 +206,25 @@ class Plan:
             plan.profile_steps = PROFILE_STEPS
         if not _whole(plan.trace_cap_mb, 1, TRACE_CAP_MAX_MB):
             plan.trace_cap_mb = TRACE_CAP_MB
+        # A user's own models: registered so their names mean something; one that this version cannot
+        # read is left out (the session's check then names the model it does not know).
+        if not isinstance(plan.custom_models, list):
+            plan.custom_models = []
+        for definition in list(plan.custom_models):
+            try:
+                catalog.register(definition)
+            except ValueError:
+                plan.custom_models.remove(definition)
+        # A watch session's command, read defensively (a hand edit): a list of words and a folder.
+        if not isinstance(plan.watch, dict):
+            plan.watch = {}
+        if plan.watch:
+            command = plan.watch.get("command")
+            plan.watch = {
+                "command": [str(word) for word in command] if isinstance(command, list) else [],
+                "cwd": str(plan.watch.get("cwd") or ""),
+            }
+            catalog.label_watch(watch_label(plan.watch))
         return plan
 
     def run_config(self, framework: str, model: str, run_id: str, devices: int = 0) -> RunConfig:
@@ -209,6 +258,7 @@ class Plan:
             profile=self.profile,
             profile_steps=self.profile_steps,
             trace_cap_mb=self.trace_cap_mb,
+            model_def=self.model_def(model),
         )
 
     def _validate_devices(self) -> None:
@@ -262,6 +312,8 @@ class Plan:
 
     def validate(self) -> Plan:
         """Raise PlanError with one clear line if anything is off; return self."""
+        if self.watch:
+            return self._validate_watch()
         if not self.frameworks:
             raise PlanError("no framework chosen")
         for fw in self.frameworks:
@@ -269,10 +321,17 @@ class Plan:
                 raise PlanError(f"unknown framework {fw!r}; choose from {', '.join(catalog.FRAMEWORKS)}")
         if not self.models:
             raise PlanError("no model chosen")
+        self.register_models()
         for model in self.models:
-            if model not in catalog.MODELS:
+            if model == catalog.WATCH_MODEL:
                 raise PlanError(
-                    f"unknown model {model!r}; choose from {', '.join(catalog.MODELS)} "
+                    f"{model!r} is how benchtui watch records a command, not a model to train: "
+                    "run benchtui watch -- COMMAND"
+                )
+            if model not in catalog.MODELS:
+                known = [m for m in catalog.MODELS if m != catalog.WATCH_MODEL]
+                raise PlanError(
+                    f"unknown model {model!r}; choose from {', '.join(known)} "
                     f"(or {', '.join(catalog.MODEL_GROUPS)})"
                 )
         if self.task not in TASKS:
@@ -303,19 +362,13 @@ class Plan:
                 f"the plan has {total:,} runs "
                 f"(at most {MAX_RUNS_IN_PLAN:,}): fewer --runs, models or frameworks"
             )
-        lo, hi = INTERVAL_RANGE
-        if not isinstance(self.interval, (int, float)) or not lo <= self.interval <= hi:
-            raise PlanError(f"--interval must be between {lo} and {hi:g} seconds, got {self.interval!r}")
+        self._validate_interval_and_name()
         lo, hi = STALL_RANGE
         stall = self.stall_timeout
         if not isinstance(stall, (int, float)) or not (stall in (0, -1) or lo <= stall <= hi):
             raise PlanError(
                 f"--stall-timeout must be auto, off or between {lo:g} and {hi:g} seconds, got {stall!r}"
             )
-        if not isinstance(self.name, str) or len(self.name) > MAX_NAME:
-            raise PlanError(f"--name must be at most {MAX_NAME} characters")
-        if clean(self.name) != self.name:  # what a terminal would show differently
-            raise PlanError("--name must not contain control characters")
         for key, size in self.batch_sizes.items():
             fw, _, model = key.rpartition(":")
             if model not in catalog.MODELS or (fw and fw not in catalog.FRAMEWORKS):
@@ -336,12 +389,19 @@ class Plan:
                     else (f"the global batch {self.batch_size(model, devices=most) * most} ({most} devices)")
                 )
                 raise PlanError(f"{what} for {model} is larger than --samples {self.samples}")
+            if info.group == "custom" and not any(catalog.available(fw, model)[0] for fw in self.frameworks):
+                raise PlanError(
+                    f"{info.label} has no builder for {', '.join(self.frameworks)}: give --model-def "
+                    f"{self.frameworks[0]}=MODULE:FUNCTION"
+                )
             if info.kind == "tokens":
                 if self.seq_len > info.context:
                     raise PlanError(
                         f"{info.label} has a context of {info.context:,} tokens: --seq-len {self.seq_len:,} "
                         "is longer"
                     )
+                continue
+            if info.kind == "tensor":
                 continue
             if self.image_size < info.min_image_size:
                 raise PlanError(
@@ -381,6 +441,35 @@ class Plan:
         self._validate_profile()
         return self
 
+    def _validate_interval_and_name(self) -> None:
+        lo, hi = INTERVAL_RANGE
+        if not isinstance(self.interval, (int, float)) or not lo <= self.interval <= hi:
+            raise PlanError(f"--interval must be between {lo} and {hi:g} seconds, got {self.interval!r}")
+        if not isinstance(self.name, str) or len(self.name) > MAX_NAME:
+            raise PlanError(f"--name must be at most {MAX_NAME} characters")
+        if clean(self.name) != self.name:  # what a terminal would show differently
+            raise PlanError("--name must not contain control characters")
+
+    def _validate_watch(self) -> Plan:
+        """A ``benchtui watch`` plan: one framework (WATCH_FRAMEWORK, or the one the hooks named), the
+        watch model, a command as a list of words, the folder it runs in, and the sampling settings."""
+        command, cwd = self.watch.get("command"), self.watch.get("cwd")
+        if not isinstance(command, list) or not all(isinstance(w, str) for w in command):
+            raise PlanError("the watched command must be a list of words")
+        if command and not command[0]:
+            raise PlanError("the watched command has no program name")
+        if not isinstance(cwd, str) or not cwd:
+            raise PlanError("the watched command needs the folder it runs in")
+        known = (*catalog.FRAMEWORKS, catalog.WATCH_FRAMEWORK)
+        if len(self.frameworks) != 1 or self.frameworks[0] not in known:
+            raise PlanError(
+                f"a watch has one framework, {catalog.WATCH_FRAMEWORK!r} until its hooks name theirs"
+            )
+        if self.models != [catalog.WATCH_MODEL] or self.runs != 1:
+            raise PlanError(f"a watch has one run, of the model {catalog.WATCH_MODEL!r}")
+        self._validate_interval_and_name()
+        return self
+
     def _validate_profile(self) -> None:
         if not isinstance(self.profile, bool):
             raise PlanError(f"--profile is on or off, got {self.profile!r}")
@@ -412,8 +501,11 @@ def run_order(plan: Plan) -> list[RunSpec]:
 
     interleaved: per model, runs alternate between frameworks (torch, tensorflow,
     torch, ...) so drift in clocks or temperature falls on both. grouped: the
-    study's order, all runs of one framework, then the next.
+    study's order, all runs of one framework, then the next. A watch plan has one run, WATCH_RUN.
     """
+    if plan.watch:
+        framework = plan.frameworks[0] if plan.frameworks else catalog.WATCH_FRAMEWORK
+        return [RunSpec(WATCH_RUN, framework, catalog.WATCH_MODEL, 1)]
     specs: list[tuple[str, str, int, int]] = []
     counts = plan.device_counts()
     for model in plan.models:
@@ -500,6 +592,56 @@ def models_named(names: list[str]) -> list[str]:
             if model not in out:
                 out.append(model)
     return out
+
+
+def watch_label(watch: dict[str, Any]) -> str:
+    """What a watch session's run is called in every view: its command, shortened ('python train.py'), or
+    'telemetry' when it watches none. Paths are cut to their last part; the whole command stays in the plan."""
+    command = watch.get("command") or []
+    if not command:
+        return "telemetry"
+    words = [
+        os.path.basename(w.rstrip("/")) or w if i == 0 or ("/" in w and not w.startswith("-")) else w
+        for i, w in enumerate(command)
+    ]
+    text = command_text(words)
+    return text if len(text) <= WATCH_LABEL_MAX else text[: WATCH_LABEL_MAX - 1] + "…"
+
+
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./-]+")
+
+
+def _shown_word(word: str) -> str:
+    """A word of a command as a person reads it: bare, or in double quotes (a shell's quoting when it holds one)."""
+    if _PLAIN_WORD.fullmatch(word):
+        return word
+    return f'"{word}"' if '"' not in word else shlex.quote(word)
+
+
+def command_text(command: list[str]) -> str:
+    """A command as a person reads it (words bare, or in double quotes), safe to print."""
+    return clean(" ".join(_shown_word(w) for w in command))
+
+
+def watch_plan(command: list[str], cwd: str, *, name: str = "", interval: float | None = None) -> Plan:
+    """The plan of ``benchtui watch [-- COMMAND ...]``: one run, no limit on its epochs, no stall timeout
+    (a script may print nothing for hours), checked (PlanError), its label given to the catalog."""
+    plan = Plan(
+        frameworks=[catalog.WATCH_FRAMEWORK],
+        models=[catalog.WATCH_MODEL],
+        epochs=1,  # the plan's count is not the command's: the session model sets no limit for a watch
+        runs=1,
+        samples=1,
+        batch_sizes={},
+        name=name,
+        stall_timeout=-1.0,
+        watch={"command": list(command), "cwd": cwd},
+    )
+    if interval is not None:
+        plan.interval = interval
+    plan.validate()
+    catalog.label_watch(watch_label(plan.watch))
+    return plan
 
 
 def from_preset(name: str, **overrides: Any) -> Plan:

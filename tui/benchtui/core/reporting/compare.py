@@ -9,6 +9,7 @@ from typing import Any
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, mixed_devices, pair_groups, timing_groups
 from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
+from benchtui.core.plan.plan import command_text
 from benchtui.core.store.session import LoadedSession, load_session
 
 #: Plan fields that change what an epoch is or how fast it runs: differences are pointed out.
@@ -109,10 +110,22 @@ def _cell_status(loaded: LoadedSession, fw: str, m: str) -> str:
     return loaded.model.row(fw, m)["status"]
 
 
+def watch_text(watch: dict[str, Any]) -> str:
+    """A watch plan's command as it was typed, with its folder; 'no watch' for a plan's session."""
+    if not watch:
+        return "no watch (a benchmark plan)"
+    command = watch.get("command") or []
+    return (command_text(command) if command else "telemetry only") + f" in {watch.get('cwd') or '?'}"
+
+
 def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
     """Settings, hardware and library versions that differ between the sessions (cleaned: GPU names
     and versions come from the session files)."""
     out = []
+    if a.plan.watch or b.plan.watch:  # benchtui watch: what each session watched, and where
+        wa, wb = (watch_text(p.watch) for p in (a.plan, b.plan))
+        if wa != wb:
+            out.append(f"watched: {wa} vs {wb}")
     pa, pb = a.plan.to_dict(), b.plan.to_dict()
     for key in PLAN_FIELDS:
         va, vb = pa.get(key), pb.get(key)
@@ -168,12 +181,8 @@ def compare_sessions(
     )
     for m, fw in cells:
         row = CompareRow(m, fw, _cell_status(la, fw, m), _cell_status(lb, fw, m))
-        runs_a = (
-            [r for r in la.model.cell_runs(fw, m) if r.status == "ok"] if row.status_a != "absent" else []
-        )
-        runs_b = (
-            [r for r in lb.model.cell_runs(fw, m) if r.status == "ok"] if row.status_b != "absent" else []
-        )
+        runs_a = la.model.measured_runs(fw, m) if row.status_a != "absent" else []
+        runs_b = lb.model.measured_runs(fw, m) if row.status_b != "absent" else []
         mixed = mixed_devices(runs_a, runs_b) if runs_a and runs_b else None
         if mixed is not None:
             row.note = f"no ratio: A and B ran on different devices ({mixed})"

@@ -303,7 +303,7 @@ def _detail_table(summary: dict[str, Any]) -> str:
         parts.append(
             f"<tr><td>{_e(marked(model_label(row['model']), row_flagged(row)))}</td>"
             f"<td>{_e(framework_label(row['framework']))}</td>"
-            f'<td class="num">{_e(row.get("batch_size"))}</td>'
+            f'<td class="num">{_e("–" if row.get("batch_size") is None else row["batch_size"])}</td>'
             f'<td class="num">{_e(row.get("runs"))}/{_e(row.get("runs_planned", row.get("runs")))}</td>'
             f'<td class="num">{_e(fmt.seconds(batch.get("median"), 4))}</td>'
             f'<td class="num">{"–" if ratio is None else _e(f"{ratio:.1%}")}</td>'
@@ -584,7 +584,13 @@ def render(report: Report) -> str:
     )
     env_rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in report.environment)
     has_epochs = any(epochs_of(r) for r in loaded.model.runs.values())
-    steady_name = "mean_epoch_excl_first_s" if loaded.plan.epochs > 1 else "mean_epoch_s"
+    # A watch's epochs are its command's: as many as it ran.
+    epochs = max((len(epochs_of(r)) for r in loaded.model.runs.values()), default=0)
+    steady_name = (
+        "mean_epoch_excl_first_s"
+        if (epochs if loaded.plan.watch else loaded.plan.epochs) > 1
+        else "mean_epoch_s"
+    )
     body = [
         f"<h1>benchtui · {_e(title)}</h1>",
         f'<p class="facts">{facts}</p>',

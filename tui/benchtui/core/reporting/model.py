@@ -12,6 +12,7 @@ from benchtui.core.model.parity import PARITY_MARK, PARITY_TOLERANCE, count_text
 from benchtui.core.model.scaling import POOR_EFFICIENCY, STRAGGLER_RATIO
 from benchtui.core.model.status import CautionKind
 from benchtui.core.model.why import OVERHEAD_WARN, WhyTable, breakdown, top_ops
+from benchtui.core.plan.plan import command_text
 from benchtui.core.store.session import LoadedSession
 from benchtui_runners import catalog
 
@@ -100,7 +101,8 @@ def wording(rows: list[dict[str, Any]]) -> Wording:
         return Wording(inference=inference)
     if kinds == {"tokens"}:
         return Wording("sequences", "sequence", True, inference)
-    return Wording("samples", "sample", True, inference)
+    # Float tensors (a user's own model, a watched command): samples; tokens/s only beside a token model.
+    return Wording("samples", "sample", "tokens" in kinds, inference)
 
 
 def study_columns(words: Wording) -> tuple[Column, ...]:
@@ -325,6 +327,8 @@ class Report:
     wiring: Table | None = None
     #: A ``--profile`` session: one per model with a profile (where a step goes, and why one is slower).
     why: list[Why] = field(default_factory=list)
+    #: A ``benchtui watch`` session: the command, its folder and its telemetry in (label, text) lines.
+    watch: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def folder(self) -> str:
@@ -382,7 +386,8 @@ def batch_text(row: dict[str, Any]) -> str:
     """A row's batch: '16', or on several devices the per-device batch × devices = the global batch, '16 ×4 = 64'."""
     devices = row.get("devices")
     if not isinstance(devices, int) or devices <= 1:
-        return str(row.get("batch_size", ""))
+        size = row.get("batch_size", "")
+        return "–" if size is None else str(size)  # None: a watched command that did not say its batch
     return f"{row.get('batch_size', '?')} ×{devices} = {row.get('global_batch', '?')}"
 
 
@@ -473,6 +478,8 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
         items.append((f"{label} device", device_text(env.get("device") or {})))
         settings = env.get("settings") or {}
         items.append((f"{label} settings", ", ".join(f"{k}={v}" for k, v in settings.items()) or "unknown"))
+    if plan.watch:  # benchtui watch: no plan, a command (or none), where it ran, what was sampled
+        return items + watch_facts(loaded)
     sizes = ", ".join(f"{model_label(m)} {plan.batch_size(m)}" for m in plan.models)
     # Token models have no image size: a session of only token models says none.
     tokens_only = bool(plan.models) and all(
@@ -495,6 +502,78 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
         )
     )
     items.append(("Batch sizes", sizes))
+    return items
+
+
+#: The environment's lines that ``watch_facts`` makes (``show`` prints them under the table).
+WATCH_LABELS = ("Watched", "Folder", "Batch size", "Over the run")
+
+
+def watch_facts(loaded: LoadedSession) -> list[tuple[str, str]]:
+    """A watch session in (label, text) lines: the command, its folder, the hooks' batch, and its telemetry
+    over the run (every sample of the file, not only the model's window); [] for a plan's session."""
+    plan = loaded.plan
+    if not plan.watch:
+        return []
+    command = plan.watch.get("command") or []
+    items = [("Watched", command_text(command) if command else "no command: telemetry only")]
+    if command:
+        items.append(("Folder", str(plan.watch.get("cwd") or "?")))
+        size = plan.batch_sizes.get(catalog.WATCH_MODEL)
+        items.append(("Batch size", f"{size} (as the hooks said)" if size else "not known (no timing hooks)"))
+    samples = [s for s in loaded.folder.gpu_samples() if s.get("run") is not None]
+    return items + telemetry_facts(samples, bool(command))
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _numbers(samples: list[dict[str, Any]], pick: Callable[[dict[str, Any]], Any]) -> list[float]:
+    out = []
+    for sample in samples:
+        try:
+            value = pick(sample)
+        except (KeyError, TypeError, IndexError, AttributeError):
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(float(value))
+    return out
+
+
+def telemetry_facts(samples: list[dict[str, Any]], command: bool) -> list[tuple[str, str]]:
+    """What the sampler saw over a watch's run: the command's CPU and memory (its children's included),
+    the machine's CPU, and each GPU's utilization, memory and power: means and peaks."""
+    if not samples:
+        return [("Over the run", "no sample was recorded")]
+    span = float(samples[-1]["t"]) - float(samples[0]["t"])
+    parts = [f"{len(samples)} samples over {span:.1f} s"]
+    cpu = _numbers(samples, lambda s: s["host"]["cpu_percent"])
+    rss = _numbers(samples, lambda s: s["host"]["rss"])
+    busy = _numbers(samples, lambda s: s["host"]["system_busy_cores"])
+    if command and cpu:
+        parts.append(f"the command's CPU {(_mean(cpu) or 0) / 100:.2f} cores mean, {max(cpu) / 100:.2f} peak")
+    if command and rss:
+        parts.append(f"its memory (RSS) {fmt.bytes_(max(rss))} peak")
+    if busy:
+        parts.append(f"the machine's CPU {(_mean(busy) or 0):.2f} cores busy mean")
+    items = [("Over the run", ", ".join(parts))]
+    indices = sorted(
+        {g["index"] for s in samples for g in s.get("gpus") or [] if isinstance(g.get("index"), int)}
+    )
+    for index in indices:
+        readings = [g for s in samples for g in s.get("gpus") or [] if g.get("index") == index]
+        util = _numbers(readings, lambda g: g["util"])
+        mem = _numbers(readings, lambda g: g["mem_used"])
+        power = _numbers(readings, lambda g: g["power_w"])
+        own = _numbers(readings, lambda g: g["proc_mem"])
+        gpu = [
+            util and f"utilization {_mean(util):.0f}% mean",
+            mem and f"memory {fmt.bytes_(max(mem))} peak",
+            own and command and f"the command's {fmt.bytes_(max(own))} peak",
+            power and f"power {_mean(power):.0f} W mean",
+        ]
+        items.append((f"GPU {index} over the run", ", ".join(str(x) for x in gpu if x) or "no reading"))
     return items
 
 
@@ -1053,12 +1132,13 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
     per_device, per_device_notes = per_device_table(summary)
     wiring = wiring_table(summary, list(plan.frameworks))
     devices = summary.get("devices")
+    env = _clean_pairs(environment(loaded, summary))
     return Report(
         session=loaded,
         summary=summary,
         title=fmt.clean(loaded.meta.get("name") or loaded.path.name),
         facts=_clean_pairs(header_facts(loaded)),
-        environment=_clean_pairs(environment(loaded, summary)),
+        environment=env,
         side_by_side=clean_table(side_by_side(plan, summary)),
         figure_tables=[clean_table(t) for t in figure_tables(plan, summary)],
         max_runs=max((r.get("runs", 0) for r in summary["rows"]), default=0),
@@ -1096,5 +1176,8 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
                 v.data,
             )
             for v in why_views(summary)
+        ],
+        watch=[
+            (k, v) for k, v in env if k in WATCH_LABELS or k.startswith("GPU ") and k.endswith("over the run")
         ],
     )

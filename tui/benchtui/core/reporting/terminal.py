@@ -429,6 +429,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
     """``benchtui show``: the study's table, its notes, then the framework ratios."""
     console = console or stdout_console()
     print_summary(report.rows, report_title(report), console=console)
+    for label, text in report.watch:  # a watch: the command, its folder, its telemetry
+        console.print(Text.assemble((f"{label}: ", "bold"), text), highlight=False)
     print_how(report.summary, console)
     print_data_parallel(report.scaling, report.per_device, report.per_device_notes, report.wiring, console)
     print_parity_table(report.parity, console)

@@ -182,16 +182,7 @@ class Engine(Pausable):
     # -- the plan ---------------------------------------------------------------------
     async def run(self) -> str:
         """Run the whole plan; return the session status (complete / failed / interrupted)."""
-        self._loop = asyncio.get_running_loop()
-        self.status = "running"
-        gpus = self.sampler.gpus() if self.sampler is not None else []
-        self.placement = place(self.plan.device, gpus, self.plan.devices, self.plan.device_ids)
-        if self.sampler is not None:
-            self.sampler.on_sample = self._on_sample
-            self.sampler.watch_gpus(self.placement.nvml_indices)
-            self._write(self.writer.update_meta, gpus=gpus, telemetry=self.sampler.status)
-            self.sampler.start()
-        self._write(self.writer.update_meta, placement=self.placement.to_dict())
+        self._begin()
         unavailable: dict[tuple[str, str], str] = {}
         try:
             if self.plan.batch_auto:
@@ -233,13 +224,33 @@ class Engine(Pausable):
         finally:
             if self.current is not None:  # cancelled from outside (task cancel): leave no process
                 self.current.kill_now()
-            if self.sampler is not None:
-                self.sampler.stop()
-                # Clocks and throttle reasons at the end too: did the GPU slow down during the session?
-                self.writer.meta["gpus_end"] = self.sampler.gpus()
-            self.status = self._final_status()
-            self.writer.finish(self.status, self.model.summary())
+            self._end()
         return self.status
+
+    def _begin(self) -> None:
+        """The session starts: its device chosen and recorded, the sampler sampling into it."""
+        self._loop = asyncio.get_running_loop()
+        self.status = "running"
+        gpus = self.sampler.gpus() if self.sampler is not None else []
+        self.placement = self._place(gpus)
+        if self.sampler is not None:
+            self.sampler.on_sample = self._on_sample
+            self.sampler.watch_gpus(self.placement.nvml_indices)
+            self._write(self.writer.update_meta, gpus=gpus, telemetry=self.sampler.status)
+            self.sampler.start()
+        self._write(self.writer.update_meta, placement=self.placement.to_dict())
+
+    def _place(self, gpus: list[dict[str, Any]]) -> Placement:
+        return place(self.plan.device, gpus, self.plan.devices, self.plan.device_ids)
+
+    def _end(self) -> None:
+        """The session ends: sampling stopped, its status and summary written."""
+        if self.sampler is not None:
+            self.sampler.stop()
+            # Clocks and throttle reasons at the end too: did the GPU slow down during the session?
+            self.writer.meta["gpus_end"] = self.sampler.gpus()
+        self.status = self._final_status()
+        self.writer.finish(self.status, self.model.summary())
 
     def _final_status(self) -> str:
         states = [r.status for r in self.model.runs.values()]
@@ -469,6 +480,13 @@ class Engine(Pausable):
             status, reason = "ok", ""
         else:
             status, reason = "failed", describe_exit(returncode)
+        self._end_run(spec, status, reason, returncode, malformed)
+
+    def _end_run(
+        self, spec: RunSpec, status: str, reason: str, returncode: int | None, malformed: int
+    ) -> None:
+        """The run's ``run_end``: how it ended, and what the sampler saw while it ran."""
+        state = self.model.runs[spec.run_id]
         self._parent_event(
             "run_end",
             spec.run_id,
@@ -505,6 +523,7 @@ class Engine(Pausable):
             tagged = "run" not in event
             event["run"] = spec.run_id
             self.model.apply(event)
+            self._on_event(spec, event)
             if tagged:  # the runner's own bytes, tagged: no second serialisation on the hot path
                 self._write(self.writer.append_raw, prefix + line.decode("utf-8").strip()[1:])
             else:
@@ -517,6 +536,10 @@ class Engine(Pausable):
             ):
                 self._read_energy(spec.run_id, int(event.get("epoch") or 0) if kind == "epoch" else 0)
         return malformed
+
+    def _on_event(self, spec: RunSpec, event: dict[str, Any]) -> None:
+        """A runner's event, just folded into the model, before it is written and shown (a subclass's hook:
+        the watch engine learns the command's framework from its hello)."""
 
     def _run_gpus(self, spec: RunSpec) -> list[int]:
         """The NVML indices of the GPUs a run trains on (its first ``devices`` of the session's)."""

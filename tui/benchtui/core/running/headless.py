@@ -11,9 +11,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchtui.core import fmt
+from benchtui.core.model import analysis
+from benchtui.core.model.runs import RunState
 from benchtui.core.model.status import status_style
 from benchtui.core.model.summary import SessionModel
-from benchtui.core.plan.plan import Plan
+from benchtui.core.plan.plan import Plan, command_text
 from benchtui.core.running.session_run import exit_code, start_session, stop_on_signals
 from benchtui.core.store.session import SessionWriter
 from benchtui_runners import catalog
@@ -29,14 +31,32 @@ def _run_line(model: SessionModel, run_id: str) -> str:
     figures = run.figures()
     style = status_style(run.status, "magenta")
     rate, tokens = figures["images_per_s"], (run.hello.get("settings") or {}).get("tokens_per_sample")
+    info = catalog.MODELS.get(run.spec.model)
     if isinstance(tokens, int) and tokens > 0 and rate is not None:
         speed = f"{fmt.rate(rate * tokens)} tokens/s"
     else:
-        speed = f"{fmt.rate(rate)} img/s"
-    detail = _shown(run.reason) or (
-        f"mean epoch {fmt.seconds(figures['mean_epoch_s'])} s, {speed}, build {fmt.seconds(figures['build_s'])} s"
+        speed = f"{fmt.rate(rate)} {'samples' if info is not None and info.kind == 'tensor' else 'img'}/s"
+    figures_text = f"mean epoch {fmt.seconds(figures['mean_epoch_s'])} s, {speed}" + (
+        f", build {fmt.seconds(figures['build_s'])} s"
+        if figures["build_s"] is not None or not model.plan.watch
+        else ""
     )
+    if model.plan.watch:  # a watch: how the command ended, then what it measured, if anything
+        if run.epoch_times or run.batch_seconds:
+            detail = "; ".join(x for x in (_shown(run.reason), figures_text) if x)
+        else:  # the row's reason says both: how the command ended, and that it sent no timing
+            detail = _shown(model.row(run.spec.framework, run.spec.model).get("reason"))
+    else:
+        detail = _shown(run.reason) or figures_text
     return f"[{style}]{_shown(f'{run.status:>11}')}[/] {_shown(run_id)}  {detail}"
+
+
+def _epoch_line(run: RunState, event: dict[str, Any]) -> str:
+    """A watched command's epoch as it ends: its time and throughput (samples over time)."""
+    seconds, samples = float(event["seconds"]), int(event.get("samples") or 0)
+    rate = f", {fmt.rate(samples / seconds)} samples/s" if samples and seconds > 0 else ""
+    label = analysis.framework_label(run.spec.framework)
+    return f"[cyan]{'epoch':>11}[/] {_shown(run.spec.run_id)}  {_shown(label)} epoch {event['epoch']}: {fmt.seconds(seconds)} s{rate}"
 
 
 def _probe_line(event: dict[str, Any]) -> str:
@@ -67,6 +87,14 @@ def run_headless(
     session = start_session(plan, writer=writer, use_nvml=use_nvml)
     engine = session.engine
     err.print(f"[bold]benchtui[/] session [cyan]{_shown(writer.path)}[/] · {_shown(session.sampler.status)}")
+    watch = bool(plan.watch)
+    if watch:
+        what = command_text(plan.watch.get("command") or [])
+        err.print(
+            f"watching [bold]{_shown(what)}[/] · Ctrl+C stops it (its whole process group)"
+            if what
+            else "watching telemetry only · Ctrl+C ends the session"
+        )
 
     progress = Progress(
         TextColumn("{task.description}"),
@@ -100,6 +128,23 @@ def run_headless(
         if run is None:
             return
         shown = _shown(run_id)  # the progress line's text is markup
+        if watch:  # one run, as many epochs as the command trains: no total to count to
+            if kind == "run_start":
+                label = analysis.model_label(run.spec.model)
+                progress.update(current, description=f"{shown} {_shown(label)}", total=None, visible=True)
+            elif kind == "batch":
+                progress.update(
+                    current,
+                    description=f"{shown} epoch {run.current_epoch}",
+                    completed=run.current_step,
+                    total=run.steps_per_epoch,
+                )
+            elif kind == "epoch":
+                progress.console.print(_epoch_line(run, event))
+            elif kind == "run_end":
+                progress.update(current, visible=False)
+                progress.console.print(_run_line(engine.model, run_id))
+            return
         if kind == "run_start":
             progress.update(current, description=f"{shown} starting", completed=0, total=1, visible=True)
         elif kind == "hello":
@@ -116,7 +161,7 @@ def run_headless(
             progress.console.print(_run_line(engine.model, run_id))
 
     engine.listener = listener
-    progress.update(overall, total=len(engine.specs))
+    progress.update(overall, total=len(engine.specs), visible=not watch)
 
     async def main() -> str:
         # Ctrl+C, kill, or the terminal closing: stop the runner's group, keep what was recorded.

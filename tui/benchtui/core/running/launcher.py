@@ -7,6 +7,10 @@ A runner may run in another Python environment (``--python``, ``benchtui envs``)
 of the parent's environment travels with it: its ``PYTHONPATH`` is one folder that holds the
 runner package and nothing else, and it starts in the session's folder, not in the user's
 working directory (where a folder named like the package would shadow it).
+
+``benchtui watch`` starts the user's own command the same way (``start_command``), except that it
+runs in the user's folder with their environment, the runner package's folder put first on their
+``PYTHONPATH`` so that the timing hooks (``benchtui_runners.hooks``) import in any environment.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import IO, Any
 from benchtui.core.provenance import RUNNER_PACKAGE, runner_code_hash
 from benchtui.core.wire.events import MAX_LINE_BYTES, Malformed, parse_line
 from benchtui_runners.config import RunConfig
-from benchtui_runners.protocol import FD_ENV
+from benchtui_runners.protocol import FD_ENV, FIFO_ENV
 
 #: Extra folders for a runner's ``sys.path``, after the runner package's (site hooks, say: the
 #: tests' fake GPU). The parent's own ``PYTHONPATH`` never reaches a runner.
@@ -37,6 +41,10 @@ STREAM_LIMIT = MAX_LINE_BYTES  # longest event line read; a longer one is droppe
 #: A runner's log (its stdout and stderr) keeps its first LOG_CAP_BYTES and its last LOG_TAIL_BYTES.
 LOG_CAP_BYTES = 64 * 2**20
 LOG_TAIL_BYTES = 256 * 2**10
+#: benchtui's own variables a watched command must not inherit from benchtui's environment (benchtui
+#: run inside a watched script, say): the hooks' owner pid (``benchtui_runners.hooks.OWNER_ENV``, not
+#: imported: that module imports the frameworks in its functions) and torchrun's relay FIFO.
+INHERITED_HOOK_ENV = ("BENCHTUI_HOOKS_PID", FIFO_ENV)
 #: After a runner exits, how long its event pipe may stay open (a child of its own holds it) before
 #: the reading stops and the rest of its process group is killed.
 EXIT_GRACE_S = 2.0
@@ -147,6 +155,20 @@ def runner_env(fd: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     env.pop("KERAS_BACKEND", None)  # the runner sets its own
     if extra:
         env.update(extra)
+    return env
+
+
+def command_env(fd: int) -> dict[str, str]:
+    """A watched command's environment (``benchtui watch``): the user's own, as it is (their PYTHONPATH,
+    KERAS_BACKEND, CUDA_VISIBLE_DEVICES ...), with the event pipe's number, and the runner package's
+    folder put first on PYTHONPATH so that ``benchtui_runners.hooks`` imports in any environment."""
+    env = dict(os.environ)
+    for name in INHERITED_HOOK_ENV:
+        env.pop(name, None)
+    env[FD_ENV] = str(fd)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(runner_root(RUNNER_PACKAGE)), env.get("PYTHONPATH", "")) if p
+    )
     return env
 
 
@@ -322,20 +344,42 @@ async def start_runner(
     ``cwd`` is the session's folder; without one (doctor, tests), the runner package's own folder.
     """
     launcher = launcher or LocalLauncher()
+    return await _spawn(
+        launcher.command(python, args),
+        log,
+        lambda fd: runner_env(fd, env_extra),
+        cwd or runner_root(RUNNER_PACKAGE),
+    )
+
+
+async def start_command(argv: list[str], log: IO[bytes], cwd: str | os.PathLike[str]) -> RunnerProcess:
+    """``benchtui watch``: start the user's own command as a runner is started (its own process group,
+    stdin from /dev/null, output copied to ``log``, the event pipe passed), but in the user's folder
+    and with their environment (``command_env``). OSError when it cannot be started."""
+    return await _spawn(argv, log, command_env, cwd)
+
+
+async def _spawn(
+    argv: list[str],
+    log: IO[bytes],
+    env_for: Callable[[int], dict[str, str]],
+    cwd: str | os.PathLike[str],
+) -> RunnerProcess:
+    """A child with an event pipe (its write end's number given to ``env_for``) and its output copied to ``log``."""
     read_fd, write_fd = os.pipe()
     # The runner's output goes through a pipe of our own, not asyncio's: asyncio's process.wait()
     # waits for its pipes to close too, and a grandchild holding stdout would then hold the run.
     out_read, out_write = os.pipe()
     try:
         process = await asyncio.create_subprocess_exec(
-            *launcher.command(python, args),
+            *argv,
             stdin=subprocess.DEVNULL,  # a child sharing the terminal would race the TUI for keys
             stdout=out_write,  # copied to ``log`` with a cap (copy_log)
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
             start_new_session=True,  # own process group: stop and kill reach its children too
-            env=runner_env(write_fd, env_extra),
-            cwd=cwd or runner_root(RUNNER_PACKAGE),
+            env=env_for(write_fd),
+            cwd=cwd,
         )
     except BaseException:
         os.close(read_fd)

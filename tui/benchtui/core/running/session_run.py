@@ -15,6 +15,7 @@ from benchtui.core.running.engine import Engine
 from benchtui.core.running.launcher import LocalLauncher
 from benchtui.core.running.sampler import Sampler
 from benchtui.core.running.source import Listener
+from benchtui.core.running.watch import WatchEngine
 from benchtui.core.store.session import SessionWriter
 
 #: What the command line returns for a session that ended so (the docs' exit codes).
@@ -53,7 +54,8 @@ def start_session(
     listener: Listener | None = None,
     launcher: LocalLauncher | None = None,
 ) -> SessionRun:
-    """Create the session folder (or take ``writer``'s) and wire the sampler and the engine to it.
+    """Create the session folder (or take ``writer``'s) and wire the sampler and the engine to it (a
+    ``WatchEngine`` for a ``benchtui watch`` plan).
 
     Nothing runs yet: ``await run.engine.run()`` starts the sampler and the runs. Raises
     OSError or SessionError when the folder cannot be created.
@@ -62,7 +64,10 @@ def start_session(
         writer = SessionWriter.create(plan, sessions_dir)
     # The engine points the sampler at itself (on_sample) when it starts.
     sampler = Sampler(plan.interval, lambda sample: None, use_nvml=use_nvml)
-    engine = Engine(plan, writer, listener=listener, sampler=sampler, launcher=launcher)
+    if plan.watch:  # benchtui watch: the user's command (or none), not a plan's runners
+        engine: Engine = WatchEngine(plan, writer, listener=listener, sampler=sampler)
+    else:
+        engine = Engine(plan, writer, listener=listener, sampler=sampler, launcher=launcher)
     return SessionRun(engine, writer, sampler)
 
 

@@ -32,7 +32,7 @@ from typing import IO, Any
 
 from benchtui.core.model.status import RunStatus, SessionStatus
 from benchtui.core.model.summary import SessionModel
-from benchtui.core.plan.plan import Plan
+from benchtui.core.plan.plan import Plan, watch_label
 from benchtui.core.provenance import cpu_model, provenance, recorded_by_other
 from benchtui.core.wire.events import Malformed, check_event, plain_batch
 
@@ -410,7 +410,7 @@ class SessionWriter:
         """A new session folder under ``root``; StorageError (one line) when none can be written."""
         base = usable_sessions_dir(root)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        slug = slugify(plan.name or plan.preset or "+".join(plan.frameworks))
+        slug = slugify(plan.name or plan.preset or ("watch" if plan.watch else "+".join(plan.frameworks)))
         for n in range(1000):
             name = f"{stamp}_{slug}" + (f"-{n}" if n else "")
             path = base / name
@@ -703,10 +703,11 @@ def _check_plan(plan: Plan, folder: Path) -> None:
     """Refuse plans this version cannot fold (unknown ids, nonsense counts) with one line."""
     from benchtui_runners import catalog
 
-    for label, values, known in (
-        ("framework", plan.frameworks, catalog.FRAMEWORKS),
-        ("model", plan.models, catalog.MODELS),
-    ):
+    # A watch session's run keeps the pseudo-framework when its command sent no hello; its model is
+    # the catalog's WATCH_MODEL, which only a watch session may name.
+    frameworks = {*catalog.FRAMEWORKS, catalog.WATCH_FRAMEWORK} if plan.watch else set(catalog.FRAMEWORKS)
+    models = set(catalog.MODELS) if plan.watch else set(catalog.MODELS) - {catalog.WATCH_MODEL}
+    for label, values, known in (("framework", plan.frameworks, frameworks), ("model", plan.models, models)):
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise SessionError(f"{folder}/session.json: the plan's {label}s are not a list of names")
         for value in values:
@@ -751,7 +752,8 @@ def _unfinished(folder: Path, model: SessionModel, abandoned: bool = False) -> s
         run = cut[-1]
         where = f" during run {run.spec.run_id}"
         if run.current_epoch:
-            where += f" (epoch {run.current_epoch} of {run.epochs_planned}, step {run.current_step})"
+            of = f" of {run.epochs_planned}" if run.epochs_planned else ""  # a watch: no planned count
+            where += f" (epoch {run.current_epoch}{of}, step {run.current_step})"
     lost = f"; {never} planned run(s) never started" if never else ""
     if abandoned:
         return f"the session was abandoned{where}: the process writing it is gone{lost}"
@@ -807,6 +809,17 @@ def _device_label(meta: dict[str, Any], plan: dict[str, Any], folder: Path) -> s
     return label
 
 
+def _models_text(plan: dict[str, Any]) -> str:
+    """A listed session's models: the plan's ids, or for a watch what it watched ('watch: python train.py')."""
+    watch = plan.get("watch")
+    if isinstance(watch, dict) and watch:
+        command = watch.get("command")
+        return "watch: " + watch_label(
+            {"command": [str(w) for w in command] if isinstance(command, list) else []}
+        )
+    return ",".join(map(str, plan.get("models") or []))
+
+
 def _listed_status(meta: dict[str, Any]) -> str:
     status = str(meta.get("status", "?"))
     if status == "running" and writer_alive(meta.get("writer")) is False:
@@ -852,7 +865,7 @@ def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, 
                 "started": str(meta.get("started", "")).replace("+00:00", "").replace("T", " "),
                 "device": str(device),
                 "frameworks": ",".join(map(str, plan.get("frameworks") or [])),
-                "models": ",".join(map(str, plan.get("models") or [])),
+                "models": _models_text(plan),
                 "status": _listed_status(meta),
                 "label": str(meta.get("name") or ""),
                 "finished": str(meta.get("finished") or ""),

@@ -94,7 +94,7 @@ class ModelEvent(_Event, total=False):
 
     params: int  # every parameter (trainable or not; BatchNorm statistics are buffers, not counted)
     trainable_params: int
-    kind: str  # "image" or "tokens"
+    kind: str  # "image", "tokens" or "tensor" (a user's own model on float tensors)
     tokens_per_sample: int  # token models: the sequence length
     source: str  # "torchvision 0.24 resnet50", "keras.applications ResNet50", ...
     architecture: str  # the catalog's words for this side, where the sides differ
@@ -464,7 +464,7 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
     "model": {
         "params": _COUNT,
         "trainable_params": _COUNT,
-        "kind": _one_of("image", "tokens"),
+        "kind": _one_of("image", "tokens", "tensor"),
         "tokens_per_sample": _COUNT,
         "source": _TEXTS,
         "architecture": _text(_LONG_TEXT),
