@@ -179,6 +179,11 @@ def check_device(device: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     check_devices(plan)
+    return start(plan, args)
+
+
+def start(plan: Any, args: argparse.Namespace) -> int:
+    """Run a checked plan headless (progress on stderr, the table on stdout), or in the app."""
     from benchtui.core.store.session import SessionWriter, usable_sessions_dir
 
     if args.headless:

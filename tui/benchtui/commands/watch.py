@@ -6,7 +6,7 @@ import argparse
 import os
 import shutil
 
-from benchtui.commands import BadInput, say
+from benchtui.commands import BadInput
 
 
 def watched_command(words: list[str]) -> list[str]:
@@ -22,23 +22,9 @@ def watched_command(words: list[str]) -> list[str]:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from benchtui.commands.run import start
     from benchtui.core.plan.plan import watch_plan
-    from benchtui.core.store.session import SessionWriter, usable_sessions_dir
 
     command = watched_command(args.argv)
     plan = watch_plan(command, os.getcwd(), name=args.name or "", interval=args.interval)
-    if args.headless:
-        from benchtui.core.reporting.terminal import print_result
-        from benchtui.core.running.headless import run_headless
-
-        writer = SessionWriter.create(plan, args.sessions_dir)
-        code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=print_result)
-        if writer.failure:
-            say(
-                f"benchtui: error: {writer.failure} in {writer.path}: the session stopped; what was written is kept"
-            )
-        return code
-    from benchtui.app import run_app
-
-    usable_sessions_dir(args.sessions_dir)  # the app makes the folder later: say it now, nothing started
-    return run_app(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=not args.no_nvml)
+    return start(plan, args)

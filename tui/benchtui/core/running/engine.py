@@ -37,16 +37,24 @@ from benchtui_runners import catalog
 from benchtui_runners.config import RunConfig, usable_cores
 
 
-def describe_exit(returncode: int | None) -> str:
+def exit_words(returncode: int | None) -> str:
+    """How a process ended, in words: 'exited with code 3', 'killed by SIGKILL', 'did not exit'."""
     if returncode is None:
-        return "runner did not exit"
+        return "did not exit"
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        return f"runner was killed by {name} before finishing"
-    return f"runner exited with code {returncode} before finishing"
+        return f"killed by {name}"
+    return f"exited with code {returncode}"
+
+
+def describe_exit(returncode: int | None) -> str:
+    """A runner that ended without finishing its run, in words."""
+    if returncode is None:
+        return f"runner {exit_words(returncode)}"
+    return f"runner {'was ' if returncode < 0 else ''}{exit_words(returncode)} before finishing"
 
 
 #: The watchdog's limits when the plan sets none (--stall-timeout auto): before a run's first step

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import signal
 from typing import TYPE_CHECKING, Any
 
 from benchtui.core.model.status import RunStatus, SessionStatus
 from benchtui.core.plan.devices import Placement, place
 from benchtui.core.plan.plan import Plan, RunSpec
-from benchtui.core.running.engine import Engine, _write_log
+from benchtui.core.running.engine import Engine, _write_log, exit_words
 from benchtui.core.running.launcher import EXIT_GRACE_S, start_command
 from benchtui.core.running.sampler import Sampler
 from benchtui.core.running.source import Listener, SessionSource
@@ -37,19 +36,6 @@ FINAL: dict[str, str] = {
     RunStatus.STOPPED: SessionStatus.INCOMPLETE,  # the user stopped the command: it did not finish
     RunStatus.INTERRUPTED: SessionStatus.INTERRUPTED,  # benchtui itself went away mid-run
 }
-
-
-def command_exit(returncode: int | None) -> str:
-    """How a command ended, in words: 'exited with code 3', 'killed by SIGKILL'."""
-    if returncode is None:
-        return "did not exit"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"killed by {name}"
-    return f"exited with code {returncode}"
 
 
 class WatchEngine(Engine):
@@ -200,7 +186,7 @@ class WatchEngine(Engine):
                 await proc.finish_log()
                 if proc.ending == "pipe held":
                     note = (
-                        f"\n[benchtui] the command {command_exit(returncode)}; what it left running still held "
+                        f"\n[benchtui] the command {exit_words(returncode)}; what it left running still held "
                         f"the event pipe {EXIT_GRACE_S:g} s later and was killed with its process group\n"
                     )
                     self._write(_write_log, log, note)
@@ -212,13 +198,13 @@ class WatchEngine(Engine):
         self.returncode = returncode
         spec = self.spec  # the hooks may have named the framework meanwhile
         if self._stop_current:
-            status, reason = "stopped", f"stopped by the user ({command_exit(returncode)})"
+            status, reason = "stopped", f"stopped by the user ({exit_words(returncode)})"
         elif self.storage_error is not None:
             status, reason = "failed", f"the session could not be written: {self.writer.failure}"
         elif returncode == 0:
             status, reason = "ok", ""
         else:
-            status, reason = "failed", command_exit(returncode)
+            status, reason = "failed", exit_words(returncode)
         self._end_run(spec, status, reason, returncode, malformed)
 
     def _on_event(self, spec: RunSpec, event: dict[str, Any]) -> None:
