@@ -502,3 +502,15 @@ async def test_the_plan_screen_opens_a_model_file(package: Path, tmp_path: Path)
         assert screen.build_plan().custom_models == []
         screen.fill(plan)
         assert field.value == str((package / "cnn.toml").resolve())
+
+
+@pytest.mark.slow
+def test_parity_counts_your_model_from_its_model_file(package: Path) -> None:
+    out = benchtui(
+        "parity", "--model-file", "cnn.toml", "--frameworks", "torch", "--format", "json", cwd=package
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    (count,) = json.loads(out.stdout)["counts"]
+    assert (count["model"], count["image_size"], count["trainable_params"]) == ("tinycnn", 224, 18392)
+    bad = benchtui("parity", "--model-file", "missing.toml", cwd=package)
+    assert bad.returncode == 2 and "missing.toml: No such file" in bad.stderr

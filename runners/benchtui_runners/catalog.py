@@ -427,7 +427,8 @@ def custom_model(definition: dict[str, Any]) -> ModelInfo:
         keras_source="custom",
         kind=kind,
         group="custom",
-        native_size=definition.get("seq_len", 0),
+        # Images: counted at 224 px by ``benchtui parity`` unless --image-size says (runs use the plan's).
+        native_size=definition.get("seq_len", 0) if kind == "tokens" else 224,
         arch=arch,
         definition=tuple(sorted(definition.items())),
     )

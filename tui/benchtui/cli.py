@@ -265,6 +265,13 @@ def build_parser() -> argparse.ArgumentParser:
     parity.add_argument("--models", type=_csv, help="model ids or groups: study, modern, all (default: all)")
     parity.add_argument("--frameworks", type=_csv, help="default: torch,tensorflow")
     parity.add_argument(
+        "--model-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="your own model (see benchtui run --model-file): counted alone, or with --models",
+    )
+    parity.add_argument(
         "--image-size", type=int, metavar="N", help="default: each model's own (224 px for most)"
     )
     parity.add_argument("--seq-len", type=int, metavar="N", help="token models (default: their context)")

@@ -14,13 +14,20 @@ from benchtui.commands import EXIT_OK, BadInput, say
 
 def _plan(args: argparse.Namespace) -> Any:
     """The plan whose (model, framework) pairs are counted, checked as a run's would be."""
+    from benchtui.core.plan.custom import check_sources, read_model_file
     from benchtui.core.plan.plan import Plan, PlanError, models_named
     from benchtui_runners import catalog
 
     try:
+        own = [read_model_file(path) for path in args.model_file]
+        for definition in own:
+            catalog.register(definition)
+        # Your own models, after the catalog's --models names (only yours when it names none).
+        named = models_named(args.models or ([] if own else ["all"]))
         plan = Plan(
             frameworks=args.frameworks or ["torch", "tensorflow"],
-            models=models_named(args.models or ["all"]),
+            models=named + [d["name"] for d in own if d["name"] not in named],
+            custom_models=own,
             task=args.task or "train",
             seq_len=0 if args.seq_len is None else args.seq_len,
             num_classes=args.num_classes or 1000,
@@ -32,6 +39,8 @@ def _plan(args: argparse.Namespace) -> Any:
             if not sep or not path:
                 raise PlanError(f"--python takes FRAMEWORK=INTERPRETER, got {item!r}")
             plan.python[fw] = path
+        for definition in own:
+            check_sources(definition, set(plan.python))
         if args.jobs is not None and args.jobs < 1:
             raise PlanError(f"--jobs must be a positive whole number, got {args.jobs}")
         # Each model is checked at the size it is counted at: the one asked for, or its own.
