@@ -549,7 +549,13 @@ class SessionModel:
             **({"watch": dict(self.plan.watch)} if self.plan.watch else {}),
             "labels": {
                 "frameworks": catalog.FRAMEWORK_LABELS,
-                "models": {k: v.label for k, v in catalog.MODELS.items()},
+                # The catalog's own, and the plan's (a user's model, a watch's command): never models
+                # another session registered in this process.
+                "models": {
+                    k: v.label
+                    for k, v in catalog.MODELS.items()
+                    if k in self.plan.models or (k in catalog.BUILTIN_MODELS and k != catalog.WATCH_MODEL)
+                },
             },
         }
 
