@@ -29,6 +29,7 @@ from benchtui.core.running.launcher import INHERITED_HOOK_ENV, command_env, runn
 from benchtui.core.store.session import SessionError, load_session
 from benchtui_runners import catalog
 from conftest import ROOT, benchtui, only_session, read_events
+from test_ui_live import alive
 
 TORCH_SCRIPT = """
 import torch
@@ -97,20 +98,6 @@ os.replace("pids.tmp", "pids")
 print("sleeping", flush=True)
 time.sleep(300)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is gone for our purposes
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def script(tmp_path: Path, name: str, text: str) -> Path:

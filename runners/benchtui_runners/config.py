@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from benchtui_runners.catalog import MODELS
+from benchtui_runners.catalog import MODELS, custom_entry
 from benchtui_runners.timing import WINDOW_TARGET_S, describe
 
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
@@ -205,8 +205,6 @@ def training_record(config: RunConfig) -> dict[str, Any]:
     definition = MODELS[config.model].custom if config.model in MODELS else {}
     own_loss = own_optimizer = ""
     if definition:  # a user's own model: no head is added; its own loss and optimizer when it names them
-        from benchtui_runners.catalog import custom_entry
-
         text = f"the model's own outputs ({config.outputs} wide; benchtui adds no head)"
         own_loss = custom_entry(definition.get("losses") or {}, config.framework)
         own_optimizer = custom_entry(definition.get("optimizers") or {}, config.framework)

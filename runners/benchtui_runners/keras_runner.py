@@ -628,7 +628,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
             writer.phase("data", "end")
 
         writer.phase("build", "start")
-        custom = config.model_def != {}
+        custom = bool(config.model_def)
         if custom:  # a user's own model, from its builder (benchtui_runners.custom)
             model = _functional(user.build("keras", config.framework, config), config)
         else:

@@ -355,8 +355,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
 
     writer.phase("build", "start")
     torch.manual_seed(config.seed)
-    custom = config.model_def != {}
-    if custom:  # a user's own model, from its builder (benchtui_runners.custom)
+    if config.model_def:  # a user's own model, from its builder (benchtui_runners.custom)
         model = user.build("torch", config.framework, config)
     else:
         model = build_torch(

@@ -20,8 +20,6 @@ def _plan(args: argparse.Namespace) -> Any:
 
     try:
         own = [read_model_file(path) for path in args.model_file]
-        for definition in own:
-            catalog.register(definition)
         # Your own models, after the catalog's --models names (only yours when it names none).
         named = models_named(args.models or ([] if own else ["all"]))
         plan = Plan(
@@ -33,6 +31,7 @@ def _plan(args: argparse.Namespace) -> Any:
             num_classes=args.num_classes or 1000,
             samples=1,
         )
+        plan.register_models()
         plan.batch_sizes = dict.fromkeys(plan.models, 1)
         for item in args.python:
             fw, sep, path = item.partition("=")

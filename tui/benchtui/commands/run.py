@@ -23,8 +23,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         overrides["frameworks"] = args.frameworks
     own = own_models(args)
     if own:
-        plan.custom_models = own
-        plan.register_models()
+        plan.custom_models = own  # registered by plan.validate()
         names = [d["name"] for d in own]
         # Your own models, after the catalog's that --models names (only yours when it names none).
         named = models_named(args.models) if args.models is not None else []

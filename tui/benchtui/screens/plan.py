@@ -380,8 +380,7 @@ class PlanScreen(Screen):
         model_file = self.query_one("#model-file", Input).value.strip()
         if model_file:  # the user's own network, after the catalog's ticked above
             own = read_model_file(model_file)
-            plan.custom_models = [own]
-            plan.register_models()
+            plan.custom_models = [own]  # registered by plan.validate()
             plan.models.append(own["name"])
         plan.image_size = self._number("image_size", "Image size")
         plan.seq_len = self._number("seq_len", "Seq len")

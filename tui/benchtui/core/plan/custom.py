@@ -60,9 +60,8 @@ def read_model_file(path: str | Path) -> dict[str, Any]:
     raw["file"] = str(file.resolve())
     extra = raw.get("paths", [])
     if isinstance(extra, list) and all(isinstance(p, str) and p for p in extra):
-        raw["paths"] = _unique(
-            [str(folder), *(str((folder / Path(p).expanduser()).resolve()) for p in extra)]
-        )
+        found = [str(folder), *(str((folder / Path(p).expanduser()).resolve()) for p in extra)]
+        raw["paths"] = list(dict.fromkeys(found))  # each folder once, the file's own first
     return check(raw, f"model file {file}: ")
 
 
@@ -184,7 +183,3 @@ def _top_level_names(file: Path) -> set[str] | None:
     if not visit(tree.body) or "__getattr__" in names:
         return None
     return names
-
-
-def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
