@@ -7,6 +7,22 @@ from typing import Any
 
 NA = "N/A"
 
+#: One colour per framework in every view: the app's strips and the reports' charts. Mid-tones
+#: that read on a dark terminal and on a white page alike.
+FRAMEWORK_COLORS = {
+    "torch": "#e8590c",
+    "tensorflow": "#1c7ed6",
+    "keras-jax": "#2f9e44",
+    "keras-torch": "#7950f2",
+}
+#: For anything else (a watched command before its hooks name a framework, a series of its own).
+PALETTE = ("#1c7ed6", "#e8590c", "#2f9e44", "#7950f2", "#d6336c", "#f08c00", "#1098ad", "#74b816")
+
+
+def color_for(key: str, index: int = 0) -> str:
+    """The colour of a framework (or of the ``index``-th other series)."""
+    return FRAMEWORK_COLORS.get(key, PALETTE[index % len(PALETTE)])
+
 
 def seconds(value: float | None, digits: int = 3) -> str:
     if value is None:

@@ -20,7 +20,6 @@ RATIO_WINDOW = 256  # latest steady batches each framework's median uses
 SHOW_WINDOW = 512  # latest batches kept for the strips: wider than any terminal's strip
 LABEL_W = 12
 VALUE_W = 22
-COLORS = ("#4ea1ff", "#ffb347", "#7bd88f", "#ff6f91")
 
 
 @dataclass
@@ -199,7 +198,7 @@ class BatchComparison(Widget):
         per_batch = max(1, min(4, spark_w // most)) if most else 1
         fits = spark_w // per_batch
         for i, s in enumerate(self.series):
-            color = COLORS[i % len(COLORS)]
+            color = fmt.color_for(s.framework, i)
             line = Text(no_wrap=True, overflow="ellipsis")
             name = catalog.FRAMEWORK_LABELS.get(s.framework, s.framework)
             line.append(f"{name:<{LABEL_W}}"[:LABEL_W], style=f"bold {color}")

@@ -9,23 +9,15 @@ from html import escape as _html_escape
 
 from benchtui.core import fmt
 
-FRAMEWORK_COLORS = {
-    "torch": "#d9480f",
-    "tensorflow": "#1c7ed6",
-    "keras-jax": "#2b8a3e",
-    "keras-torch": "#7048e8",
-}
-PALETTE = ("#1c7ed6", "#d9480f", "#2b8a3e", "#7048e8", "#c2255c", "#e67700", "#0b7285", "#5c940d")
+FRAMEWORK_COLORS = fmt.FRAMEWORK_COLORS
+PALETTE = fmt.PALETTE
+color_for = fmt.color_for
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif"
 
 
 def escape(text: object) -> str:
     """Text for SVG: escaped, and without control characters (labels can come from session files)."""
     return _html_escape(fmt.clean(text))
-
-
-def color_for(key: str, index: int = 0) -> str:
-    return FRAMEWORK_COLORS.get(key, PALETTE[index % len(PALETTE)])
 
 
 def _f(x: float) -> str:
