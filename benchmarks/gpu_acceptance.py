@@ -288,22 +288,23 @@ def main(argv: list[str] | None = None) -> int:
         "--preset",
         "study",
         *base,
-        *("--frameworks", FRAMEWORKS, "--samples", str(size["samples"]), "--epochs", str(size["epochs"])),
-        *("--runs", str(size["runs"])),
+        *("--samples", str(size["samples"]), "--epochs", str(size["epochs"]), "--runs", str(size["runs"])),
     ]
     matrix = [
         *base,
         *("--samples", str(size["matrix_samples"]), "--epochs", str(size["matrix_epochs"])),
         *("--runs", "1", "--batch-size", size["batch"]),
     ]
-    # At small sizes (the test suite, on a CPU) the settings past fp32 are checked on PyTorch alone:
-    # Keras/JAX's part of each would be its XLA compile again, minutes of CI for nothing new.
+    # At small sizes (the test suite, on a CPU) the study's batch and the settings past fp32 are
+    # checked on PyTorch alone: Keras/JAX's part of each would be its XLA compile again, minutes of
+    # CI for nothing new (its study protocol runs in the batch-search step, its fp32 in "fp32").
     others = "torch" if args.small else FRAMEWORKS
     steps: list[tuple[str, list[str]]] = [
-        ("study protocol, study batch", [*study, "--batch-size", size["batch"]]),
+        ("study protocol, study batch", [*study, "--frameworks", others, "--batch-size", size["batch"]]),
         (
             "study protocol, largest batch",
-            [*study, "--batch-size", "auto", *(["--max-batch-size", "16"] if args.small else [])],
+            [*study, "--frameworks", FRAMEWORKS, "--batch-size", "auto"]
+            + (["--max-batch-size", "16"] if args.small else []),
         ),
         ("fp32", [*matrix, "--frameworks", FRAMEWORKS, "--precision", "fp32"]),
         ("tf32", [*matrix, "--frameworks", others, "--precision", "tf32"]),

@@ -23,7 +23,7 @@ import psutil
 import pytest
 from tests.conftest import ROOT, benchtui, only_session, read_events
 
-SMALL = "--models resnet50 --image-size 32 --batch-size 4 --device cpu --no-nvml --threads 2".split()
+SMALL = "--models resnet50 --image-size 32 --batch-size 4 --device cpu --no-nvml --threads 1".split()
 
 
 def _summary(root: Path) -> dict[str, Any]:

@@ -153,6 +153,8 @@ def test_runner_exception_and_oom_fail_their_rows_and_the_rest_runs(sessions_roo
         "1",
         "--device",
         "cpu",
+        "--threads",
+        "1",
         "--sessions-dir",
         str(sessions_root),
         timeout=300,
@@ -209,6 +211,7 @@ def test_runner_killed_mid_run_keeps_what_was_recorded(tmp_path: Path) -> None:
         epochs=4,
         runs=2,
         device="cpu",
+        threads=1,
     ).validate()
     writer = SessionWriter.create(plan, tmp_path)
     killed: list[int] = []
@@ -310,6 +313,8 @@ def test_batch_size_auto_recovers_from_oom_probes_and_uses_the_largest_fit(sessi
         "cpu",
         "--memory-limit",
         "5000",
+        "--threads",
+        "1",
         "--sessions-dir",
         str(sessions_root),
         timeout=900,
