@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Per-framework environments (benchtui envs) of the machine running the tests would replace
 # this Python in every run: the tests use the one they were started with.
 os.environ["BENCHTUI_ENVS"] = str(ROOT / ".pytest_cache" / "no-framework-envs")
+# The doctor keeps its answers in the user's cache folder: the tests keep theirs in one of their own.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-cache-")
 
 # The smallest plan that still exercises everything: two epochs (first + rest), 2 batches each. One
 # thread: two test workers share two cores, and oversubscribed thread pools slow PyTorch down tenfold.

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
-from benchtui.commands import EXIT_OK, BadInput
+from benchtui.commands import EXIT_OK, BadInput, say
 from benchtui.core.fmt import clean
+
+if TYPE_CHECKING:
+    from benchtui.core.running.doctor import Diagnosis, ProbeDone
 
 
 def _shown(text: object) -> str:
@@ -26,16 +30,61 @@ def _devices(info: dict[str, Any]) -> str:
     return _shown("; ".join(names) or "none")
 
 
+def _age(seconds: float) -> str:
+    """How long ago, in the largest whole unit: "3 hours ago"."""
+    minutes = seconds / 60
+    for unit, size in (("day", 1440), ("hour", 60), ("minute", 1)):
+        if minutes >= size:
+            count = int(minutes // size)
+            return f"{count} {unit}{'s' * (count != 1)} ago"
+    return "less than a minute ago"
+
+
+def _answered(done: ProbeDone) -> str:
+    """One framework's answer in a few words: its status, and how long it took or that it was kept."""
+    status = "ok" if done.ok else "missing"
+    how = "cached" if done.cached_at is not None else f"{done.seconds:.1f} s"
+    return f"{done.framework} {status} ({how})"
+
+
+def _ask_with_progress(fresh: bool) -> Diagnosis:
+    """``diagnose``, saying on stderr what is being asked and what has answered (stdout keeps the report):
+    a live line on a terminal, else one line per framework as its answer comes."""
+    from rich.console import Console
+
+    from benchtui.core.running.doctor import diagnose
+    from benchtui_runners import catalog
+
+    frameworks = list(catalog.FRAMEWORKS)
+    asking = f"asking {', '.join(frameworks)} what they see, each in its own process"
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        say(f"doctor: {asking}")
+        return diagnose(
+            fresh,
+            lambda done: say(f"doctor: {_answered(done)} [{done.total - len(done.pending)}/{done.total}]"),
+        )
+    answered: list[str] = []
+
+    def update(done: ProbeDone) -> None:
+        answered.append(_answered(done))
+        waiting = f"; waiting for {', '.join(done.pending)}…" if done.pending else ""
+        status.update(_shown(f"Answered: {', '.join(answered)}{waiting}"))
+
+    with console.status(_shown(f"{asking.capitalize()}…")) as status:
+        return diagnose(fresh, update)
+
+
 def cmd_doctor(args: argparse.Namespace | None = None) -> int:
-    """A table of the frameworks (installed, sees the GPU, versions, devices), the fixes, then NVML and this Python."""
+    """A table of the frameworks (installed, sees the GPU, versions, devices), the fixes, then NVML and this Python.
+
+    Progress goes to stderr; ``--fresh`` asks every framework again instead of giving kept answers.
+    """
     from rich.console import Console
     from rich.table import Table
 
-    from benchtui.core.running.doctor import diagnose
-
     console = Console()
-    with console.status("Asking each framework what it sees (each one is imported in its own process)…"):
-        found = diagnose()
+    found = _ask_with_progress(bool(args.fresh))
     table = Table(title="benchtui doctor", title_justify="left", header_style="bold")
     for col in ("Framework", "Status", "GPU", "Versions", "Devices"):
         table.add_column(col)
@@ -43,13 +92,23 @@ def cmd_doctor(args: argparse.Namespace | None = None) -> int:
         fw = _shown(row["framework"])
         gpu = {"sees it": "[green]sees it[/]", "no GPU": "[red]no GPU[/]"}.get(row["gpu"], "–")
         if row["ok"]:
-            table.add_row(fw, "[green]ok[/]", gpu, _versions(info), _devices(info))
+            status = "[green]ok[/] [dim](cached)[/]" if row["framework"] in found.cached else "[green]ok[/]"
+            table.add_row(fw, status, gpu, _versions(info), _devices(info))
         else:
             # The reason is the end of a runner's output: cleaned before it is cut.
             table.add_row(
                 fw, "[yellow]missing[/]", "–", _shown(row["fix"]), _shown(clean(row["reason"])[:120])
             )
     console.print(table)
+    if found.cached:
+        oldest = time.time() - min(found.cached.values())
+        console.print(
+            _shown(
+                f"{', '.join(found.cached)}: kept answers, from {_age(oldest)} at most (the interpreter, "
+                "its packages, the runner code, the environment and the GPUs are as they were then); "
+                "benchtui doctor --fresh asks again"
+            )
+        )
     for row in found.verdicts:
         if row["gpu"] == "no GPU":
             console.print(f"[red]✗[/] {_shown(row['fix'])}")

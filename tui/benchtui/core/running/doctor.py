@@ -1,17 +1,92 @@
-"""What ``benchtui doctor`` reports, as data: what is installed, what each framework sees, NVML status."""
+"""What ``benchtui doctor`` reports, as data: what is installed, what each framework sees, NVML status.
+
+Every framework is asked at once, each in its own process. Importing one takes seconds (PyTorch
+with torchvision, or TensorFlow: ten and more on a small machine), and its answer cannot change
+while the interpreter, its packages, the runner code, the environment variables that frameworks
+read and the GPUs NVML sees stay as they were; so a good answer is kept in the user's cache under
+a key made of exactly those, and given again until one of them changes (``fresh`` asks anyway).
+NVML's own view (the GPUs, the driver, the telemetry status) is read anew every time, and a failed
+probe, or one that does not see the GPU NVML sees, is never kept: that is what a user is fixing.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
+import json
 import os
+import platform
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from benchtui.core.provenance import runner_code_hash
+from benchtui.core.running import launcher
 from benchtui.core.running.launcher import collect_events, start_runner
 from benchtui.core.running.sampler import Sampler
 from benchtui_runners import catalog
+from benchtui_runners.protocol import FD_ENV
+
+#: Bumped when the file's layout or the meaning of a kept answer changes: older files are ignored.
+CACHE_FORMAT = 1
+#: The most answers kept (one per framework and interpreter): the oldest go first.
+CACHE_ENTRIES = 64
+#: Environment variables that can change what a framework imports or sees. The others (TERM,
+#: SSH_AUTH_SOCK, ...) differ from one terminal to the next and would only make the cache miss.
+KEY_ENV_PREFIXES = (
+    "BENCHTUI_",
+    "CUDA",
+    "CUDNN",
+    "NVIDIA_",
+    "NCCL_",
+    "LD_",
+    "PYTHON",
+    "TF_",
+    "XLA_",
+    "JAX_",
+    "KERAS",
+    "TORCH",
+    "PYTORCH_",
+    "OMP_",
+    "MKL_",
+    "HIP_",
+    "ROCR_",
+    "TPU_",
+)
+#: What names a GPU and what its driver is (not its clocks, temperature or link state, which move).
+KEY_GPU_FIELDS = ("index", "uuid", "name", "pci_bus_id", "mig_mode", "memory_total", "driver", "cuda_driver")
+
+#: Run by each interpreter a framework uses: its version and ``sys.path``, each folder with its
+#: mtime and the packages in it (dist-info names, which carry versions, and their mtimes). Any
+#: install, upgrade or removal changes one of them. Standard library only, and no framework import.
+_INTERPRETER_FACTS = r"""
+import json, os, sys
+path = []
+for entry in sys.path:
+    try:
+        item = [entry, os.stat(entry).st_mtime_ns]
+    except OSError:
+        path.append([entry, None])
+        continue
+    try:
+        names = sorted(os.listdir(entry)) if os.path.isdir(entry) else []
+    except OSError:
+        names = []
+    for name in names:
+        if name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth")):
+            try:
+                item.append([name, os.stat(os.path.join(entry, name)).st_mtime_ns])
+            except OSError:
+                pass
+    path.append(item)
+print(json.dumps({"executable": sys.executable, "version": sys.version, "prefix": sys.prefix, "path": path}))
+"""
 
 
 async def probe(
@@ -63,6 +138,191 @@ def verdicts(
     return out
 
 
+def cache_path() -> Path:
+    """``$XDG_CACHE_HOME/benchtui/doctor.json`` (``~/.cache/benchtui/doctor.json``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "benchtui" / "doctor.json"
+
+
+def _kept(entry: Any) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("key"), str)
+        and isinstance(entry.get("probed_at"), (int, float))
+        and isinstance(entry.get("result"), dict)
+        and entry["result"].get("ok") is True
+    )
+
+
+def load_cache(path: Path) -> dict[str, dict[str, Any]]:
+    """The kept answers, by framework and interpreter; none from a missing, unreadable or malformed file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    entries = data.get("entries") if isinstance(data, dict) and data.get("format") == CACHE_FORMAT else None
+    if not isinstance(entries, dict):
+        return {}
+    return {name: entry for name, entry in entries.items() if isinstance(name, str) and _kept(entry)}
+
+
+def save_cache(path: Path, updates: dict[str, dict[str, Any]]) -> None:
+    """Add ``updates`` to what the file holds now (another doctor may have written since) and replace it
+    whole, so a reader never sees half a file. A cache that cannot be written only costs time: no error."""
+    entries = {**load_cache(path), **updates}
+    newest = sorted(entries.items(), key=lambda item: item[1]["probed_at"], reverse=True)[:CACHE_ENTRIES]
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".doctor-", suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"format": CACHE_FORMAT, "entries": dict(newest)}, fh)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _entry_name(framework: str, python: str) -> str:
+    return f"{framework} {python}"
+
+
+def cacheable(result: dict[str, Any], gpus: list[dict[str, Any]]) -> bool:
+    """A framework that answered, and sees the GPU when NVML sees one: what a user is fixing is never kept."""
+    return result.get("ok") is True and (not gpus or bool((result.get("gpu") or {}).get("sees_gpu")))
+
+
+def probe_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a probe runs in (the launcher's, without the event pipe's number)."""
+    out = launcher.runner_env(0, env)
+    out.pop(FD_ENV, None)
+    return out
+
+
+async def interpreter_facts(python: str, env: dict[str, str], timeout: float = 30.0) -> str | None:
+    """What ``python`` says of itself and its packages (``_INTERPRETER_FACTS``), or None when it does not answer."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            python,
+            "-c",
+            _INTERPRETER_FACTS,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=launcher.runner_root(launcher.RUNNER_PACKAGE),
+        )
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return None
+    return out.decode(errors="replace") if proc.returncode == 0 and out else None
+
+
+def probe_key(
+    framework: str, python: str, facts: str, env: dict[str, str], gpus: list[dict[str, Any]]
+) -> str:
+    """A digest of everything a framework's answer depends on; a kept answer is given only under the same one."""
+    real = os.path.realpath(python)
+    try:
+        stat = os.stat(real)
+        executable: list[Any] = [real, stat.st_mtime_ns, stat.st_size]
+    except OSError:
+        executable = [real, None, None]
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    parts = {
+        "format": CACHE_FORMAT,
+        "framework": framework,
+        "python": python,
+        "executable": executable,
+        "interpreter": facts,
+        "runner": runner_code_hash(launcher.RUNNER_PACKAGE),
+        "env": {k: v for k, v in sorted(env.items()) if k.startswith(KEY_ENV_PREFIXES) and k != FD_ENV},
+        "cpus": [os.cpu_count(), affinity],
+        "kernel": platform.release(),
+        "gpus": [{k: gpu.get(k) for k in KEY_GPU_FIELDS} for gpu in gpus],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ProbeDone:
+    """One framework's answer as it arrives, for progress while the others are still being asked."""
+
+    framework: str
+    ok: bool
+    seconds: float  # since the doctor started asking (a kept answer: as long as checking its key took)
+    cached_at: float | None  # when a kept answer was given (``time.time()``); None: asked now
+    pending: tuple[str, ...]  # the frameworks still being asked
+    total: int
+
+
+async def ask_all(
+    frameworks: list[str],
+    pythons: dict[str, str],
+    gpus: list[dict[str, Any]],
+    env: dict[str, str],
+    kept: dict[str, dict[str, Any]],
+    on_done: Callable[[ProbeDone], None] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, float], dict[str, dict[str, Any]]]:
+    """Every framework's answer, all asked at once (or given from ``kept`` under an unchanged key).
+
+    Returns the answers, each framework's seconds, when each kept answer given was made, and the
+    new answers worth keeping. Each interpreter describes itself once, whatever number of
+    frameworks use it; a framework with no kept answer is asked without waiting for that.
+    """
+    started = time.monotonic()
+    penv = probe_env(env)
+    facts = {
+        python: asyncio.ensure_future(interpreter_facts(python, penv)) for python in set(pythons.values())
+    }
+    pending = list(frameworks)
+    seconds: dict[str, float] = {}
+    cached_at: dict[str, float] = {}
+    updates: dict[str, dict[str, Any]] = {}
+
+    async def key_of(fw: str) -> str | None:
+        found = await facts[pythons[fw]]
+        return None if found is None else probe_key(fw, pythons[fw], found, penv, gpus)
+
+    async def one(fw: str) -> dict[str, Any]:
+        name = _entry_name(fw, pythons[fw])
+        entry = kept.get(name)
+        if entry is None:
+            result, key = await asyncio.gather(probe(fw, pythons[fw], env=env), key_of(fw))
+        else:
+            key = await key_of(fw)
+            if key is not None and key == entry["key"]:
+                result = entry["result"]
+                cached_at[fw] = float(entry["probed_at"])
+            else:
+                result = await probe(fw, pythons[fw], env=env)
+        seconds[fw] = time.monotonic() - started
+        if fw not in cached_at and key is not None and cacheable(result, gpus):
+            updates[name] = {"key": key, "probed_at": time.time(), "seconds": seconds[fw], "result": result}
+        pending.remove(fw)
+        if on_done is not None:
+            on_done(
+                ProbeDone(
+                    fw,
+                    bool(result.get("ok")),
+                    seconds[fw],
+                    cached_at.get(fw),
+                    tuple(pending),
+                    len(frameworks),
+                )
+            )
+        return result
+
+    results = list(await asyncio.gather(*(one(fw) for fw in frameworks)))
+    return results, seconds, cached_at, updates
+
+
 @dataclass
 class Diagnosis:
     """What ``benchtui doctor`` found: per framework its probe and verdict, the GPUs NVML sees, this Python."""
@@ -76,10 +336,14 @@ class Diagnosis:
     nvml: bool
     python: str = sys.executable
     cpus: int | None = field(default_factory=os.cpu_count)
+    seconds: dict[str, float] = field(default_factory=dict)  # per framework, until its answer came
+    cached: dict[str, float] = field(default_factory=dict)  # the kept answers given: when each was made
 
 
-def diagnose() -> Diagnosis:
-    """Ask every framework, each in its own process, what it sees; and NVML what GPUs there are."""
+def diagnose(fresh: bool = False, on_done: Callable[[ProbeDone], None] | None = None) -> Diagnosis:
+    """Ask every framework, each in its own process and all at once, what it sees (or give the kept
+    answer when nothing it depends on has changed; ``fresh``: ask anyway); and NVML what GPUs there are.
+    ``on_done`` hears of each answer as it arrives."""
     from benchtui.core.plan.plan import Plan
 
     sampler = Sampler(1.0, lambda s: None)
@@ -90,11 +354,13 @@ def diagnose() -> Diagnosis:
         pythons = {fw: plan.python_for(fw) for fw in frameworks}
         # The same view of the GPUs as a run has: PCI order, so CUDA's indices are NVML's.
         env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-
-        async def gather() -> list[dict[str, Any]]:
-            return list(await asyncio.gather(*(probe(fw, pythons[fw], env=env) for fw in frameworks)))
-
-        results = asyncio.run(gather())
+        path = cache_path()
+        kept = {} if fresh else load_cache(path)
+        results, seconds, cached, updates = asyncio.run(
+            ask_all(frameworks, pythons, gpus, env, kept, on_done)
+        )
+        if updates:
+            save_cache(path, updates)
         return Diagnosis(
             frameworks=frameworks,
             results=results,
@@ -103,6 +369,8 @@ def diagnose() -> Diagnosis:
             gpus=gpus,
             telemetry=str(sampler.status),
             nvml=sampler.nvml is not None,
+            seconds=seconds,
+            cached=cached,
         )
     finally:
         sampler.stop()
