@@ -102,7 +102,7 @@ def test_missing_and_failed_cells(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert any(d.startswith("image_size: 299 vs 128") for d in cmp.differences)
     assert main(["compare", str(a), str(b), "--fail-above", "1000"]) == 1
     captured = capsys.readouterr()
-    assert "The sessions differ in:" in captured.out and "image_size" in captured.out
+    assert "The sessions differ in (A vs B):" in captured.out and "image_size" in captured.out
     assert "FAIL: ResNet50 · tf.keras: B has no result (failed)" in captured.err
 
 

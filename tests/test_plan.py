@@ -75,7 +75,9 @@ def test_model_groups_expand_in_place_without_repeats() -> None:
 
     assert models_named(["study"]) == catalog.STUDY_MODELS
     assert models_named(["resnet50", "study"])[:2] == ["resnet50", "inception_v3"]
-    assert len(models_named(["study", "study"])) == 7
+    assert models_named(["all", "study"]) == catalog.MODEL_ORDER  # groups that overlap: each model once
+    with pytest.raises(PlanError, match="names 'study' twice"):  # a name given twice is a slip: said
+        models_named(["study", "study"])
     assert models_named(["all"]) == catalog.MODEL_ORDER
     modern = models_named(["modern"])
     assert {"efficientnet_b0", "convnext_tiny", "vit_b_16", "gpt2", "resnet50_v1_5"} <= set(modern)

@@ -50,7 +50,7 @@ def test_sessions_lists_newest_first(root: Path, capsys: pytest.CaptureFixture[s
     assert out.index("20260102T000000Z_beta") < out.index("20260101T000000Z_alpha")
     for text in (
         "NVIDIA H100 80GB HBM3",
-        "torch,tensorflow",
+        "torch, tensorflow",  # a space after each comma: a narrow column wraps between ids
         "resnet50",
         "densenet121",
         "complete",

@@ -256,7 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the command to run and watch (none: telemetry only)",
     )
 
-    sub.add_parser("doctor", help="what is installed, what each framework sees, NVML status")
+    doctor = sub.add_parser("doctor", help="what is installed, what each framework sees, NVML status")
+    doctor.add_argument(
+        "--fresh",
+        "--no-cache",
+        action="store_true",
+        help="ask every framework again instead of using the answers kept since nothing changed",
+    )
 
     parity = sub.add_parser(
         "parity",

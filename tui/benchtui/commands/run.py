@@ -16,6 +16,7 @@ def _csv(text: str) -> list[str]:
 def plan_from_args(args: argparse.Namespace) -> Any:
     """Build and validate a Plan from parsed flags (raises PlanError)."""
     from benchtui.core.plan.plan import Plan, PlanError, from_preset, models_named
+    from benchtui_runners import catalog
 
     plan = from_preset(args.preset) if args.preset else Plan()
     overrides: dict[str, Any] = {}
@@ -80,7 +81,17 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     if args.batch_size == "auto":
         plan.batch_auto, plan.batch_sizes = True, {}
     elif args.batch_size is not None:
-        plan.batch_sizes = _batch_sizes(args.batch_size, plan.models, PlanError)
+        sizes = _batch_sizes(args.batch_size, plan.models, PlanError)
+        for key in sizes:
+            model = key.rpartition(":")[2]
+            if model in catalog.MODELS and model not in plan.models:
+                # A size for a model the plan does not run is a typo or a forgotten --models entry.
+                raise PlanError(
+                    f"--batch-size names {model}, which the plan does not run (its models: "
+                    f"{', '.join(plan.models)}): add it to --models, or leave its size out"
+                )
+        # Named sizes replace the preset's for those models only; one size for all replaces them all.
+        plan.batch_sizes = {**plan.batch_sizes, **sizes} if "=" in args.batch_size else sizes
     for item in args.python:
         fw, sep, path = item.partition("=")
         if not sep or not path:
@@ -209,9 +220,14 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from benchtui.app import replay_app
-    from benchtui.core.store.session import resolve_session
+    from benchtui.core.store.session import SessionFolder, resolve_session
 
     if not args.speed > 0:
         raise BadInput(f"--speed must be positive, got {args.speed}")
-    return replay_app(resolve_session(args.session, args.sessions_dir), speed=args.speed)
+    path = resolve_session(args.session, args.sessions_dir)
+    # Checked before the app takes the terminal: a folder that is not a session is one line on stderr
+    # (SessionError), not an error drawn on the alternate screen and gone when it closes.
+    SessionFolder.open(path).read_plan()
+    from benchtui.app import replay_app
+
+    return replay_app(path, speed=args.speed)

@@ -321,6 +321,14 @@ class Plan:
                 raise PlanError(f"unknown framework {fw!r}; choose from {', '.join(catalog.FRAMEWORKS)}")
         if not self.models:
             raise PlanError("no model chosen")
+        # A repeat would run under the same run ids twice, and compare a framework with itself.
+        for flag, names, what in (
+            ("--frameworks", self.frameworks, "framework"),
+            ("--models", self.models, "model"),
+        ):
+            twice = repeated(names)
+            if twice is not None:
+                raise PlanError(f"{flag} names {twice!r} twice: each {what} once")
         self.register_models()
         for model in self.models:
             if model == catalog.WATCH_MODEL:
@@ -584,8 +592,24 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def repeated(names: list[Any]) -> str | None:
+    """The first name that ``names`` holds twice (None when each is there once)."""
+    seen: set[str] = set()
+    for name in names:
+        if isinstance(name, str):  # anything else is refused by the checks of what it names
+            if name in seen:
+                return name
+            seen.add(name)
+    return None
+
+
 def models_named(names: list[str]) -> list[str]:
-    """``--models``: model ids, and group names (all, study, modern) expanded in place, without repeats."""
+    """``--models``: model ids, and group names (all, study, modern) expanded in place, a model a group
+    shares with another name once (PlanError: a name given twice)."""
+    twice = repeated(names)
+    if twice is not None:
+        what = "group" if twice in catalog.MODEL_GROUPS else "model"
+        raise PlanError(f"--models names {twice!r} twice: name each {what} once")
     out: list[str] = []
     for name in names:
         for model in catalog.MODEL_GROUPS.get(name, [name]):

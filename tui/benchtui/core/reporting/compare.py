@@ -9,6 +9,7 @@ from typing import Any
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, mixed_devices, pair_groups, timing_groups
 from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
+from benchtui.core.model.summary import OTHER_LOAD_WARN_CORES
 from benchtui.core.plan.plan import command_text
 from benchtui.core.store.session import LoadedSession, load_session
 
@@ -27,7 +28,10 @@ PLAN_FIELDS = (
     "cudnn_autotune",
     "channels_last",
     "num_classes",
+    "order",  # interleaved or grouped: how drift in clocks and temperature falls on the frameworks
 )
+#: Other processes' CPU use (cores) that sets two sessions apart: as much as the summary warns of.
+LOAD_DIFFERENCE_CORES = OTHER_LOAD_WARN_CORES
 
 
 @dataclass
@@ -146,6 +150,25 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
     db = {g.get("driver") for g in b.meta.get("gpus") or []}
     if ga == gb and da != db:
         out.append(f"driver: {', '.join(map(str, da))} vs {', '.join(map(str, db))}")
+    ca, cb = _cpu(a.meta), _cpu(b.meta)
+    if ca != cb:
+        out.append(f"CPU: {ca} vs {cb}")
+    la, lb = _other_load(a), _other_load(b)
+    if la is not None and lb is not None and abs(la - lb) >= LOAD_DIFFERENCE_CORES:
+        out.append(f"other processes' CPU use: {la:.1f} vs {lb:.1f} cores (the busiest run of each)")
+    ma, mb = a.plan.memory_limit_mb, b.plan.memory_limit_mb
+    if ma != mb:
+        out.append(f"memory limit: {_megabytes(ma)} vs {_megabytes(mb)}")
+    for fw in [fw for fw in a.plan.frameworks if fw in b.plan.frameworks]:
+        ta, tb = _threads(a, fw), _threads(b, fw)
+        if ta != tb:
+            out.append(f"{framework_label(fw)} threads: {ta} vs {tb}")
+        ia, ib = (
+            (p.python.get(fw) if isinstance(p.python, dict) else None) or "its default environment"
+            for p in (a.plan, b.plan)
+        )
+        if ia != ib:
+            out.append(f"{framework_label(fw)} interpreter: {ia} vs {ib}")
     ea = a.model.summary().get("frameworks") or {}
     eb = b.model.summary().get("frameworks") or {}
     for fw in sorted(set(ea) & set(eb)):
@@ -154,6 +177,41 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
             if va.get(lib) != vb.get(lib):
                 out.append(f"{framework_label(fw)} {lib}: {va.get(lib)} vs {vb.get(lib)}")
     return [fmt.clean(d) for d in out]
+
+
+def _cpu(meta: dict[str, Any]) -> str:
+    """The host's CPU as session.json records it: its model and the cores the system has."""
+    host = meta.get("host")
+    if not isinstance(host, dict):
+        host = {}
+    model, count = host.get("cpu_model"), host.get("cpu_count")
+    cores = f"{count} core{'s' if count != 1 else ''}" if isinstance(count, int) else "cores not recorded"
+    return f"{model or 'model not recorded'} ({cores})"
+
+
+def _other_load(loaded: LoadedSession) -> float | None:
+    """What other processes kept busy on the CPU (cores) during the session's busiest run (None: not sampled)."""
+    loads = [r.other_cpu for r in loaded.model.runs.values() if r.other_cpu is not None]
+    return max(loads) if loads else None
+
+
+def _megabytes(mb: object) -> str:
+    if isinstance(mb, int) and not isinstance(mb, bool):
+        return f"{mb:,} MB" if mb else "none"
+    return str(mb)  # a hand-edited file: said as it is
+
+
+def _threads(loaded: LoadedSession, fw: str) -> str:
+    """The CPU threads a framework's ops ran on: what its runner reported, else what the plan asked."""
+    for run in loaded.model.runs.values():
+        if run.spec.framework == fw and run.hello:
+            settings = run.hello.get("settings") or {}
+            config = run.hello.get("config") or {}
+            for value in (settings.get("intra_op_threads"), config.get("threads")):
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return str(value)
+            break
+    return str(loaded.plan.threads) if loaded.plan.threads else "the framework's default"
 
 
 def compare_sessions(

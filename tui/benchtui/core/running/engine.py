@@ -191,21 +191,27 @@ class Engine(Pausable):
     async def run(self) -> str:
         """Run the whole plan; return the session status (complete / failed / interrupted)."""
         self._begin()
-        unavailable: dict[tuple[str, str], str] = {}
+        # A model its framework lacks (PNASNet in Keras) is unavailable from the start: never queued as
+        # a run to come, never "skipped" when the session stops before its turn.
+        lacking = {spec.run_id: catalog.available(spec.framework, spec.model) for spec in self.specs}
+        unavailable: dict[tuple[str, str], str] = {}  # cells whose runner said so: their other runs too
         try:
+            for spec in self.specs:
+                ok, reason = lacking[spec.run_id]
+                if not ok:
+                    self._parent_event("run_end", spec.run_id, status="unavailable", reason=reason)
             if self.plan.batch_auto:
                 await self._search_batches()
             for spec in self.specs:
                 cell = (spec.framework, spec.model)
-                ok, reason = catalog.available(spec.framework, spec.model)
+                if not lacking[spec.run_id][0]:
+                    continue
                 if self._cancelled:
                     self._parent_event(
                         "run_end", spec.run_id, status="skipped", reason="session interrupted before this run"
                     )
-                elif not ok or cell in unavailable:
-                    self._parent_event(
-                        "run_end", spec.run_id, status="unavailable", reason=reason or unavailable[cell]
-                    )
+                elif cell in unavailable:
+                    self._parent_event("run_end", spec.run_id, status="unavailable", reason=unavailable[cell])
                 elif cell in self._no_fit:
                     self._parent_event("run_end", spec.run_id, status="failed", reason=self._no_fit[cell])
                 elif spec.model in self._skip:

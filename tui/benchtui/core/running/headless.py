@@ -15,10 +15,13 @@ from benchtui.core.model import analysis
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.status import status_style
 from benchtui.core.model.summary import SessionModel
-from benchtui.core.plan.plan import Plan, command_text
+from benchtui.core.plan.devices import place
+from benchtui.core.plan.estimate import long_cpu_warning
+from benchtui.core.plan.plan import Plan, PlanError, command_text
 from benchtui.core.running.session_run import exit_code, start_session, stop_on_signals
 from benchtui.core.store.session import SessionWriter
 from benchtui_runners import catalog
+from benchtui_runners.config import usable_cores
 
 
 def _shown(text: object) -> str:
@@ -72,6 +75,15 @@ def _probe_line(event: dict[str, Any]) -> str:
     )
 
 
+def _long_on_cpu(plan: Plan, gpus: list[dict[str, Any]]) -> str:
+    """The warning for a plan that will take very long on the CPU it resolves to ('' for a GPU, or a short one)."""
+    try:
+        placement = place(plan.device, gpus, plan.devices, plan.device_ids)
+    except PlanError:
+        return ""  # the engine says why when it starts
+    return long_cpu_warning(plan, usable_cores()) if placement.kind == "cpu" else ""
+
+
 #: Shows the result at the end of a run: (the session's summary: rows and verdicts, title).
 SummaryCallback = Callable[[dict[str, Any], str], None]
 
@@ -86,8 +98,11 @@ def run_headless(
         err = Console(stderr=True, width=200)
     session = start_session(plan, writer=writer, use_nvml=use_nvml)
     engine = session.engine
-    err.print(f"[bold]benchtui[/] session [cyan]{_shown(writer.path)}[/] · {_shown(session.sampler.status)}")
     watch = bool(plan.watch)
+    warning = "" if watch else _long_on_cpu(plan, session.sampler.gpus())
+    if warning:  # said, never refused: scripts start long plans on purpose
+        err.print(f"[yellow]benchtui: warning: {_shown(warning)}[/]", soft_wrap=True)
+    err.print(f"[bold]benchtui[/] session [cyan]{_shown(writer.path)}[/] · {_shown(session.sampler.status)}")
     if watch:
         what = command_text(plan.watch.get("command") or [])
         err.print(

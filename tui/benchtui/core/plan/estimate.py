@@ -1,0 +1,92 @@
+"""How long a plan will take on a CPU, roughly: enough to say "days" before a headless run starts."""
+
+from __future__ import annotations
+
+from benchtui.core.plan.plan import Plan, run_order
+from benchtui_runners import catalog
+
+#: Forward FLOPs of one sample at the size given (billions; twice the multiply-adds that model cards list).
+#: Only the order of magnitude matters: the estimate says "hours" or "days", never a minute count.
+FORWARD_GFLOPS: dict[str, tuple[float, int]] = {  # model: (GFLOPs, at this image size)
+    "inception_v3": (11.4, 299),
+    "resnet50": (8.2, 224),
+    "resnet50_v1_5": (8.2, 224),
+    "resnet101": (15.6, 224),
+    "resnet152": (23.0, 224),
+    "densenet121": (5.7, 224),
+    "densenet169": (6.7, 224),
+    "densenet201": (8.6, 224),
+    "inception_resnet_v2": (26.4, 299),
+    "nasnet_large": (47.6, 331),
+    "pnasnet_large": (50.0, 331),
+    "vgg16": (31.0, 224),
+    "mobilenet_v3_large": (0.44, 224),
+    "efficientnet_b0": (0.78, 224),
+    "efficientnet_b3": (3.7, 300),
+    "efficientnet_v2_s": (16.7, 384),
+    "convnext_tiny": (8.9, 224),
+    "vit_b_16": (35.0, 224),
+    "vit_ti_16": (2.5, 224),
+}
+#: What one core sustains training a network, at best (billions of FLOP/s): a generous figure, so that
+#: the estimate errs short and "likely N or more" stays true.
+CPU_GFLOPS_PER_CORE = 25.0
+#: Starting a runner, importing its framework and building the model, per run (seconds).
+RUN_OVERHEAD_S = 10.0
+#: A CPU plan estimated to take longer than this is worth a warning before it starts.
+LONG_PLAN_S = 3600.0
+
+
+def sample_gflops(plan: Plan, model: str) -> float | None:
+    """FLOPs of one sample's step of ``model`` under ``plan`` (billions; None: not known, a user's model)."""
+    info = catalog.MODELS.get(model)
+    if info is None:
+        return None
+    steps = 3.0 if plan.task == "train" else 1.0  # a backward pass costs about twice the forward
+    if info.kind == "tokens":
+        arch = info.config
+        layers, width, vocab = int(arch["layers"]), int(arch["width"]), int(arch["vocab"])
+        tokens = plan.seq_len or info.context
+        # Per token: the blocks' matrices (12 width² per layer), the attention over the sequence, the head.
+        per_token = 2 * (12 * layers * width**2 + layers * tokens * width + vocab * width)
+        return steps * tokens * per_token / 1e9
+    known = FORWARD_GFLOPS.get(model)
+    if known is None:
+        return None
+    gflops, size = known
+    return steps * gflops * (plan.image_size / size) ** 2
+
+
+def cpu_seconds(plan: Plan, cores: int) -> float:
+    """A rough duration of ``plan`` on ``cores`` CPU cores (seconds; ``--threads`` uses fewer): the runs its
+    frameworks can make, each its samples times its epochs, plus each run's start; models of unknown cost
+    (a user's own) count their start only."""
+    rate = CPU_GFLOPS_PER_CORE * max(1, min(plan.threads, cores) if plan.threads else cores)
+    total = 0.0
+    for spec in run_order(plan):
+        if not catalog.available(spec.framework, spec.model)[0]:
+            continue
+        per_sample = sample_gflops(plan, spec.model) or 0.0
+        total += RUN_OVERHEAD_S + per_sample * plan.samples * plan.epochs / rate
+    return total
+
+
+def duration_words(seconds: float) -> str:
+    """'3 days', '5 hours', '2 weeks': a duration at the precision an estimate has."""
+    for unit, size in (("week", 7 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            n = round(seconds / size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return "under a minute"
+
+
+def long_cpu_warning(plan: Plan, cores: int) -> str:
+    """One line warning that ``plan`` will likely take very long on this CPU ('' when it will not)."""
+    seconds = cpu_seconds(plan, cores)
+    if seconds < LONG_PLAN_S:
+        return ""
+    n, unit = (plan.threads, "thread") if plan.threads else (max(1, cores), "core")
+    return (
+        f"on this CPU ({n} {unit}{'s' if n != 1 else ''}) this plan likely takes "
+        f"{duration_words(seconds)} or more; --preset quick measures both frameworks in about two minutes"
+    )
