@@ -79,9 +79,10 @@ def test_md_has_the_study_tables_with_values(session: Path, summary: dict[str, A
 
 def test_md_ratio_environment_and_escaping(session: Path, tmp_path: Path) -> None:
     md = _export(session, "md", tmp_path)
-    compared = md.split("## Frameworks compared")[1].split("##")[0]
+    compared = md.split("## The verdict: frameworks compared")[1].split("##")[0]
     assert re.search(
-        r"\| ResNet50 \| PyTorch \d\.\d\d× faster than tf\.keras \(95% CI \d\.\d\d–\d\.\d\d\)", compared
+        r"\| ResNet50 \| \*\*PyTorch \d\.\d\d× faster than tf\.keras \(95% CI \d\.\d\d–\d\.\d\d\)\*\*",
+        compared,
     )
     env = md.split("## Environment")[1]
     for text in (
@@ -213,7 +214,7 @@ def test_html_is_self_contained_and_escaped(session: Path, tmp_path: Path) -> No
     assert "&lt;b&gt;tried&lt;/b&gt;" in html and "<b>tried" not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html  # the failed run's log tail
     for text in (
-        "Frameworks compared",
+        "The verdict: frameworks compared",
         "GPU utilization over time",
         "GPU memory over time",
         "ResNet50: time per batch over a run",

@@ -104,9 +104,9 @@ def test_one_verdict_in_every_view(session: Path, tmp_path: Path, capsys: pytest
     assert text in capsys.readouterr().out
     terminal.print_result(summary, "headless")
     out = capsys.readouterr().out
-    # The table, then the verdict closes the output (with the note on how to read it).
-    assert out.index("Images/s") < out.index("The verdict") < out.index(text)
-    assert out.rstrip().endswith("'not significant' when the CI contains 1.")
+    # The answer opens the output (with the note on how to read it), the table follows.
+    assert out.index("headless") < out.index("The verdict") < out.index(text) < out.index("Images/s")
+    assert out.index("'not significant' when the CI contains 1.") < out.index("Images/s")
 
     # Every export.
     for fmt in ("md", "html", "json"):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 NA = "N/A"
@@ -93,6 +96,48 @@ def tflops_with_peak(value: float | None, fraction: float | None) -> str:
     """'123 (45%)' when the GPU's peak is known, else '123'."""
     text = tflops(value)
     return f"{text} ({percent(fraction)})" if value is not None and fraction is not None else text
+
+
+@dataclass(frozen=True)
+class FlopUnit:
+    """The unit a column of achieved FLOP rates is shown in: its name, and how many of it make one TFLOP/s."""
+
+    name: str = "TFLOP/s"
+    per_tflop: float = 1.0
+
+    def text(self, tflops_value: float | None) -> str:
+        """A rate given in TFLOP/s, in this unit with three significant digits: '6.07' (GFLOP/s), '1,234'."""
+        if tflops_value is None:
+            return "–"
+        value = tflops_value * self.per_tflop
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return tflops(value)
+
+    def with_peak(self, tflops_value: float | None, fraction: float | None) -> str:
+        """'123 (45%)' when the GPU's peak is known, else '123'; in this unit."""
+        text = self.text(tflops_value)
+        return f"{text} ({percent(fraction)})" if tflops_value is not None and fraction is not None else text
+
+
+#: The units of achieved FLOP rates, largest first. Not beyond TFLOP/s: GPU peaks are said in it.
+FLOP_UNITS = (FlopUnit("TFLOP/s", 1.0), FlopUnit("GFLOP/s", 1e3), FlopUnit("MFLOP/s", 1e6))
+
+
+def flop_unit(tflops_values: Iterable[float | None]) -> FlopUnit:
+    """The one unit of a column of FLOP rates (given in TFLOP/s), so its rows compare at a glance: the
+    largest in which the column's largest value is at least 1 ('6.07 GFLOP/s' on a CPU, not '0.00607
+    TFLOP/s'); TFLOP/s for a column without a value."""
+    values = [abs(v) for v in tflops_values if isinstance(v, (int, float)) and math.isfinite(v) and v != 0]
+    if not values:
+        return FLOP_UNITS[0]
+    top = max(values)
+    return next((u for u in FLOP_UNITS if top * u.per_tflop >= 1), FLOP_UNITS[-1])
+
+
+def device_flop_unit(cpu: bool) -> FlopUnit:
+    """The unit of a live table's FLOP rates, fixed before any is known: GFLOP/s on a CPU, TFLOP/s on a GPU."""
+    return FLOP_UNITS[1] if cpu else FLOP_UNITS[0]
 
 
 # -- text from files and runners, made safe to show -------------------------------------------

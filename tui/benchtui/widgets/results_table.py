@@ -37,8 +37,10 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("excl", "Epoch\nexcl.1st", True),
     ("build", "Build\n", False),
     ("peak", "Peak\nmemory", True),
-    ("tflops", "TFLOP/s\n(% peak)", False),
+    ("tflops", "TFLOP/s\n(% peak)", False),  # the unit is the session's (``flop_unit``): GFLOP/s on a CPU
 )
+#: Not a column: the unit of the FLOP rate column, the same in every row (the header says it).
+UNIT_KEY = "tflops_unit"
 
 Cell = tuple[str, str]  # (text, style): compared as plain data, turned into Text when changed
 #: The throughput column's header by the kinds of model in the table: images, tokens, or both
@@ -66,6 +68,25 @@ def rate_text(samples_per_s: float | None, tokens: int, mixed: bool, kind: str =
     if tokens:
         return fmt.rate(samples_per_s * tokens) + (" tok" if mixed else "")
     return fmt.rate(samples_per_s) + (RATE_UNITS.get(kind, " img") if mixed else "")
+
+
+def flop_unit(model: SessionModel) -> fmt.FlopUnit:
+    """The unit of the table's FLOP rates: GFLOP/s when the runs train on a CPU, TFLOP/s on a GPU; fixed by
+    the device (the runners' word, else the plan's), not by the figures, so the header does not jump as
+    they come."""
+    kinds = {
+        device.get("type")
+        for run in model.runs.values()
+        if isinstance(device := run.hello.get("device"), dict) and device.get("type")
+    }
+    if kinds:
+        return fmt.device_flop_unit(cpu="cuda" not in kinds)
+    return fmt.device_flop_unit(cpu=model.plan.device == "cpu")
+
+
+def flop_header(unit: str) -> str:
+    """The FLOP rate column's header: '(% peak)' under TFLOP/s only (a GPU's; a CPU has no peak here)."""
+    return f"{unit}\n(% peak)" if unit == "TFLOP/s" else f"{unit}\n"
 
 
 def latency_text(sorted_seconds: Any) -> str:
@@ -203,6 +224,8 @@ def _cell_values(
     tokens = int(row.get("tokens_per_sample") or 0)
     mixed = len({catalog.MODELS[m].kind for m in model.plan.models if m in catalog.MODELS}) > 1
     kind = info.kind if info is not None else "image"
+    unit = flop_unit(model)
+    values[UNIT_KEY] = (unit.name, "")
     if live is not None and not row["runs"]:
         # No finished run yet: show the live run's figures so far.
         figures = live.figures()
@@ -222,7 +245,7 @@ def _cell_values(
             excl=(fmt.seconds(figures["mean_epoch_excl_first_s"]), ""),
             build=(fmt.seconds(figures["build_s"]), ""),
             peak=(fmt.bytes_(live.peak_bytes) if live.peak_bytes is not None else "–", ""),
-            tflops=(model.live_figures(live)["text"], "cyan"),
+            tflops=(_live_flops(model, live, unit), "cyan"),
         )
         return values
     ips = row.get("images_per_s")
@@ -231,10 +254,10 @@ def _cell_values(
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
         bs = run_batch_size(live, model, model_id)
         values["ips"] = (rate_text(bs / recent if recent else None, tokens, mixed, kind), "cyan")
-        values["tflops"] = (model.live_figures(live)["text"], "cyan")
+        values["tflops"] = (_live_flops(model, live, unit), "cyan")
     else:
         values["ips"] = (rate_text(ips, tokens, mixed, kind), "")
-        values["tflops"] = (fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
+        values["tflops"] = (unit.with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
     peak = row.get("peak_memory_bytes")
     if inference:  # the summary's latency percentiles, as every export has them
         p50, p90, p99 = (row.get(f"latency_{p}_s") for p in ("p50", "p90", "p99"))
@@ -252,6 +275,12 @@ def _cell_values(
         peak=(fmt.bytes_(peak) if peak is not None else "–", ""),
     )
     return values
+
+
+def _live_flops(model: SessionModel, run: RunState, unit: fmt.FlopUnit) -> str:
+    """A live run's FLOP rate so far (its last batches), with its share of the GPU's peak, in ``unit``."""
+    figures = model.live_figures(run)
+    return unit.with_peak(figures["tflops"], figures["peak_fraction"])
 
 
 class ResultsTable(DataTable):
@@ -280,6 +309,7 @@ class ResultsTable(DataTable):
             key for key, _, _ in COLUMNS if key not in ("latency", "devices")
         )
         self._rate_header = "img/s\n"
+        self._flop_header = flop_header("TFLOP/s")
 
     @property
     def compact(self) -> bool:
@@ -301,7 +331,7 @@ class ResultsTable(DataTable):
         for key, label, _ in COLUMNS:
             if key in self.columns_shown:
                 justify: JustifyMethod = "left" if key in ("model", "framework", "state") else "right"
-                header = self._rate_header if key == "ips" else label
+                header = {"ips": self._rate_header, "tflops": self._flop_header}.get(key, label)
                 self.add_column(Text(header, justify=justify), key=key)
         self._columns_built = True
 
@@ -312,10 +342,12 @@ class ResultsTable(DataTable):
         batch), and the throughput header names what the rows' models process.
         """
         if rows:
-            keys = frozenset(next(iter(rows.values())))
+            first = next(iter(rows.values()))
+            keys = frozenset(first) - {UNIT_KEY}
             header = rate_header([key.split("|", 1)[0] for key in rows])
-            if keys != self._keys or header != self._rate_header:
-                self._keys, self._rate_header = keys, header
+            flops = flop_header(first[UNIT_KEY][0]) if UNIT_KEY in first else self._flop_header
+            if keys != self._keys or header != self._rate_header or flops != self._flop_header:
+                self._keys, self._rate_header, self._flop_header = keys, header, flops
                 self._columns_built = False
         if not self._columns_built:
             self._build_columns()

@@ -93,6 +93,8 @@ EFFICIENCY_COLUMNS = (
 )
 #: Data parallel (additive): the devices a row's runs trained on, and the samples of one step over all of them.
 DEVICE_COLUMNS = ("devices", "global_batch")
+#: Where the session ran (additive): the host's CPU model as session.json recorded it ('' before it did).
+HOST_COLUMNS = ("cpu_model",)
 RATIO_COLUMNS = (
     "vs_framework",
     "time_ratio",
@@ -126,6 +128,7 @@ def summary_columns() -> list[str]:
     # Added with modern workloads: after every older column, so a reader by position still works.
     cols += [*WORKLOAD_COLUMNS, *PARITY_COLUMNS]
     cols += DEVICE_COLUMNS  # added with data parallel, after every older column
+    cols += HOST_COLUMNS  # added with the CPU model, after every older column
     return cols
 
 
@@ -220,7 +223,10 @@ def write(report: Report, fh: IO[str]) -> None:
     cols = summary_columns()
     writer = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
+    host = report.session.meta.get("host")
+    cpu_model = host.get("cpu_model") if isinstance(host, dict) else None
     for rec in summary_records(report.summary):
+        rec["cpu_model"] = cpu_model
         writer.writerow({k: csv_value(rec.get(k)) for k in cols})
 
 

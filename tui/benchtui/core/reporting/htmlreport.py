@@ -8,12 +8,20 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from benchtui.core import fmt
-from benchtui.core.model.analysis import epochs_of, framework_label, model_label, steady_batches
+from benchtui.core.model.analysis import epochs_of, framework_label, model_label
 from benchtui.core.model.parity import marked
-from benchtui.core.model.stats import median
 from benchtui.core.model.why import CATEGORY_LABELS, PROFILE_CATEGORIES, ms
 from benchtui.core.reporting.files import holds_file, read_tail
-from benchtui.core.reporting.model import CI_NOTE, DEVICES_NOTE, Report, Table, Why, row_flagged
+from benchtui.core.reporting.model import (
+    ANSWER_TITLE,
+    CI_NOTE,
+    DEVICES_NOTE,
+    Report,
+    Table,
+    Why,
+    grouped_problems,
+    row_flagged,
+)
 from benchtui.core.reporting.plots import (
     CATEGORY_COLORS,
     Band,
@@ -24,6 +32,7 @@ from benchtui.core.reporting.plots import (
     bar_chart,
     color_for,
     line_chart,
+    run_dash,
     scaling_chart,
     stacked_bars,
 )
@@ -87,11 +96,9 @@ def log_tail(report: Report, run_id: str, limit: int = LOG_TAIL_BYTES) -> str:
 
 # -- tables ---------------------------------------------------------------------------
 def _status_cell(row: dict[str, Any]) -> str:
+    """A cell's status; its reason is under "Failures and gaps", said once for the cells that share it."""
     status = row.get("status", "")
-    text = f'<span class="{_e(status)}">{_e(status)}</span>'
-    if row.get("reason"):
-        text += f" {_e(row['reason'])}"
-    return text
+    return f'<span class="{_e(status)}">{_e(status)}</span>' + (" *" if row.get("reason") else "")
 
 
 def _figure(text: str, fit: bool) -> str:
@@ -291,10 +298,17 @@ def _parity_table(report: Report) -> str:
     return _table(report.parity, [report.parity.note, *report.parity_notes])
 
 
+def _cores(value: Any) -> str:
+    """Cores busy, '0.42 cores'; '–' when not sampled."""
+    return f"{value:.2f} cores" if isinstance(value, (int, float)) else "–"
+
+
 def _detail_table(summary: dict[str, Any]) -> str:
+    """Per cell: batch, runs, median batch and its spread, peak memory, the CPU other processes used
+    while its runs trained (the most of its runs' means), status."""
     head = (
         "<table><tr><th>Model</th><th>Framework</th><th>Batch</th><th>Runs</th><th>Median batch (s)</th>"
-        "<th>Batch IQR/median</th><th>Peak memory</th><th>Status</th></tr>"
+        "<th>Batch IQR/median</th><th>Peak memory</th><th>Other processes' CPU</th><th>Status</th></tr>"
     )
     parts = [head]
     for row in summary["rows"]:
@@ -308,40 +322,81 @@ def _detail_table(summary: dict[str, Any]) -> str:
             f'<td class="num">{_e(fmt.seconds(batch.get("median"), 4))}</td>'
             f'<td class="num">{"–" if ratio is None else _e(f"{ratio:.1%}")}</td>'
             f'<td class="num">{_e(fmt.bytes_(row.get("peak_memory_bytes")))}</td>'
+            f'<td class="num">{_e(_cores(row.get("other_cpu_cores")))}</td>'
             f"<td>{_status_cell(row)}</td></tr>"
         )
     parts.append("</table>")
     return "".join(parts)
 
 
-def _ratio_table(report: Report) -> str:
-    ratios = report.ratios
-    if not ratios:
-        return '<p class="note">Only one framework has results: nothing to compare.</p>'
-    parts = ["<table><tr><th>Model</th><th>Result</th><th>From</th></tr>"]
-    for r in ratios:
-        cls = "ns" if r.get("significant") is False else "sig"
+#: The class of a verdict's cell: significant, not (or without a CI), no ratio, one framework alone.
+_VERDICT_CLASS = {"refused": "unavailable", "none": "unavailable", "alone": ""}
+
+
+def _answer(report: Report) -> str:
+    """What the report opens with: the verdict per model (its caveats in it), how to read it, and one chart."""
+    answer = report.answer
+    if not answer.verdicts:
+        return ""
+    parts = [f"<h2>The answer</h2><h3>{_e(ANSWER_TITLE)}</h3>"]
+    parts.append("<table><tr><th>Model</th><th>Result</th><th>From</th></tr>")
+    for v in answer.verdicts:
+        cls = _VERDICT_CLASS.get(v.kind, "sig" if v.significant else "ns")
         parts.append(
-            f"<tr><td>{_e(marked(model_label(r['model']), bool(r.get('parity_flagged'))))}</td>"
-            f'<td class="{cls}">{_e(r["text"])}</td>'
-            f"<td>{_e(r['basis_label'])}</td></tr>"
+            f"<tr><td>{_e(v.label)}</td>"
+            + (f'<td class="{cls}">' if cls else "<td>")
+            + f"{_e(v.text)}</td><td>{_e(v.basis or '–')}</td></tr>"
         )
     parts.append("</table>")
-    parts.append('<p class="note">A difference is <i>not significant</i> when its 95% CI contains 1.</p>')
-    return "".join(parts)
+    if answer.note:
+        parts.append(f'<p class="note">{_e(answer.note)}</p>')
+    return "".join(parts) + _answer_chart(report)
+
+
+def _answer_chart(report: Report) -> str:
+    """Per model, each framework's time per sample over the first framework's, in the framework colours,
+    its 95% CI as a whisker: the ratio of the verdict, at a glance ('' when no model has one)."""
+    verdicts = [v for v in report.answer.verdicts if v.compared and v.ratio is not None]
+    if not verdicts:
+        return ""
+    frameworks = list(report.session.plan.frameworks)
+    groups: list[tuple[str, list[Bar]]] = []
+    for model in dict.fromkeys(v.model for v in verdicts):
+        mine = [v for v in verdicts if v.model == model]
+        bars = [Bar(mine[0].base, 1.0)]
+        for v in mine:
+            low, high = v.ci if v.ci is not None else (None, None)
+            bars.append(Bar(v.framework, v.ratio, low, high))
+        groups.append((mine[0].label, bars))
+    keys = list(dict.fromkeys(b.series for _, bars in groups for b in bars))
+    colors = {fw: color_for(fw, frameworks.index(fw) if fw in frameworks else i) for i, fw in enumerate(keys)}
+    labels = {fw: framework_label(fw) for fw in keys}
+    bases = {v.base for v in verdicts}
+    base = framework_label(next(iter(bases))) if len(bases) == 1 else "each model's first framework"
+    one = report.answer.unit
+    return (
+        "<figure>"
+        + bar_chart(
+            f"Time per {one} relative to {base} (lower is faster)",
+            groups,
+            colors,
+            labels,
+            f"time per {one} ÷ {base}'s",
+            desc=f"bars: each framework's time per {one} over {base}'s (1: the same speed); whiskers: 95% CI",
+        )
+        + "</figure>"
+    )
 
 
 def _problems(report: Report) -> str:
     loaded = report.session
     if not report.problems:
         return ""
-    parts = [
-        "<h2>Failures and gaps</h2><table><tr><th>Model</th><th>Framework</th><th>Status</th><th>Reason</th></tr>"
-    ]
-    for p in report.problems:
+    parts = ["<h2>Failures and gaps</h2><table><tr><th>Cells</th><th>Status</th><th>Reason</th></tr>"]
+    frameworks = [framework_label(fw) for fw in loaded.plan.frameworks]
+    for cells, status, reason in grouped_problems(report.problems, frameworks):
         parts.append(
-            f'<tr><td>{_e(p.model)}</td><td>{_e(p.framework)}</td><td class="{_e(p.status)}">{_e(p.status)}</td>'
-            f"<td>{_e(p.reason)}</td></tr>"
+            f'<tr><td>{_e(cells)}</td><td class="{_e(status)}">{_e(status)}</td><td>{_e(reason)}</td></tr>'
         )
     parts.append("</table>")
     for rid, run in loaded.model.runs.items():
@@ -378,36 +433,36 @@ def _bars(loaded: LoadedSession, summary: dict[str, Any], name: str, title: str,
     )
 
 
-def _median_run(runs: list[Any]) -> Any:
-    """The run whose steady batch time is the median of its cell's runs (the typical one)."""
-    scored = [(median(b), r) for r in runs if (b := steady_batches(r) or list(r.batch_seconds))]
-    if not scored:
-        return None
-    scored.sort(key=lambda p: p[0])
-    return scored[(len(scored) - 1) // 2][1]
-
-
 def _batch_plots(loaded: LoadedSession) -> str:
+    """Per model, the time of every batch of every run: a line per run, in its framework's colour, its runs
+    told apart by their dashes (run 1 solid), a legend of the frameworks and of the dashes."""
     plan, model = loaded.plan, loaded.model
     parts = []
     for m in plan.models:
         series: list[Series] = []
         boundaries: list[float] = []
+        colors: dict[str, str] = {}
+        indices: set[int] = set()
         for i, fw in enumerate(plan.frameworks):
-            runs = model.cell_runs(fw, m)
-            ok = [r for r in runs if r.status == "ok"]
-            run = _median_run(ok) or _median_run([r for r in runs if r.batch_seconds])
-            if run is None:
-                continue
-            ys = list(run.batch_seconds)
-            xs = [float(i) for i in range(1, len(ys) + 1)]
-            if not boundaries:
-                epochs = run.batch_epochs
-                boundaries = [k + 0.5 for k in range(1, len(epochs)) if epochs[k] != epochs[k - 1]]
-            label = f"{framework_label(fw)} (run {run.spec.index}{'' if run.status == 'ok' else ', ' + run.status})"
-            series.append(Series(label, xs, ys, color_for(fw, i)))
+            for run in model.cell_runs(fw, m):
+                ys = list(run.batch_seconds)
+                if not ys:
+                    continue
+                xs = [float(k) for k in range(1, len(ys) + 1)]
+                if not boundaries:
+                    epochs = run.batch_epochs
+                    boundaries = [k + 0.5 for k in range(1, len(epochs)) if epochs[k] != epochs[k - 1]]
+                index = run.spec.index
+                status = "" if run.status == "ok" else f", {run.status}"
+                label = f"{framework_label(fw)} run {index}{status}"
+                colors[framework_label(fw)] = color_for(fw, i)
+                indices.add(index)
+                series.append(Series(label, xs, ys, color_for(fw, i), dash=run_dash(index)))
         if not series:
             continue
+        legend: list[tuple[str, str, bool | str]] = [(label, color, False) for label, color in colors.items()]
+        if len(indices) > 1:  # the dashes say which run: one grey entry per run
+            legend += [(f"run {k}", "#868e96", run_dash(k) or False) for k in sorted(indices)]
         parts.append(
             "<figure>"
             + line_chart(
@@ -418,11 +473,20 @@ def _batch_plots(loaded: LoadedSession) -> str:
                 clip_quantile=0.99,
                 vlines=boundaries,
                 max_points=MAX_POINTS,
-                desc="the median run of each framework; the first batch includes compilation",
+                desc="every run of each framework, in its colour, its runs told apart by their dashes; the "
+                "first batch includes compilation",
+                legend_items=legend,
             )
             + "</figure>"
         )
     return "".join(parts) or '<p class="note">No batches were recorded.</p>'
+
+
+def _host_number(sample: dict[str, Any], key: str) -> float | None:
+    """A number of a sample's host reading (the runner's CPU, its memory, the machine's busy cores)."""
+    host = sample.get("host")
+    value = host.get(key) if isinstance(host, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
@@ -526,30 +590,33 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
                 desc="solid: memory used on the GPU; dashed: the runner process's own memory",
             )
         )
+    cpu = [_host_number(s, "cpu_percent") for s in samples]
+    busy = [_host_number(s, "system_busy_cores") for s in samples]
+    # The CPU that other processes used: the machine's busy cores less the runner's (as the app's
+    # "others CPU" and the summary's other_cpu_cores count it): on a shared CPU, the runs' contention.
+    others = [
+        None if b is None or c is None else max(0.0, b - c / 100) for b, c in zip(busy, cpu, strict=True)
+    ]
+    lines = [Series("runner CPU (cores)", xs, [None if c is None else c / 100 for c in cpu], GPU_COLORS[0])]
+    if any(v is not None for v in others):
+        lines.append(Series("other processes' CPU (cores)", xs, others, GPU_COLORS[1], dashed=True))
+    cpu_chart = telemetry_chart(
+        "Runner CPU over time" if len(lines) == 1 else "CPU over time: the runner and the other processes",
+        lines,
+        x_label,
+        "cores busy",
+        desc="solid: the runner's CPU; dashed: every other process's on the machine",
+    )
+    if indices:
+        if len(lines) > 1:  # a GPU session: the host's CPU too, when the machine's was sampled
+            parts.append(cpu_chart)
     else:
-        cpu = [
-            s.get("host", {}).get("cpu_percent") if isinstance(s.get("host"), dict) else None for s in samples
-        ]
-        rss = [s.get("host", {}).get("rss") if isinstance(s.get("host"), dict) else None for s in samples]
+        rss = [_host_number(s, "rss") for s in samples]
         parts.append(
             f'<p class="note">No GPU telemetry ({_e(loaded.meta.get("telemetry") or "not recorded")}): '
-            "the runner's CPU and memory instead.</p>"
+            "the runner's CPU and memory, and the other processes' CPU, instead.</p>"
         )
-        parts.append(
-            telemetry_chart(
-                "Runner CPU over time",
-                [
-                    Series(
-                        "runner CPU (% of one core)",
-                        xs,
-                        [c if isinstance(c, (int, float)) else None for c in cpu],
-                        GPU_COLORS[0],
-                    )
-                ],
-                x_label,
-                "% of one core",
-            )
-        )
+        parts.append(cpu_chart)
         parts.append(
             telemetry_chart(
                 "Runner memory over time",
@@ -557,7 +624,7 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
                     Series(
                         "runner resident memory",
                         xs,
-                        [r / 2**30 if isinstance(r, (int, float)) else None for r in rss],
+                        [None if r is None else r / 2**30 for r in rss],
                         GPU_COLORS[0],
                     )
                 ],
@@ -594,6 +661,7 @@ def render(report: Report) -> str:
     body = [
         f"<h1>benchtui · {_e(title)}</h1>",
         f'<p class="facts">{facts}</p>',
+        _answer(report),
         warn_html,
         "<h2>Results</h2>",
         _study_tables(report),
@@ -602,8 +670,6 @@ def render(report: Report) -> str:
         _efficiency_table(report),
         _parity_table(report),
         _data_parallel(report),
-        "<h2>Frameworks compared</h2>",
-        _ratio_table(report),
         _why(report),
         "<h2>Epoch time per model</h2>",
         "<figure>"

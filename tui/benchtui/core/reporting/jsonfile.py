@@ -19,6 +19,7 @@ def export_dict(report: Report) -> dict[str, Any]:
     """The full summary (rows, ratios) with the session's facts and environment."""
     summary, loaded = report.summary, report.session
     meta = loaded.meta
+    host = meta.get("host")
     return {
         **summary,
         "kind": EXPORT_KIND,
@@ -33,6 +34,8 @@ def export_dict(report: Report) -> dict[str, Any]:
         "environment": {
             "plan": meta.get("plan"),
             "host": meta.get("host"),
+            # The host's CPU (also in "host"), said apart: what a reader of CPU timings looks for first.
+            "cpu_model": host.get("cpu_model") if isinstance(host, dict) else None,
             "gpus": meta.get("gpus") or [],
             "telemetry": meta.get("telemetry"),
             "frameworks": summary.get("frameworks") or {},

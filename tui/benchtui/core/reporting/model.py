@@ -143,8 +143,9 @@ EFFICIENCY_HEADER = [
 EFFICIENCY_NOTE = (  # a training session of images; ``efficiency_note`` words any other
     "FLOPs of one training step (forward + loss + backward; convolution and matmul multiply-adds "
     "counted as 2 FLOPs; element-wise ops and the optimizer update not counted), counted by each "
-    "framework at the run's batch and image size. TFLOP/s: FLOPs per step × the steps of the epochs "
-    "after the first, over their time (the same data as images/s). % of peak: of the GPU's dense peak "
+    "framework at the run's batch and image size. FLOP/s (in the unit its size reads in: TFLOP/s, "
+    "GFLOP/s): FLOPs per step × the steps of the epochs after the first, over their time (the same data "
+    "as images/s). % of peak: of the GPU's dense peak "
     "for the run's precision (NVIDIA datasheets); none on CPU, a MIG slice, a laptop part or an unknown GPU. "
     "J / image: the GPU's energy (NVML's counter) over the epochs after the first, per image; none on CPU."
 )
@@ -279,6 +280,51 @@ class Problem:
     reason: str
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """One line of the answer: a model's verdict (a framework against the first that has results), a pair
+    that got no ratio (different devices), or why the model has none.
+
+    ``text`` is the verdict every view prints, its caveats in it: not significant, one run on a side, no
+    CI, different networks (parity), different devices.
+    """
+
+    model: str  # the model's key
+    label: str  # its label, marked when its frameworks build different networks
+    text: str
+    #: "ratio": two frameworks compared; "refused": a pair on different devices; "alone": one framework
+    #: ran (its throughput is the answer); "none": a framework has no result.
+    kind: str = "ratio"
+    basis: str = ""  # what the ratio is computed from ("epoch times excluding the first"); "" without one
+    significant: bool | None = None  # False: the CI contains 1; None: no CI, or no ratio
+    base: str = ""  # the frameworks compared (keys): the ratio is ``framework``'s time over ``base``'s
+    framework: str = ""
+    ratio: float | None = None  # time per sample of ``framework`` over ``base``'s
+    ci: tuple[float, float] | None = None  # its 95% CI
+
+    @property
+    def compared(self) -> bool:
+        """Whether this line is a ratio between two frameworks (not a pair refused, nor a model without one)."""
+        return self.kind == "ratio"
+
+
+#: The answer's title in every view (the verdict per model).
+ANSWER_TITLE = "The verdict: frameworks compared"
+VERDICT_NOTE = (
+    "Time per {one}, one framework's over the other's (so the inverse ratio of {plural}/s), from the times "
+    "each verdict names; 95% CIs by seeded bootstrap; 'not significant' when the CI contains 1."
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a report opens with: the verdict of each model, with its CI and caveats, and how to read them."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
+    note: str = ""  # how to read the ratios ('' when no model has one)
+    unit: str = "image"  # what a ratio is per ("image", "sequence", "sample")
+
+
 @dataclass
 class Report:
     """Everything a writer shows about a session, computed once.
@@ -329,6 +375,8 @@ class Report:
     why: list[Why] = field(default_factory=list)
     #: A ``benchtui watch`` session: the command, its folder and its telemetry in (label, text) lines.
     watch: list[tuple[str, str]] = field(default_factory=list)
+    #: What every view opens with: the verdict per model, its caveats with it (``answer``).
+    answer: Answer = field(default_factory=Answer)
 
     @property
     def folder(self) -> str:
@@ -466,6 +514,7 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
                 host.get("hostname"),
                 host.get("platform"),
                 host.get("python") and f"Python {host.get('python')}",
+                host.get("cpu_model"),
                 host.get("cpu_count") and f"{host.get('cpu_count')} CPUs",
                 host.get("memory_bytes") and f"{fmt.bytes_(host.get('memory_bytes'))} RAM",
             ),
@@ -481,6 +530,8 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
     if plan.watch:  # benchtui watch: no plan, a command (or none), where it ran, what was sampled
         return items + watch_facts(loaded)
     sizes = ", ".join(f"{model_label(m)} {plan.batch_size(m)}" for m in plan.models)
+    recorded = (meta.get("plan") or {}).get("timing")  # sessions before --timing recorded none
+    timing = f", timing {recorded}" if isinstance(recorded, str) and recorded else ""
     # Token models have no image size: a session of only token models says none.
     tokens_only = bool(plan.models) and all(
         m in catalog.MODELS and catalog.MODELS[m].kind == "tokens" for m in plan.models
@@ -490,10 +541,10 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
             "Plan",
             (
                 ("" if tokens_only else f"{plan.image_size}×{plan.image_size} px, ")
-                + f"{plan.samples} samples, {plan.epochs} epochs, "
-                f"{plan.runs} runs, order {plan.order}, device {plan.device}, data {plan.data}, "
-                f"precision {plan.precision}, compile {'on' if plan.compile else 'off'}, "
-                f"cuDNN autotune {'on' if plan.cudnn_autotune else 'off'}, channels_last "
+                + f"{plural(plan.samples, 'sample')}, {plural(plan.epochs, 'epoch')}, "
+                f"{plural(plan.runs, 'run')} per framework and model, order {plan.order}, device {plan.device}, "
+                f"data {plan.data}, precision {plan.precision}, compile {compile_text(plan.compile)}, "
+                f"{threads_text(plan)}{timing}, cuDNN autotune {'on' if plan.cudnn_autotune else 'off'}, channels_last "
                 f"{'on' if plan.channels_last else 'off'}, {plan.num_classes} classes"
                 + (f", preset {plan.preset}" if plan.preset else "")
                 + workload_text(plan)
@@ -503,6 +554,29 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
     )
     items.append(("Batch sizes", sizes))
     return items
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 run', '3 runs'."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def compile_text(value: Any) -> str:
+    """The plan's compile setting in words: 'on', 'off', or "each framework's default" (a session before the
+    setting had three values recorded true or false)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "each framework's default" if value in ("default", "", None) else str(value)
+
+
+def threads_text(plan: Any) -> str:
+    """'4 threads' for every framework's ops, or "threads: each framework's default"."""
+    threads = getattr(plan, "threads", 0)
+    return (
+        plural(threads, "thread")
+        if isinstance(threads, int) and threads > 0
+        else "threads: each framework's default"
+    )
 
 
 #: The environment's lines that ``watch_facts`` makes (``show`` prints them under the table).
@@ -634,10 +708,22 @@ def header_facts(loaded: LoadedSession) -> list[tuple[str, str]]:
 
 
 def notices(loaded: LoadedSession, summary: dict[str, Any]) -> list[Notice]:
-    """Load warnings, then per-cell cautions as 'Model · Framework: ...' (parity once per model), then skipped lines."""
+    """Load warnings, then per-cell cautions as 'Model · Framework: ...' (parity once per model; a caution
+    of several cells once, with its cells: ``cells_text``), then skipped lines."""
     out = [Notice("load", w) for w in loaded.warnings]
     said: set[str] = set()
-    for row in summary["rows"]:
+    rows = summary["rows"]
+    frameworks = list(dict.fromkeys(framework_label(r["framework"]) for r in rows))
+    # A caution of several cells, word for word (a busy machine, every cell): said once, with its cells.
+    shared: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for row in rows:
+        for w in row.get("warnings") or []:
+            if str(w.get("kind")) != CautionKind.ARCHITECTURE:
+                key = (str(w.get("kind", "caution")), str(w["message"]))
+                shared.setdefault(key, []).append(
+                    (model_label(row["model"]), framework_label(row["framework"]))
+                )
+    for row in rows:
         for w in row.get("warnings") or []:
             if str(w.get("kind")) == CautionKind.ARCHITECTURE:
                 # Once for the model: the sentence names every framework and begins with the model.
@@ -645,12 +731,9 @@ def notices(loaded: LoadedSession, summary: dict[str, Any]) -> list[Notice]:
                     said.add(w["message"])
                     out.append(Notice(str(w["kind"]), w["message"]))
                 continue
-            out.append(
-                Notice(
-                    str(w.get("kind", "caution")),
-                    f"{model_label(row['model'])} · {framework_label(row['framework'])}: {w['message']}",
-                )
-            )
+            key = (str(w.get("kind", "caution")), str(w["message"]))
+            if key in shared:
+                out.append(Notice(key[0], f"{cells_text(shared.pop(key), frameworks)}: {key[1]}"))
     if summary.get("malformed_lines"):
         out.append(
             Notice(
@@ -668,6 +751,100 @@ def problems(summary: dict[str, Any]) -> list[Problem]:
         for r in summary["rows"]
         if r["status"] != "ok" or r.get("reason")
     ]
+
+
+def cells_text(cells: list[tuple[str, str]], frameworks: list[str]) -> str:
+    """Cells (model label, framework label) in few words: 'ResNet50 · PyTorch' for one; for several, by
+    model, a model whose every framework is there by its name alone: '14 cells: ResNet50, DenseNet121
+    (every framework); NASNet · tf.keras'."""
+    if len(cells) == 1:
+        return f"{cells[0][0]} · {cells[0][1]}"
+    by_model: dict[str, list[str]] = {}
+    for model, framework in cells:
+        by_model.setdefault(model, []).append(framework)
+    whole = [m for m, fws in by_model.items() if len(frameworks) > 1 and set(frameworks) <= set(fws)]
+    parts = [", ".join(whole) + " (every framework)"] if whole else []
+    parts += [f"{m} · {', '.join(fws)}" for m, fws in by_model.items() if m not in whole]
+    return f"{len(cells)} cells: " + "; ".join(parts)
+
+
+def grouped_problems(problems: list[Problem], frameworks: list[str]) -> list[tuple[str, str, str]]:
+    """(cells, status, reason): the cells that did not simply succeed, those with the same status and reason
+    said once ('session interrupted before this run' once, not once a cell); ``frameworks``: the labels of
+    the session's frameworks, in order."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for p in problems:
+        groups.setdefault((p.status, p.reason), []).append((p.model, p.framework))
+    return [(cells_text(cells, frameworks), status, reason) for (status, reason), cells in groups.items()]
+
+
+def _verdict_none(cells: list[dict[str, Any]], words: Wording) -> str:
+    """Why a model has no verdict: one framework only (its throughput, then), or which has no result."""
+    measured = [r for r in cells if r.get("runs") and r.get("images_per_s") is not None]
+    label = framework_label
+    if len(cells) == 1:
+        row = cells[0]
+        if measured:
+            rate = with_ci(row, "images_per_s", fmt.rate)
+            return (
+                f"{label(row['framework'])} only: {rate} {words.plural}/s; no other framework to compare with"
+            )
+        return f"no result: {label(row['framework'])} {row.get('status', '?')}"
+    missing = [r for r in cells if r not in measured]
+    if not missing:
+        return "no verdict: no times to compare"
+    statuses = {str(r.get("status") or "no result") for r in missing}
+    if not measured and len(statuses) == 1:
+        return f"no verdict: every framework {statuses.pop()}"
+    said = ", ".join(f"{label(r['framework'])} {r.get('status') or 'no result'}" for r in missing)
+    alone = [label(r["framework"]) for r in measured]
+    if len(alone) == 1:
+        return f"no verdict: {said}; {alone[0]} has no framework with results to compare with"
+    return f"no verdict: {said}"
+
+
+def answer(summary: dict[str, Any]) -> Answer:
+    """The verdict of each model of a summary (in the plan's order), the text every view prints, its
+    caveats in it; a pair that ran on different devices says so; a model without a verdict says why
+    (one framework only: its throughput). Its text is cleaned (``fmt.clean``): the end of a headless run
+    gives the engine's summary, not a report."""
+    rows = summary["rows"]
+    words = wording(rows)
+    flagged = flagged_models(summary)
+    ratios = [r for r in summary.get("ratios") or [] if isinstance(r, dict)]
+    refused = [r for r in summary.get("refused_ratios") or [] if isinstance(r, dict)]
+    out: list[Verdict] = []
+    for model in dict.fromkeys(str(r["model"]) for r in rows):
+        label = fmt.clean(marked(model_label(model), model in flagged))
+        mine = [r for r in ratios if r.get("model") == model]
+        for r in mine:
+            low, high = r.get("ci_low"), r.get("ci_high")
+            out.append(
+                Verdict(
+                    model=fmt.clean(model),
+                    label=label,
+                    text=fmt.clean(r.get("text", "")),
+                    kind="ratio",
+                    basis=fmt.clean(r.get("basis_label", "")),
+                    significant=r.get("significant"),
+                    base=fmt.clean(r.get("base", "")),
+                    framework=fmt.clean(r.get("framework", "")),
+                    ratio=r.get("ratio") if isinstance(r.get("ratio"), (int, float)) else None,
+                    ci=(low, high)
+                    if isinstance(low, (int, float)) and isinstance(high, (int, float))
+                    else None,
+                )
+            )
+        no_ratio = [r for r in refused if r.get("model") == model]
+        out += [Verdict(fmt.clean(model), label, fmt.clean(r.get("text", "")), "refused") for r in no_ratio]
+        if not mine and not no_ratio:
+            cells = [r for r in rows if r["model"] == model]
+            text = _verdict_none(cells, words)
+            kind = "alone" if len(cells) == 1 and not text.startswith("no ") else "none"
+            out.append(Verdict(fmt.clean(model), label, fmt.clean(text), kind))
+    compared = any(v.compared for v in out)
+    note = VERDICT_NOTE.format(one=words.singular, plural=words.plural) if compared else ""
+    return Answer(out, note, words.singular)
 
 
 def _cells(summary: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -1044,12 +1221,13 @@ def efficiency_table(summary: dict[str, Any]) -> Table | None:
     out = []
     words = wording(rows)
     flagged = flagged_models(summary)
+    unit = flop_unit(rows)
     for row in rows:
         names = [
             marked(model_label(row["model"]), row["model"] in flagged),
             framework_label(row["framework"]),
         ]
-        tflops = cell_text(row, "achieved_tflops", fmt.tflops)
+        tflops = cell_text(row, "achieved_tflops", unit.text)
         if row.get("flops_per_step") is None:
             why = row.get("flops_reason") or {"ok": "not counted"}.get(row.get("status", ""), "–")
             out.append([*names, why, "–", tflops, "–", "–", joules(row.get("joules_per_image"))])
@@ -1065,8 +1243,19 @@ def efficiency_table(summary: dict[str, Any]) -> Table | None:
                 joules(row.get("joules_per_image")),
             ]
         )
-    header = [h.replace("image", words.singular) for h in EFFICIENCY_HEADER]
+    header = [h.replace("image", words.singular).replace("TFLOP/s", unit.name) for h in EFFICIENCY_HEADER]
     return Table("Compute efficiency", header, out, ["l", "l"] + ["r"] * 6, efficiency_note(words))
+
+
+def flop_unit(rows: list[dict[str, Any]]) -> fmt.FlopUnit:
+    """The one unit of a table's achieved FLOP rates (its rows' ``achieved_tflops``, CIs included): the
+    one their size reads in ('6.07 GFLOP/s' on a CPU, not '0.00607 TFLOP/s'); with none, the device's."""
+    values = [row.get("achieved_tflops") for row in rows]
+    values += [v for row in rows for v in (row.get("ci") or {}).get("achieved_tflops") or []]
+    if not any(isinstance(v, (int, float)) for v in values):  # none counted: the device's unit, as the app's
+        kinds = {row.get("device_kind") for row in rows} - {None}
+        return fmt.device_flop_unit(cpu=kinds == {"cpu"})
+    return fmt.flop_unit(values)
 
 
 def efficiency_note(words: Wording) -> str:
@@ -1085,8 +1274,9 @@ def efficiency_note(words: Wording) -> str:
     )
     one = words.singular
     return (
-        f"{step}, counted by each framework at the run's batch and {size}. TFLOP/s: FLOPs per step × the steps "
-        f"of the epochs after the first, over their time (the same data as {words.plural}/s). % of peak: of the "
+        f"{step}, counted by each framework at the run's batch and {size}. FLOP/s (in the unit its size reads "
+        f"in: TFLOP/s, GFLOP/s): FLOPs per step × the steps of the epochs after the first, over their time (the "
+        f"same data as {words.plural}/s). % of peak: of the "
         "GPU's dense peak for the run's precision (NVIDIA datasheets); none on CPU, a MIG slice, a laptop part "
         f"or an unknown GPU. J / {one}: the GPU's energy (NVML's counter) over the epochs after the first, per "
         f"{one}; none on CPU."
@@ -1180,4 +1370,5 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
         watch=[
             (k, v) for k, v in env if k in WATCH_LABELS or k.startswith("GPU ") and k.endswith("over the run")
         ],
+        answer=answer(summary),
     )

@@ -113,6 +113,16 @@ class Series:
     ys: Sequence[float | None]  # None: a gap (no reading)
     color: str = ""
     dashed: bool = False
+    dash: str = ""  # an SVG dash pattern ("6 3"): lines of one colour told apart (each run of a framework)
+
+
+#: Dash patterns that tell the runs of one framework apart (its colour is the framework's): run 1 solid.
+RUN_DASHES = ("", "7 3", "2 3", "9 3 2 3", "4 4", "12 4")
+
+
+def run_dash(index: int) -> str:
+    """The dash pattern of the ``index``-th run (from 1) of a framework's lines."""
+    return RUN_DASHES[(index - 1) % len(RUN_DASHES)]
 
 
 @dataclass
@@ -190,15 +200,16 @@ def _y_axis(
     )
 
 
-def _legend(parts: list[str], items: list[tuple[str, str, bool]], x: float, y: float) -> None:
-    """Legend entries (label, color, dashed) laid out right to left from ``x``."""
+def _legend(parts: list[str], items: Sequence[tuple[str, str, bool | str]], x: float, y: float) -> None:
+    """Legend entries (label, color, dashed: True or a dash pattern) laid out right to left from ``x``."""
     cursor = x
     for label, color, dashed in reversed(items):
         text_w = 7 * len(label) + 4
         cursor -= text_w
         parts.append(f'<text x="{_f(cursor)}" y="{_f(y + 4)}" fill="#343a40">{escape(label)}</text>')
         cursor -= 22
-        dash = ' stroke-dasharray="4 3"' if dashed else ""
+        pattern = dashed if isinstance(dashed, str) else ("4 3" if dashed else "")
+        dash = f' stroke-dasharray="{pattern}"' if pattern else ""
         parts.append(
             f'<line x1="{_f(cursor)}" x2="{_f(cursor + 16)}" y1="{_f(y)}" y2="{_f(y)}" stroke="{color}" stroke-width="3"{dash}/>'
         )
@@ -293,10 +304,19 @@ def line_chart(
     band_legend: dict[str, str] | None = None,
     max_points: int = 800,
     desc: str = "",
+    legend_items: Sequence[tuple[str, str, bool | str]] | None = None,
 ) -> str:
-    """Lines over x; values above ``y_max`` (or the ``clip_quantile`` of all values × 1.3) are marked off scale."""
+    """Lines over x; values above ``y_max`` (or the ``clip_quantile`` of all values × 1.3) are marked off scale.
+
+    ``legend_items`` (label, colour, dashed or a dash pattern) replace the legend of one entry per line:
+    many lines (every run of each framework) say their colours and dashes once each. Off-scale peaks are
+    said once per colour (the highest).
+    """
     fr = _Frame(width, height)
-    series = [Series(s.label, *_finite_points(s.xs, s.ys), color=s.color, dashed=s.dashed) for s in series]
+    series = [
+        Series(s.label, *_finite_points(s.xs, s.ys), color=s.color, dashed=s.dashed, dash=s.dash)
+        for s in series
+    ]
     all_y = sorted(y for s in series for y in s.ys if y is not None)
     all_x = [x for s in series for x in s.xs]
     parts = _open(width, height, title, desc)
@@ -338,8 +358,9 @@ def line_chart(
             parts.append(
                 f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y0}" y2="{fr.y1}" stroke="#adb5bd" stroke-dasharray="3 3"/>'
             )
-    legend: list[tuple[str, str, bool]] = []
+    legend: list[tuple[str, str, bool | str]] = []
     offs: list[tuple[float, float]] = []
+    peaks: dict[str, tuple[str, float, float]] = {}  # colour -> the highest off-scale point of its lines
     for i, s in enumerate(series):
         color = s.color or PALETTE[i % len(PALETTE)]
         pts = [(x, y) for x, y in zip(s.xs, s.ys, strict=False) if y is not None]
@@ -350,7 +371,8 @@ def line_chart(
         coords = " ".join(
             f"{_f(fr.px(x))},{_f(fr.py(min(max(y, fr.ylo), fr.yhi)))}" for x, y in zip(xs, ys, strict=False)
         )
-        dash = ' stroke-dasharray="5 4"' if s.dashed else ""
+        pattern = s.dash or ("5 4" if s.dashed else "")
+        dash = f' stroke-dasharray="{pattern}"' if pattern else ""
         parts.append(
             f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="1.5" '
             f'stroke-linejoin="round"{dash}><title>{escape(s.label)}</title></polyline>'
@@ -362,14 +384,19 @@ def line_chart(
                 f"{y:.4g} (off scale)</title></path>"
             )
         if off:
-            # One line per series, stacked, so two peaks at the same x do not overprint.
             peak = max(off, key=lambda p: p[1])
-            parts.append(
-                f'<text x="{fr.x0 + 14}" y="{fr.y0 + 12 + 13 * len(offs)}" font-size="11" fill="{color}">'
-                f"▲ {escape(s.label)}: {peak[1]:.3g} at {peak[0]:g} (off scale)</text>"
-            )
-            offs.append(peak)
-        legend.append((s.label, color, s.dashed))
+            if color not in peaks or peak[1] > peaks[color][2]:
+                peaks[color] = (s.label, peak[0], peak[1])
+        legend.append((s.label, color, pattern or s.dashed))
+    for color, (label, x, y) in peaks.items():
+        # One line per colour, stacked, so two peaks at the same x do not overprint.
+        parts.append(
+            f'<text x="{fr.x0 + 14}" y="{fr.y0 + 12 + 13 * len(offs)}" font-size="11" fill="{color}">'
+            f"▲ {escape(label)}: {y:.3g} at {x:g} (off scale)</text>"
+        )
+        offs.append((x, y))
+    if legend_items is not None:
+        legend = list(legend_items)
     if band_legend:
         legend += [(label, color, False) for label, color in band_legend.items()]
     _legend(parts, legend, fr.x1, 18)

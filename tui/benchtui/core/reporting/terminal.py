@@ -19,41 +19,28 @@ from benchtui.core.model.status import CautionKind, status_style
 from benchtui.core.reporting import model as report_model
 from benchtui.core.reporting.compare import Comparison
 from benchtui.core.reporting.model import (
+    ANSWER_TITLE,
     CI_NOTE,
     DEVICES_NOTE,
     LATENCY_COLUMNS,
     LATENCY_NOTE,
     PARITY_NOTE,
     WINDOW_NOTE,
+    Answer,
     Report,
     batch_text,
+    cells_text,
     how_it_ran,
     row_flagged,
     study_columns,
     with_ci,
     wording,
 )
-from benchtui_runners import catalog
 
-#: Below this many columns the table drops spreads, runs and TFLOP/s rather than cut numbers.
+#: Below this many columns the table drops spreads, runs and FLOP/s rather than cut numbers.
 WIDE_TABLE = 150
 #: The longest ops ``show`` lists per framework (the exports list them all).
 TOP_SHOWN = 6
-RATIO_NOTE = (
-    "Time per image, from the times under 'From' (so the inverse ratio of images/s); 95% CIs by "
-    "seeded bootstrap; 'not significant' when the CI contains 1."
-)
-
-
-def ratio_note(ratios: list[dict[str, Any]]) -> str:
-    """RATIO_NOTE in the words of the verdicts' models: per image, per sequence or per sample."""
-    rows = [{"kind": catalog.MODELS[r["model"]].kind} for r in ratios if r.get("model") in catalog.MODELS]
-    words = wording(rows)
-    if words.plural == "images":
-        return RATIO_NOTE
-    return RATIO_NOTE.replace("per image", f"per {words.singular}").replace("images/s", f"{words.plural}/s")
-
-
 COMPARE_NOTE = (
     "B/A is the ratio of times (below 1: B is faster); 95% CIs by seeded hierarchical bootstrap "
     "(runs, then epochs or batches); 'not significant' when the CI contains 1."
@@ -94,6 +81,7 @@ def _summary_body(rows: list[dict[str, Any]], wide: bool) -> tuple[list[tuple[st
     if not wide and wording(rows).inference:  # 80 columns: throughput and latency, the build time goes
         figures = tuple(c for c in figures if c.key != "build_s")
     peak_known = any(row.get("peak_fraction") is not None for row in rows)
+    unit = report_model.flop_unit(rows)  # one unit for the column: GFLOP/s on a CPU, TFLOP/s on a GPU
     energy_known = any(row.get("joules_per_image") is not None for row in rows)  # GPU sessions
     # (header, justify); the figures' headers are two lines when narrow.
     columns: list[tuple[str, str]] = [("Model", "left"), ("Framework", "left"), ("Batch", "right")]
@@ -101,8 +89,8 @@ def _summary_body(rows: list[dict[str, Any]], wide: bool) -> tuple[list[tuple[st
         columns.append(("Runs", "right"))
     columns += [(col.header if wide else col.narrow, "right") for col in figures]
     if wide:
-        # Achieved TFLOP/s from the runner's counted FLOPs per step; "(45%)" of the GPU's peak when known.
-        columns.append(("TFLOP/s (% peak)" if peak_known else "TFLOP/s", "right"))
+        # Achieved FLOP/s from the runner's counted FLOPs per step; "(45%)" of the GPU's peak when known.
+        columns.append((f"{unit.name} (% peak)" if peak_known else unit.name, "right"))
         if energy_known:
             columns.append((f"J/{wording(rows).singular}", "right"))
     columns.append(("Status", "left"))
@@ -120,7 +108,7 @@ def _summary_body(rows: list[dict[str, Any]], wide: bool) -> tuple[list[tuple[st
         for col in figures:  # brackets: the 95% CI, as in every export
             cells.append(with_ci(row, col.key, col.formatter) if wide else col.formatter(row.get(col.key)))
         if wide:
-            cells.append(fmt.tflops_with_peak(row.get("achieved_tflops"), row.get("peak_fraction")))
+            cells.append(unit.with_peak(row.get("achieved_tflops"), row.get("peak_fraction")))
             if energy_known:
                 joules = row.get("joules_per_image")
                 cells.append("–" if joules is None else f"{joules:.3g}")
@@ -172,14 +160,29 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
 
 
 def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
-    """The rows marked * in the table: why they failed or are unavailable, and their cautions (markup)."""
+    """The rows marked * in the table: why they failed or are unavailable, and their cautions (markup).
+
+    A reason or a caution of several rows is said once, with the cells it is about ('session interrupted
+    before this run' once for every cell the interruption left, not once a cell).
+    """
     out = []
     said: set[str] = set()
+    frameworks = list(dict.fromkeys(framework_label(r["framework"]) for r in rows))
+    # (status, reason) or ("caution", message) -> the cells that have it, in the table's order.
+    shared: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for row in rows:
-        label = _markup(f"{model_label(row['model'])} · {framework_label(row['framework'])}")
+        cell = (model_label(row["model"]), framework_label(row["framework"]))
         if row.get("reason"):
+            shared.setdefault((str(row["status"]), str(row["reason"])), []).append(cell)
+        for w in row.get("warnings") or []:
+            if str(w.get("kind")) != CautionKind.ARCHITECTURE:
+                shared.setdefault(("caution", str(w.get("message"))), []).append(cell)
+    for row in rows:
+        key = (str(row["status"]), str(row.get("reason") or ""))
+        if row.get("reason") and key in shared:
             # Reasons are runner error messages: brackets in them must print, not style.
-            out.append(f"* {label}: {_markup(row['status'])}: {_markup(row['reason'])}")
+            where = _markup(cells_text(shared.pop(key), frameworks))
+            out.append(f"* {where}: {_markup(row['status'])}: {_markup(row['reason'])}")
         for w in row.get("warnings") or []:
             message = str(w.get("message"))
             if str(w.get("kind")) == CautionKind.ARCHITECTURE:
@@ -188,7 +191,9 @@ def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
                     said.add(message)
                     out.append(f"* parity: {_markup(message)}")
                 continue
-            out.append(f"* {label}: caution: {_markup(message)}")
+            if ("caution", message) in shared:
+                where = _markup(cells_text(shared.pop(("caution", message)), frameworks))
+                out.append(f"* {where}: caution: {_markup(message)}")
     return out
 
 
@@ -209,10 +214,9 @@ def print_summary(
     title: str,
     file: Any = None,
     console: Console | None = None,
-    ratios: list[dict[str, Any]] | None = None,
 ) -> None:
-    """The table, fitted to the terminal, what its brackets mean, the notes for the rows marked *,
-    then the verdict per model (``ratios``: the summary's)."""
+    """The table, fitted to the terminal, what its brackets mean, and the notes for the rows marked *
+    (the verdict per model comes before it: ``print_answer``)."""
     console = console or stdout_console(file)
     console.print(summary_table(rows, title, width=console.width))
     if console.width >= WIDE_TABLE and any(row.get("runs") for row in rows):
@@ -221,16 +225,18 @@ def print_summary(
         console.print(footnote, style="dim", highlight=False, markup=False)
     for note in summary_notes(rows):
         console.print(note, highlight=False)
-    print_verdict(ratios or [], console)
 
 
 def print_result(summary: dict[str, Any], title: str) -> None:
-    """The end of a headless run on stdout: the study's table, how each framework ran, then the verdict.
+    """The end of a headless run on stdout: the answer (the verdict per model), the study's table, how
+    each framework ran, then what a data-parallel or profiled session adds.
 
     ``title`` is plain text (a session folder's name), not markup.
     """
     console = stdout_console()
-    print_summary(summary["rows"], _markup(title), console=console, ratios=None)
+    console.print(_markup(title), style="bold", highlight=False)
+    print_answer(report_model.answer(summary), console)
+    print_summary(summary["rows"], FIGURES_TITLE, console=console)
     print_how(summary, console)
     per_device, per_device_notes = report_model.per_device_table(summary)
     print_data_parallel(
@@ -241,7 +247,6 @@ def print_result(summary: dict[str, Any], title: str) -> None:
         console,
     )
     print_parity_table(report_model.parity_table(summary)[0], console)
-    print_verdict(summary.get("ratios") or [], console)
     print_why(report_model.why_views(summary), console)
 
 
@@ -395,29 +400,43 @@ def print_how(summary: dict[str, Any], console: Console) -> None:
         console.print(f"how: {fmt.clean(line)}", style="dim", highlight=False, markup=False)
 
 
-def print_verdict(ratios: list[dict[str, Any]], console: Console) -> None:
-    table = ratio_table(ratios)
-    if table is not None:
-        console.print(table)
-        console.print(ratio_note(ratios), style="dim", highlight=False)
+def verdict_style(verdict: report_model.Verdict) -> str:
+    """How a verdict reads: bold when significant, dim when not (or without a CI), yellow without a ratio."""
+    if verdict.kind in ("refused", "none"):
+        return "yellow"
+    if verdict.kind == "alone":
+        return ""
+    return "bold" if verdict.significant else "dim"
 
 
-def ratio_table(ratios: list[dict[str, Any]]) -> Table | None:
-    """'PyTorch 1.23× faster than tf.keras (95% CI 1.18–1.29)' per model; None when nothing to compare."""
-    if not ratios:
-        return None
-    table = Table(title="The verdict: frameworks compared", title_justify="left", header_style="bold")
-    table.add_column("Model")
-    table.add_column("Result")
-    table.add_column("From")
-    for r in ratios:
-        style = "dim" if r.get("significant") is False else "bold"
-        table.add_row(
-            _plain(marked(model_label(r["model"]), bool(r.get("parity_flagged")))),
-            Text(fmt.clean(r["text"]), style=style),
-            _plain(r.get("basis_label", "")),
-        )
-    return table
+def print_answer(answer: Answer, console: Console) -> None:
+    """What ``show`` and the end of a headless run open with: the verdict per model, a line each (a
+    sentence reads whole at any width, where a table's cell would fold it), and how to read them."""
+    if not answer.verdicts:
+        return
+    console.print(ANSWER_TITLE, style="bold", highlight=False, markup=False)
+    for line in answer_lines(answer):
+        console.print(line, highlight=False)
+    if answer.note:
+        console.print(answer.note, style="dim", highlight=False, markup=False)
+    console.print()  # the answer stands apart from the tables under it
+
+
+def answer_lines(answer: Answer) -> list[Text]:
+    """The answer in lines, for a view narrower than its table: 'ResNet50: PyTorch 1.23× faster than
+    tf.keras (95% CI 1.18–1.29) · from epoch times excluding the first'."""
+    lines = []
+    for v in answer.verdicts:
+        line = Text(fmt.clean(f"{v.label}: "), style="bold")
+        line.append(fmt.clean(v.text), style=verdict_style(v) or "bold")
+        if v.basis:
+            line.append(fmt.clean(f" · from {v.basis}"), style="dim")
+        lines.append(line)
+    return lines
+
+
+#: The study's table's title under the answer (the session's name is the report's first line).
+FIGURES_TITLE = "Per model and framework"
 
 
 def report_title(report: Report) -> str:
@@ -426,31 +445,35 @@ def report_title(report: Report) -> str:
 
 
 def print_report(report: Report, console: Console | None = None) -> None:
-    """``benchtui show``: the study's table, its notes, then the framework ratios."""
+    """``benchtui show``: the session's name, the answer (the verdict per model), the study's table and
+    its notes, then how each framework ran and what a data-parallel or profiled session adds."""
     console = console or stdout_console()
-    print_summary(report.rows, report_title(report), console=console)
+    console.print(report_title(report), style="bold", highlight=False)
+    print_answer(report.answer, console)
+    print_summary(report.rows, FIGURES_TITLE, console=console)
     for label, text in report.watch:  # a watch: the command, its folder, its telemetry
         console.print(Text.assemble((f"{label}: ", "bold"), text), highlight=False)
     print_how(report.summary, console)
     print_data_parallel(report.scaling, report.per_device, report.per_device_notes, report.wiring, console)
     print_parity_table(report.parity, console)
-    print_verdict(report.ratios, console)
     print_why(report.why, console)
 
 
 def summary_view(report: Report, width: int) -> Group:
-    """The sessions screen's view: the study's table, its notes, the framework ratios and the load warnings."""
-    parts: list[Any] = [summary_table(report.rows, report_title(report), width=width)]
+    """The sessions screen's view: the session's name, the answer (the verdict per model), the load warnings,
+    then the study's table and its notes."""
+    parts: list[Any] = [Text.from_markup(report_title(report), style="bold")]
+    parts += answer_lines(report.answer)
+    parts += [
+        Text(f"warning: {fmt.clean(w.text)}", style="yellow") for w in report.warnings if w.kind == "load"
+    ]
+    parts += [summary_table(report.rows, FIGURES_TITLE, width=width)]
     parts += [Text.from_markup(note) for note in summary_notes(report.rows)]
-    parts += [Text(fmt.clean(f"{model_label(r['model'])}: {r['text']}"), style="bold") for r in report.ratios]
     parts += [  # a --profile session: why one framework is slower, in words
         Text(f"{model_label(view.model)} why · {text}") for view in report.why for text in view.text
     ]
     parts += [  # a scaling session: each framework's curve in words
         Text(f"{model_label(view.model)} scaling · {line}") for view in report.scaling for line in view.lines
-    ]
-    parts += [
-        Text(f"warning: {fmt.clean(w.text)}", style="yellow") for w in report.warnings if w.kind == "load"
     ]
     return Group(*parts)
 
@@ -506,8 +529,8 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
                 highlight=False,
             )
     if cmp.differences:
-        console.print(
-            "[yellow]The sessions differ in:[/] " + "; ".join(_markup(d) for d in cmp.differences),
-            highlight=False,
-        )
+        # One a line, A's value then B's: each may change the answer, none may hide in a long sentence.
+        console.print("[yellow]The sessions differ in (A vs B):[/]", highlight=False)
+        for difference in cmp.differences:
+            console.print(Text(f"  · {fmt.clean(difference)}"), highlight=False)
     console.print(COMPARE_NOTE, style="dim", highlight=False)
