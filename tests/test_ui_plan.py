@@ -8,7 +8,8 @@ import pytest
 from textual.widgets import Checkbox, Input, Select, SelectionList
 
 from benchtui.app import make_app
-from benchtui.core.plan.plan import Plan
+from benchtui.core.plan.estimate import cpu_seconds, duration_words
+from benchtui.core.plan.plan import Plan, from_preset
 from benchtui.screens.plan import GpuProbe, PlanScreen
 
 NO_GPU = GpuProbe((), "NVML unavailable: test")
@@ -194,3 +195,263 @@ async def test_the_profile_checkbox_reaches_the_plan_and_a_plan_fills_it(tmp_pat
         built = screen.build_plan()
         assert (built.profile, built.profile_steps) == (True, 7)
         assert not list(tmp_path.iterdir())
+
+
+# -- ticked or not, at a glance ----------------------------------------------------------------------
+def box(widget: Checkbox) -> str:
+    return widget.render().plain[:3]
+
+
+@pytest.mark.asyncio
+async def test_ticked_and_unticked_boxes_are_unmistakable(tmp_path: Path) -> None:
+    """An unticked box is empty and grey, a ticked one holds an X on green: in the checkboxes and in
+    the model list, in glyph and in colour (not the same X in two close colours)."""
+    app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        torch, jax = screen.query_one("#fw-torch", Checkbox), screen.query_one("#fw-keras-jax", Checkbox)
+        assert (box(torch), box(jax)) == ("▐X▌", "▐ ▌")
+        on = torch.get_visual_style("toggle--button").background
+        off = jax.get_visual_style("toggle--button").background
+        assert on is not None and off is not None
+        assert on.hex == app.theme_variables["success"].upper() and off.hex != on.hex
+        jax.focus()
+        await pilot.press("space")
+        assert jax.value and box(jax) == "▐X▌"
+        await pilot.press("space")
+        assert not jax.value and box(jax) == "▐ ▌"
+        models = screen.query_one("#models", SelectionList)
+        rows = {models.get_option_at_index(y).value: models.render_line(y).text[:3] for y in range(3)}
+        assert rows == {"inception_v3": "▐ ▌", "resnet50": "▐X▌", "densenet121": "▐ ▌"}
+        models.select("inception_v3")
+        assert models.render_line(0).text[:3] == "▐X▌"
+
+
+# -- every setting of the protocol, at 80 columns -----------------------------------------------------
+SETTINGS = ("precision", "threads", "order", "channels-last", "task", "compile", "optimizer", "head")
+
+
+@pytest.mark.asyncio
+async def test_precision_threads_order_and_channels_last_reach_the_plan_and_fit_80_columns(
+    tmp_path: Path,
+) -> None:
+    app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        form = screen.query_one("#plan-form")
+        right = form.content_region.right  # the scroll bar's left edge
+        help_text = screen.query_one("#field-help")  # under the settings: what the focused one does
+        assert "while it has the focus" in help_text.render().plain
+        screen.query_one("#precision").focus()
+        await pilot.pause()
+        assert help_text.render().plain.startswith("precision: fp32; tf32")
+        screen.query_one("#threads").focus()
+        await pilot.pause()
+        assert help_text.render().plain.startswith("threads: CPU threads")
+        for name in SETTINGS:  # each one whole on the form: none cut off on the right
+            widget = screen.query_one(f"#{name}")
+            assert widget.region.width >= 5 and widget.region.right <= right, (name, widget.region, right)
+        plan = screen.build_plan()
+        assert (plan.precision, plan.threads, plan.order, plan.channels_last) == (
+            "fp32",
+            0,
+            "interleaved",
+            False,
+        )
+        screen.query_one("#precision", Select).value = "amp-bf16"
+        screen.query_one("#order", Select).value = "grouped"
+        screen.query_one("#threads", Input).value = "2"
+        box = screen.query_one("#channels-last", Checkbox)
+        box.focus()
+        await pilot.press("space")
+        plan = screen.build_plan()
+        assert (plan.precision, plan.threads, plan.order, plan.channels_last) == (
+            "amp-bf16",
+            2,
+            "grouped",
+            True,
+        )
+        assert plan.preset == ""  # the quick preset's protocol is fp32, interleaved, the default threads
+        # Checked as the command line checks --threads, the error in place, in the form's words.
+        screen.query_one("#threads", Input).value = "5000"
+        await pilot.press("enter")
+        assert error_text(screen) == "Threads must be at most 4,096, got 5,000"
+        screen.query_one("#threads", Input).value = "-1"
+        screen.action_start()
+        assert error_text(screen).startswith("Threads must be a whole number (0: framework default)")
+        assert not list(tmp_path.iterdir()), "nothing was started"
+    plan = Plan(
+        frameworks=["torch"],
+        models=["resnet50"],
+        image_size=32,
+        samples=16,
+        epochs=1,
+        runs=1,
+        batch_sizes={"resnet50": 8},
+        device="cpu",
+        precision="tf32",
+        threads=3,
+        order="grouped",
+        channels_last=True,
+    )
+    app = make_app(plan, sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        built = screen.build_plan()
+        assert (built.precision, built.threads, built.order, built.channels_last) == (
+            "tf32",
+            3,
+            "grouped",
+            True,
+        )
+        # Filled whole: the task does not reset the timing a plan chose (as choosing a task does).
+        plan.task, plan.timing = "inference", "window"
+        screen.fill(plan)
+        await pilot.pause()
+        built = screen.build_plan()
+        assert (built.task, built.timing, built.threads) == ("inference", "window", 3)
+
+
+# -- the preset's label and hint follow the form ------------------------------------------------------
+def long_on(plan: Plan, cores: int) -> str:
+    return f"{duration_words(cpu_seconds(plan, cores))} or more on {cores} cores"
+
+
+def preset_text(screen: PlanScreen) -> tuple[object, str]:
+    return screen.query_one("#preset", Select).value, screen.query_one("#preset-help").render().plain
+
+
+@pytest.mark.asyncio
+async def test_an_edited_preset_is_custom_with_a_description_of_its_own(tmp_path: Path) -> None:
+    app = make_app(sessions_dir=str(tmp_path), probe=GpuProbe((), "NVML unavailable: test", cpus=2))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        value, hint = preset_text(screen)
+        assert value == "quick" and hint.startswith("quick: about two minutes")
+        screen.query_one("#epochs", Input).value = "5"
+        await pilot.pause()
+        value, hint = preset_text(screen)
+        assert value == Select.NULL
+        plan = screen.build_plan()
+        assert plan.preset == "" and hint == (
+            "custom: 4 runs (2 frameworks × 1 model × 2), 5 epochs of 64 samples at 64 px; "
+            f"likely {duration_words(cpu_seconds(plan, 2))} or more on 2 CPU cores"
+        )
+        screen.query_one("#epochs", Input).value = "3"  # back to the preset's values: its name again
+        await pilot.pause()
+        assert preset_text(screen)[0] == "quick" and screen.build_plan().preset == "quick"
+        # A setting the preset leaves at its default is the preset's too.
+        screen.query_one("#optimizer", Select).value = "adam"
+        await pilot.pause()
+        assert preset_text(screen)[0] == Select.NULL and screen.build_plan().preset == ""
+        screen.query_one("#optimizer", Select).value = "sgd"
+        await pilot.pause()
+        assert preset_text(screen)[0] == "quick"
+        # Profiling runs after the timed epochs: the protocol is still the preset's.
+        screen.query_one("#profile", Checkbox).value = True
+        await pilot.pause()
+        assert preset_text(screen)[0] == "quick"
+        # "custom" chosen by hand: the values stay, no preset is claimed, even by the same values.
+        screen.query_one("#preset", Select).value = Select.NULL
+        await pilot.pause()
+        value, hint = preset_text(screen)
+        assert value == Select.NULL and hint.startswith("custom: 4 runs")
+        assert screen.build_plan().epochs == 3 and screen.build_plan().preset == ""
+        screen.query_one("#runs", Input).value = "3"
+        screen.query_one("#runs", Input).value = "2"  # edited back to the preset's values: still custom
+        await pilot.pause()
+        assert preset_text(screen)[0] == Select.NULL
+
+
+@pytest.mark.asyncio
+async def test_the_long_plan_warning_follows_the_plan_not_the_presets_name(tmp_path: Path) -> None:
+    app = make_app(sessions_dir=str(tmp_path), probe=GpuProbe((), "NVML unavailable: test", cpus=2))
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one("#preset", Select).value = "study"
+        await pilot.pause()
+        value, hint = preset_text(screen)
+        assert value == "study" and hint.startswith("study: the 2019 scripts")
+        study = from_preset("study")
+        assert cpu_seconds(study, 2) > 86400  # the estimate the command line warns with, too
+        assert f"No GPU here: on the CPU this plan takes days: likely {long_on(study, 2)}" in hint
+        # Cut down to one small model on few samples: the study's description and warning go.
+        models = screen.query_one("#models", SelectionList)
+        models.deselect_all()
+        models.select("resnet50")
+        for name, value in (("image_size", "64"), ("samples", "64"), ("epochs", "1"), ("runs", "1")):
+            screen.query_one(f"#{name}", Input).value = value
+        await pilot.pause()
+        value, hint = preset_text(screen)
+        assert value == Select.NULL and cpu_seconds(screen.build_plan(), 2) < 3600
+        assert hint.startswith(
+            "custom: 2 runs (2 frameworks × 1 model × 1), 1 epoch of 64 samples at 64 px; "
+        )
+        assert hint.endswith(" on 2 CPU cores") and "\n" not in hint
+        # Large again, by the samples alone: the warning is back, in the plan's own numbers.
+        screen.query_one("#samples", Input).value = "100000"
+        await pilot.pause()
+        hint = preset_text(screen)[1]
+        assert hint.startswith(
+            "custom: 2 runs (2 frameworks × 1 model × 1), 1 epoch of 100,000 samples at 64 px\n"
+        )
+        plan = screen.build_plan()
+        assert 3600 < cpu_seconds(plan, 2) < 86400
+        assert f"No GPU here: on the CPU this plan takes hours: likely {long_on(plan, 2)}" in hint
+        assert "study" not in hint
+
+
+@pytest.mark.asyncio
+async def test_the_warning_says_where_the_runs_go(tmp_path: Path) -> None:
+    app = make_app(sessions_dir=str(tmp_path), probe=GpuProbe(ONE_GPU.names, ONE_GPU.status, cpus=4))
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        value, hint = preset_text(screen)
+        assert value == "study" and "\n" not in hint  # hours on one GPU: no warning
+        screen.query_one("#device", Select).value = "cpu"
+        await pilot.pause()
+        value, hint = preset_text(screen)
+        assert value == "study"  # the study leaves the device to the machine
+        assert f"\nOn the CPU this plan takes days: likely {long_on(screen.build_plan(), 4)}" in hint
+
+
+# -- snapshots ------------------------------------------------------------------------------------------
+def focus_on(selector: str):  # noqa: ANN201
+    async def run_before(pilot) -> None:  # noqa: ANN001
+        await pilot.pause()
+        widget = pilot.app.screen.query_one(selector)
+        widget.focus()
+        pilot.app.screen.query_one("#plan-form").scroll_to_widget(widget, animate=False, top=True)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_plan_screen_settings_80x24(snap_compare) -> None:  # noqa: ANN001
+    """The protocol's settings in two columns on 80, the focused one's help under them, boxes ticked or empty."""
+    app = make_app(probe=GpuProbe((), "NVML unavailable: no NVIDIA driver", cpus=2))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=focus_on("#precision"))
+
+
+def test_plan_screen_edited_study_120x35(snap_compare) -> None:  # noqa: ANN001
+    """The study cut to two models, on a CPU: "custom", its own description, and a warning in its numbers."""
+
+    async def edit(pilot) -> None:  # noqa: ANN001
+        screen = pilot.app.screen
+        screen.query_one("#preset", Select).value = "study"
+        await pilot.pause()
+        models = screen.query_one("#models", SelectionList)
+        models.deselect_all()
+        models.select("resnet50")
+        models.select("densenet121")
+        screen.query_one("#epochs", Input).value = "2"
+        await pilot.pause()
+
+    app = make_app(probe=GpuProbe((), "NVML unavailable: no NVIDIA driver", cpus=2))
+    assert snap_compare(app, terminal_size=(120, 35), run_before=edit)

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from rich.segment import Segment
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, HorizontalGroup, VerticalScroll
+from textual.containers import Horizontal, HorizontalGroup, ItemGrid, VerticalScroll
+from textual.content import Content
 from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import Screen
+from textual.strip import Strip
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Select, SelectionList, Static
+from textual.widgets.option_list import OptionDoesNotExist
 from textual.widgets.selection_list import Selection
 
 from benchtui.core.plan.custom import check_sources, read_model_file
-from benchtui.core.plan.plan import PRESETS, Plan, PlanError, from_preset
+from benchtui.core.plan.estimate import cpu_seconds, duration_words
+from benchtui.core.plan.plan import ORDERS, PRESETS, Plan, PlanError, from_preset
 from benchtui_runners import catalog
-from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, TASKS
+from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, TASKS, usable_cores
 from benchtui_runners.timing import TIMINGS
 
 PRESET_HELP = {
@@ -40,6 +46,9 @@ FIELD_NAMES = {
     "--batch-size": "Batch size",
     "--device": "Device",
     "--data": "Data",
+    "--precision": "Precision",
+    "--threads": "Threads",
+    "--order": "Order",
     "--compile": "Compile",
     "--timing": "Timing",
     "--optimizer": "Optimizer",
@@ -48,30 +57,139 @@ FIELD_NAMES = {
 #: The protocol's choices the form shows as drop-downs: plan field -> (label, choices).
 CHOICES = {
     "task": ("Task", TASKS),
+    "precision": ("Precision", PRECISIONS),
     "compile": ("Compile", COMPILE_MODES),
     "timing": ("Timing", TIMINGS),
     "optimizer": ("Optimizer", tuple(OPTIMIZERS)),
     "head": ("Head", HEADS),
+    "order": ("Order", ORDERS),
 }
+#: The protocol's counts the form shows as number fields: plan field -> label.
+NUMBERS = {
+    "image_size": "Image size",
+    "seq_len": "Seq len",
+    "samples": "Samples",
+    "epochs": "Epochs",
+    "runs": "Runs",
+    "threads": "Threads",
+}
+#: The plan's fields this form edits. A plan is a preset's only while all of them, and every value the
+#: preset sets, are the preset's. Profiling is not among them: it runs after the timed epochs and
+#: changes nothing they measure.
+FORM_FIELDS = (
+    "frameworks",
+    "models",
+    *NUMBERS,
+    "batch_sizes",
+    "batch_auto",
+    "data",
+    "channels_last",
+    *CHOICES,
+)
+#: What each setting does, shown under the settings while it has the focus (widget id -> help).
+FIELD_HELP = {
+    "task": "task: train (forward, backward and the optimizer's step), or inference: forward only, in eval "
+    "mode, every batch timed",
+    "image_size": "image size: the side of the square images, in pixels (ViTs: a multiple of the patch)",
+    "seq_len": "seq len (GPT-2): tokens per sample; 0: the model's whole context",
+    "samples": "samples: images (or sequences) in one epoch; every batch is one step",
+    "epochs": "epochs: passes over the samples in each run (the first one includes the warm-up)",
+    "runs": "runs: fresh processes per framework and model; their spread is the error bars",
+    "threads": "threads: CPU threads for every framework's ops; 0: on a CPU, the cores benchtui may use, "
+    "the same for every framework; on a GPU, each framework's own choice",
+    "device": "device: auto uses the GPU when there is one; cuda:N picks one GPU",
+    "data": "data device: tensors made on the device · host: a NumPy array in host memory, fed by each "
+    "framework's own input pipeline",
+    "precision": "precision: fp32; tf32 (fp32 with TensorFloat-32 matmuls on Ampere and later); amp-fp16 or "
+    "amp-bf16: each framework's automatic mixed precision",
+    "compile": "compile default: each framework's own (Keras XLA where it picks it, PyTorch eager) · on: XLA / "
+    "torch.compile everywhere · off: none anywhere",
+    "timing": "timing window: one device sync per ~0.3 s of steps, on every framework · step: a sync after "
+    "every step (inference picks it)",
+    "optimizer": "optimizer: sgd (lr 0.01, momentum 0.9) or adam (lr 1e-4), each with its own default "
+    "learning rate",
+    "head": "head: softmax over 1,000 classes, or one sigmoid output with binary cross-entropy (the study's)",
+    "order": "order interleaved: runs alternate between frameworks, so drift falls on both · grouped: all "
+    "runs of one framework, then the next (the study's)",
+    "channels-last": "channels last: PyTorch's NHWC memory format for images (Keras is NHWC already)",
+}
+SETTINGS_HELP = "what each setting does shows here while it has the focus (Tab moves between them)"
+
+WARN_S = 3600.0  # a plan this long on the CPU gets a warning under the preset (hours, days)
+DAY = 86400.0
+
+
+def runs_on_gpu(plan: Plan, gpu: bool) -> bool:
+    return plan.device.startswith("cuda") or (plan.device == "auto" and gpu)
+
+
+def long_plan_warning(plan: Plan, gpu: bool, cpus: int) -> str:
+    """A warning for a plan that takes hours or more on the CPU ('' otherwise, and on a GPU): about how
+    long (``estimate.cpu_seconds``: the models' FLOPs at a generous rate), and what to cut."""
+    if runs_on_gpu(plan, gpu):
+        return ""
+    seconds = cpu_seconds(plan, cpus)
+    if seconds < WARN_S:
+        return ""
+    cores = plan.threads or cpus
+    where = "No GPU here: on the CPU" if not gpu else "On the CPU"
+    cut = "Try fewer runs or samples" if plan.preset == "quick" else "Try quick, or fewer models and samples"
+    return (
+        f"{where} this plan takes {'days' if seconds >= DAY else 'hours'}: likely {duration_words(seconds)} "
+        f"or more on {plural(cores, 'core')}. {cut}."
+    )
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'s' * (count != 1)}"
+
+
+def custom_description(plan: Plan, gpu: bool, cpus: int, how_long: bool = True) -> str:
+    """What a plan of the user's own does, in one line: its runs, their size, where, and on a CPU about
+    how long (``how_long``)."""
+    runs = len(plan.frameworks) * len(plan.models) * plan.runs * len(plan.device_counts())
+    kinds = {catalog.MODELS[m].kind if m in catalog.MODELS else "image" for m in plan.models}
+    size = [f" at {plan.image_size} px"] if kinds - {"tokens"} else []
+    if "tokens" in kinds:
+        size.append(f" over {plan.seq_len:,} tokens" if plan.seq_len else " over the whole context")
+    text = (
+        f"custom: {plural(runs, 'run')} ({plural(len(plan.frameworks), 'framework')} × "
+        f"{plural(len(plan.models), 'model')} × {plan.runs}), {plural(plan.epochs, 'epoch')} of "
+        f"{plural(plan.samples, 'sample')}{','.join(size)}"
+    )
+    if runs_on_gpu(plan, gpu):
+        return text + "; on the GPU"
+    if not how_long:  # the warning under it says how long, and on how many cores
+        return text
+    seconds, cores = cpu_seconds(plan, cpus), plural(plan.threads or cpus, "CPU core")
+    how = "a minute or less" if seconds < 60 else f"likely {duration_words(seconds)} or more"
+    return f"{text}; {how} on {cores}"
+
+
+def plan_hint(plan: Plan, gpu: bool, cpus: int) -> Text:
+    """The line under the preset: the preset's description, or the plan's own, and a warning when long."""
+    warning = long_plan_warning(plan, gpu, cpus)  # says how long itself
+    text = Text(PRESET_HELP.get(plan.preset) or custom_description(plan, gpu, cpus, how_long=not warning))
+    if warning:
+        text.append("\n" + warning, style="bold yellow")
+    return text
+
+
+def preset_hint(name: str, gpu: bool, cpus: int = 2) -> str:
+    """The hint preset ``name`` gets as it is, on a machine with or without a GPU."""
+    return plan_hint(from_preset(name), gpu, cpus).plain
 
 
 def matches_preset(plan: Plan, name: str) -> bool:
-    """Whether ``plan`` still has every value that preset ``name`` sets."""
+    """Whether ``plan`` still has every value that preset ``name`` sets, and its defaults for the rest
+    of what the form edits."""
     preset = from_preset(name)
     return all(
         (plan.batch_size(m) == preset.batch_size(m) for m in plan.models)
         if key == "batch_sizes"
         else getattr(plan, key) == getattr(preset, key)
-        for key in PRESETS[name]
+        for key in dict.fromkeys([*PRESETS[name], *FORM_FIELDS])
     )
-
-
-def preset_hint(name: str, gpu: bool) -> str:
-    hint = PRESET_HELP.get(name, "")
-    if name == "study" and not gpu:
-        # 42 runs at 299 px and 10,000 samples: hours per run on a CPU.
-        hint += "\nNo GPU here: on the CPU the study's protocol takes days. Try quick, or fewer models and samples."
-    return hint
 
 
 def profile_hint(plan: Plan) -> str:
@@ -87,10 +205,47 @@ class GpuProbe:
 
     names: tuple[str, ...]
     status: str
+    cpus: int = field(default_factory=usable_cores)  # the cores runs may use (for a plan's rough duration)
 
     @property
     def found(self) -> bool:
         return bool(self.names)
+
+
+# -- boxes that say whether they are ticked ---------------------------------------------------------
+# Textual draws ticked and unticked boxes with the same glyph, in two close colours. Here an unticked
+# box is empty and a ticked one holds the X (app.tcss colours it), which reads in any colour scheme.
+EMPTY_BOX = " "
+
+
+class Tick(Checkbox):
+    """A checkbox whose box is empty until it is ticked."""
+
+    def render(self) -> Content:
+        # The box is drawn from BUTTON_INNER at each render: this one's, for the value it has now.
+        self.BUTTON_INNER = Checkbox.BUTTON_INNER if self.value else EMPTY_BOX
+        return super().render()
+
+
+class ModelList(SelectionList[str]):
+    """The models to run: the boxes of those not chosen are empty, as ``Tick``'s are."""
+
+    def render_line(self, y: int) -> Strip:
+        line = super().render_line(y)
+        try:
+            selection = self.get_option_at_index(self.scroll_offset.y + y)
+        except OptionDoesNotExist:
+            return line
+        segments = list(line)
+        if (
+            isinstance(selection, Selection)
+            and selection.value not in self.selected
+            and len(segments) > 1
+            and segments[1].text == Checkbox.BUTTON_INNER
+        ):
+            segments[1] = Segment(EMPTY_BOX, segments[1].style)
+            return Strip(segments, line.cell_length)
+        return line
 
 
 def model_prompt(model: str) -> Text:
@@ -163,7 +318,9 @@ class PlanScreen(Screen):
         self.probe = probe
         default = "study" if probe.found else "quick"
         self.initial = plan or from_preset(default)
-        self._filling = False
+        # The preset the form started from (chosen, or the plan's): the label returns to it when edits
+        # bring the form back to its values.
+        self.origin = self.initial.preset if self.initial.preset in PRESETS else ""
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -187,15 +344,15 @@ class PlanScreen(Screen):
                     compact=True,
                     id="preset",
                 )
-            yield Static(preset_hint(plan.preset, self.probe.found), id="preset-help", classes="hint")
+            yield Static(id="preset-help", classes="hint")
             yield Label("Frameworks", classes="section")
             with HorizontalGroup(id="frameworks"):
                 for fw in catalog.FRAMEWORKS:
-                    yield Checkbox(
+                    yield Tick(
                         catalog.FRAMEWORK_LABELS[fw], fw in plan.frameworks, compact=True, id=f"fw-{fw}"
                     )
             yield Label("Models (space selects)", classes="section")
-            yield SelectionList[str](
+            yield ModelList(
                 *(Selection(model_prompt(m), m, m in plan.models) for m in catalog.MODEL_ORDER),
                 compact=True,
                 id="models",
@@ -213,72 +370,20 @@ class PlanScreen(Screen):
                 "and batch size; see the README. It is trained with the models ticked above.",
                 classes="hint",
             )
-            with HorizontalGroup(classes="field-row"):
-                for field, label in (
-                    ("image_size", "Image size"),
-                    ("seq_len", "Seq len"),
-                    ("samples", "Samples"),
-                    ("epochs", "Epochs"),
-                    ("runs", "Runs"),
-                ):
-                    yield Label(label, classes="field-label")
-                    yield Input(
-                        str(getattr(plan, field)), type="integer", compact=True, id=field, classes="number"
-                    )
-            with HorizontalGroup(classes="field-row"):
-                yield Label("Device", classes="field-label")
-                devices = [("auto", "auto"), ("cpu", "cpu")] + [
-                    (Text(f"cuda:{i} {name}"), f"cuda:{i}") for i, name in enumerate(self.probe.names)
-                ]
-                known = {value for _, value in devices}
-                if plan.device not in known and plan.device != "cuda":
-                    devices.append((plan.device, plan.device))
-                yield Select(
-                    devices,
-                    value=plan.device if plan.device in known else "auto",
-                    allow_blank=False,
-                    compact=True,
-                    id="device",
-                )
-                yield Label("Data", classes="field-label")
-                yield Select(
-                    [("device", "device"), ("host", "host")],
-                    value=plan.data,
-                    allow_blank=False,
-                    compact=True,
-                    id="data",
-                )
-            yield Static(
-                "device: tensors made on the device · host: a NumPy array in host memory", classes="hint"
-            )
-            with HorizontalGroup(classes="field-row"):
-                for field, (label, choices) in CHOICES.items():
-                    yield Label(label, classes="field-label")
-                    yield Select(
-                        [(c, c) for c in choices],
-                        value=getattr(plan, field),
-                        allow_blank=False,
-                        compact=True,
-                        id=field,
-                        classes="choice",
-                    )
-            yield Static(
-                "task inference: forward only, eval mode, every batch timed (timing step) · compile default: "
-                "each framework's own (Keras XLA where it picks it, PyTorch eager) · timing window: one device "
-                "sync per ~0.3 s of steps, on every framework · seq len (GPT-2): tokens per sample, 0: the "
-                "model's context",
-                classes="hint",
-            )
-            yield Checkbox("Profile (where step time goes)", plan.profile, compact=True, id="profile")
+            yield Label("Protocol", classes="section")
+            with ItemGrid(id="settings", min_column_width=30):  # two columns on 80, three on 120
+                yield from self._settings(plan)
+            yield Static(SETTINGS_HELP, id="field-help", classes="hint")
+            yield Tick("Profile (where step time goes)", plan.profile, compact=True, id="profile")
             yield Static(profile_hint(plan), id="profile-help", classes="hint")
             yield Label("Batch size per model", classes="section")
-            yield Checkbox(
+            yield Tick(
                 "auto: the largest that fits, probed in fresh processes before the runs",
                 plan.batch_auto,
                 compact=True,
                 id="batch-auto",
             )
-            with HorizontalGroup(id="batch-sizes"):
+            with ItemGrid(id="batch-sizes", min_column_width=28):
                 for m in catalog.MODEL_ORDER:
                     with Horizontal(classes="batch-field", id=f"bsf-{m}"):
                         yield Label(catalog.MODELS[m].label, classes="batch-label")
@@ -295,23 +400,97 @@ class PlanScreen(Screen):
             yield Static("  Tab: next field · space: toggle · ctrl+q: quit", classes="hint")
         yield Footer()
 
+    def _settings(self, plan: Plan) -> ComposeResult:
+        """The protocol's settings, a label and a field each, for a grid as wide as the screen allows."""
+
+        def choice(name: str) -> ComposeResult:
+            label, choices = CHOICES[name]
+            with HorizontalGroup(classes="setting"):
+                yield Label(label, classes="field-label")
+                yield Select(
+                    [(c, c) for c in choices],
+                    value=getattr(plan, name),
+                    allow_blank=False,
+                    compact=True,
+                    id=name,
+                )
+
+        def number(name: str) -> ComposeResult:
+            with HorizontalGroup(classes="setting"):
+                yield Label(NUMBERS[name], classes="field-label")
+                yield Input(str(getattr(plan, name)), type="integer", compact=True, id=name, classes="number")
+
+        yield from choice("task")
+        yield from number("image_size")
+        yield from number("seq_len")
+        yield from number("samples")
+        yield from number("epochs")
+        yield from number("runs")
+        with HorizontalGroup(classes="setting"):
+            yield Label("Device", classes="field-label")
+            devices = [("auto", "auto"), ("cpu", "cpu")] + [
+                (Text(f"cuda:{i} {name}"), f"cuda:{i}") for i, name in enumerate(self.probe.names)
+            ]
+            known = {value for _, value in devices}
+            if plan.device not in known and plan.device != "cuda":
+                devices.append((plan.device, plan.device))
+                known.add(plan.device)
+            yield Select(
+                devices,
+                value=plan.device if plan.device in known else "auto",
+                allow_blank=False,
+                compact=True,
+                id="device",
+                classes="-gpus" if self.probe.found else "",  # room for the GPUs' names
+            )
+        with HorizontalGroup(classes="setting"):
+            yield Label("Data", classes="field-label")
+            yield Select(
+                [(p, p) for p in ("device", "host")],
+                value=plan.data,
+                allow_blank=False,
+                compact=True,
+                id="data",
+            )
+        yield from number("threads")
+        yield from choice("precision")
+        yield from choice("compile")
+        with HorizontalGroup(classes="setting"):
+            yield Tick("Channels last", plan.channels_last, compact=True, id="channels-last")
+        yield from choice("optimizer")
+        yield from choice("head")
+        yield from choice("timing")
+        yield from choice("order")
+
     def on_mount(self) -> None:
         self.query_one("#plan-error", Static).display = False
-        for field in self.query(Input):  # a steady cursor: a blinking one redraws twice a second for ever
-            field.cursor_blink = False
+        for widget in self.query(Input):  # a steady cursor: a blinking one redraws twice a second for ever
+            widget.cursor_blink = False
         self._show_batch_fields()
+        self._show_preset()
         self.query_one("#models", SelectionList).focus()
 
     # -- form events --------------------------------------------------------------------------
     def on_select_changed(self, event: Select.Changed) -> None:
-        if event.select.id == "preset" and isinstance(event.value, str) and not self._filling:
-            self.fill(from_preset(event.value))
-        elif event.select.id == "task" and not self._filling:
+        if event.select.id == "preset":
+            if isinstance(event.value, str):
+                self.fill(from_preset(event.value))
+            else:  # "custom" chosen: the form's values stay, no preset is claimed
+                self.origin = ""
+                self._show_preset()
+            return
+        if event.select.id == "task":
             # Latency is what inference is measured by: every batch waited for (on every framework).
-            self.query_one("#timing", Select).value = "step" if event.value == "inference" else "window"
+            with self.prevent(Select.Changed):
+                self.query_one("#timing", Select).value = "step" if event.value == "inference" else "window"
+        self._show_preset()
 
     def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
         self._show_batch_fields()
+        self._show_preset()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._show_preset()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.action_start()
@@ -323,6 +502,16 @@ class PlanScreen(Screen):
     def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
         if event.checkbox.id == "batch-auto":
             self._show_batch_fields()
+        self._show_preset()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """Under the settings: what the focused one does."""
+        node: DOMNode | None = event.widget
+        while node is not None and node.id not in FIELD_HELP:
+            node = node.parent
+        self.query_one("#field-help", Static).update(
+            FIELD_HELP[node.id] if node and node.id else SETTINGS_HELP
+        )
 
     def _show_batch_fields(self) -> None:
         chosen = set(self.query_one("#models", SelectionList).selected)
@@ -330,34 +519,49 @@ class PlanScreen(Screen):
         for m in catalog.MODEL_ORDER:
             self.query_one(f"#bsf-{m}").display = m in chosen and not auto
 
+    def _show_preset(self) -> None:
+        """The preset's label and the hint under it, as the form now stands: the preset's while the form
+        holds its values, else "custom" with a description of the plan's own; a warning when it is long."""
+        try:
+            plan = self._read_form(own_model=False)
+        except PlanError:
+            return  # a field half typed: the label and the hint wait for a whole number
+        own = bool(self.query_one("#model-file", Input).value.strip())  # your model: never a preset's
+        plan.preset = self.origin if self.origin and not own and matches_preset(plan, self.origin) else ""
+        preset = self.query_one("#preset", Select)
+        if preset.value != (plan.preset or Select.NULL):
+            with self.prevent(Select.Changed):  # a label that follows the form, not a preset chosen
+                preset.value = plan.preset or Select.NULL
+        self.query_one("#preset-help", Static).update(plan_hint(plan, self.probe.found, self.probe.cpus))
+
     def fill(self, plan: Plan) -> None:
         """Put a plan's values in the form (a preset was chosen)."""
-        self._filling = True
         self.initial = plan
-        try:
+        self.origin = plan.preset if plan.preset in PRESETS else ""
+        # The form's own events would undo parts of the plan (the task sets the timing): none while filling.
+        with self.prevent(Select.Changed, Input.Changed, Checkbox.Changed, SelectionList.SelectedChanged):
             for fw in catalog.FRAMEWORKS:
                 self.query_one(f"#fw-{fw}", Checkbox).value = fw in plan.frameworks
             models = self.query_one("#models", SelectionList)
             models.deselect_all()
             for m in plan.models:
                 models.select(m)
-            for field in ("image_size", "seq_len", "samples", "epochs", "runs"):
-                self.query_one(f"#{field}", Input).value = str(getattr(plan, field))
+            for name in NUMBERS:
+                self.query_one(f"#{name}", Input).value = str(getattr(plan, name))
             self.query_one("#model-file", Input).value = own_model_file(plan)
             for m in catalog.MODEL_ORDER:
                 self.query_one(f"#bs-{m}", Input).value = str(plan.batch_size(m))
             self.query_one("#batch-auto", Checkbox).value = plan.batch_auto
             self.query_one("#profile", Checkbox).value = plan.profile
+            self.query_one("#channels-last", Checkbox).value = plan.channels_last
             self.query_one("#profile-help", Static).update(profile_hint(plan))
             device = self.query_one("#device", Select)
             device.value = plan.device if plan.device in {v for _, v in device._options} else "auto"  # noqa: SLF001
             self.query_one("#data", Select).value = plan.data
-            for field in CHOICES:
-                self.query_one(f"#{field}", Select).value = getattr(plan, field)
-            self.query_one("#preset-help", Static).update(preset_hint(plan.preset, self.probe.found))
-            self._show_batch_fields()
-        finally:
-            self._filling = False
+            for name in CHOICES:
+                self.query_one(f"#{name}", Select).value = getattr(plan, name)
+        self._show_batch_fields()
+        self._show_preset()
 
     # -- building the plan ----------------------------------------------------------------------
     def _number(self, widget_id: str, label: str) -> int:
@@ -367,9 +571,10 @@ class PlanScreen(Screen):
         except ValueError:
             raise PlanError(f"{label}: enter a whole number") from None
 
-    def build_plan(self) -> Plan:
-        """The plan the form describes, validated (raises PlanError)."""
-        # Settings the form does not show (precision, order, ...) come from the preset or plan it started from.
+    def _read_form(self, own_model: bool = True) -> Plan:
+        """The plan the form describes, not yet validated; ``own_model``: with the model file's network."""
+        # Settings the form does not show (the learning rate, shuffling, ...) come from the preset or
+        # plan it started from.
         plan = Plan.from_dict(self.initial.to_dict())
         preset = self.query_one("#preset", Select).value
         plan.preset = preset if isinstance(preset, str) else ""
@@ -378,15 +583,12 @@ class PlanScreen(Screen):
         plan.models = [m for m in catalog.MODEL_ORDER if m in chosen]
         plan.custom_models = []
         model_file = self.query_one("#model-file", Input).value.strip()
-        if model_file:  # the user's own network, after the catalog's ticked above
+        if model_file and own_model:  # the user's own network, after the catalog's ticked above
             own = read_model_file(model_file)
             plan.custom_models = [own]  # registered by plan.validate()
             plan.models.append(own["name"])
-        plan.image_size = self._number("image_size", "Image size")
-        plan.seq_len = self._number("seq_len", "Seq len")
-        plan.samples = self._number("samples", "Samples")
-        plan.epochs = self._number("epochs", "Epochs")
-        plan.runs = self._number("runs", "Runs")
+        for name, label in NUMBERS.items():
+            setattr(plan, name, self._number(name, label))
         plan.batch_auto = self.query_one("#batch-auto", Checkbox).value
         plan.batch_sizes = (
             {}
@@ -400,11 +602,17 @@ class PlanScreen(Screen):
         plan.device = str(self.query_one("#device", Select).value)
         plan.data = str(self.query_one("#data", Select).value)
         plan.profile = self.query_one("#profile", Checkbox).value
-        for field in CHOICES:
-            value = str(self.query_one(f"#{field}", Select).value)
-            if field == "optimizer" and value != plan.optimizer:
+        plan.channels_last = self.query_one("#channels-last", Checkbox).value
+        for name in CHOICES:
+            value = str(self.query_one(f"#{name}", Select).value)
+            if name == "optimizer" and value != plan.optimizer:
                 plan.learning_rate = 0.0  # another optimizer: its own default learning rate
-            setattr(plan, field, value)
+            setattr(plan, name, value)
+        return plan
+
+    def build_plan(self) -> Plan:
+        """The plan the form describes, validated (raises PlanError)."""
+        plan = self._read_form()
         plan.validate()
         for own in plan.custom_models:
             check_sources(own, set(plan.python))
