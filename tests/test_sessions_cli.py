@@ -44,7 +44,10 @@ def _no_traceback(err: str) -> None:
 
 
 # -- sessions ----------------------------------------------------------------------
-def test_sessions_lists_newest_first(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sessions_lists_newest_first(
+    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # wide enough for every column unwrapped
     assert main(["sessions", "--sessions-dir", str(root)]) == 0
     out = capsys.readouterr().out
     assert out.index("20260102T000000Z_beta") < out.index("20260101T000000Z_alpha")

@@ -579,3 +579,48 @@ def test_signals_stop_the_session_and_a_hang_up_has_its_own_handler(hang_up: boo
 
     asyncio.run(main())
     assert calls == ["stop", "stop", "hang up" if hang_up else "stop"]
+
+
+@pytest.mark.asyncio
+async def test_a_replay_opened_mid_run_leaves_the_run_going_and_esc_comes_back(tmp_path: Path) -> None:
+    """A saved session replayed from the palette while a plan runs: the run goes on (the replay's worker
+    once shared the engine's exclusive group, and starting it cancelled the session), and Esc twice
+    leads back to the live screen. The plan's ETA waits for a finished run."""
+    import shutil
+
+    from benchtui.screens.sessions import SessionsScreen
+
+    root = (
+        tmp_path / "sessions"
+    )  # not scanned by _no_runner_left_behind: the copy's pids are another machine's
+    shutil.copytree(Path(__file__).parent / "data" / "tiny-cpu-session", root / "20200101T000000Z_tiny")
+    app = make_app(
+        tiny_plan(samples=8000),
+        autostart=True,
+        sessions_dir=str(root),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.05"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
+        live = app.screen
+        assert "ETA: after the first run" in live.query_one("#status").render().plain
+        app.show_sessions()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen) and app.screen.infos)
+        sessions = app.screen
+        sessions.query_one("DataTable").move_cursor(
+            row=[i["name"] for i in sessions.infos].index("20200101T000000Z_tiny")
+        )
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.replayer is not None and app.replayer.status == "complete")
+        assert app.runs_going and app.engine is not None and app.engine.status == "running"
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is sessions)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is live)
+        pids = runner_pids(app)
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: not app.is_running, timeout=20)
+    assert app.exit_code == 130 and not [p for p in pids if alive(p)]
+    assert json.loads((app.session_path / "session.json").read_text())["status"] == "interrupted"  # type: ignore[operator]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,12 @@ from textual.screen import Screen
 from textual.timer import Timer
 
 from benchtui.app import BenchApp, make_app
+from benchtui.core.model.summary import SessionModel
 from benchtui.core.store.session import load_session
 from benchtui.screens.live import TICK_S, LiveScreen
 from benchtui.widgets.comparison import BatchComparison
 from benchtui.widgets.results_table import ResultsTable
+from benchtui.widgets.spark import BARS
 from benchtui.widgets.telemetry import TelemetryPanel
 
 DATA = Path(__file__).parent / "data"
@@ -134,12 +137,19 @@ async def test_gpu_panels_one_per_gpu_with_na_for_missing_metrics() -> None:
 
 @pytest.mark.asyncio
 async def test_live_only_keys_do_nothing_in_a_replay() -> None:
+    """Stop and skip are not offered in a replay (no runner): not in the footer, not in the palette."""
     app = make_app(replay=TINY, speed=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause(0.3)
         screen = app.screen
-        assert screen.check_action("stop_run", ()) is None  # shown dimmed in the footer
-        assert screen.check_action("skip_model", ()) is None
+        assert app.replayer is not None and app.replayer.status == "running"
+        assert screen.check_action("stop_run", ()) is False
+        assert screen.check_action("skip_model", ()) is False
+        footer = {b.binding.id for b in app.active_bindings.values()}  # dimmed ones too
+        assert not {"stop-run", "skip-model"} & footer and "pause-queue" in footer
+        titles = [c.title for c in app.get_system_commands(screen)]
+        assert "Pause the queue" in titles and "Stop the current run" not in titles
+        assert screen.check_action("back", ()) is False  # opened from the command line: nothing to go back to
         await pilot.press("s", "k")
         assert isinstance(app.screen, LiveScreen)
         await pilot.press("p")  # pause applies to playback
@@ -230,3 +240,201 @@ def test_views_colour_statuses_from_the_one_map(monkeypatch: pytest.MonkeyPatch)
     assert cell_values(model, "torch", "resnet50", {})["state"] == ("done", "italic blue")
     run_id = next(r for r, run in model.runs.items() if run.spec.framework == "torch")
     assert headless._run_line(model, run_id).startswith("[underline]")
+
+
+# -- the comparison strips: every run of the model, the whole width ---------------------------------
+def paused_when(monkeypatch: pytest.MonkeyPatch, moment: Callable[[SessionModel], bool]) -> None:
+    """Replays stop (paused) at the first event after which ``moment`` holds: a session caught mid-plan,
+    deterministically."""
+    from benchtui.core.running.replay import Replayer
+
+    apply = Replayer._apply
+
+    def _apply(self: Replayer, event: dict) -> None:
+        apply(self, event)
+        if not self.paused and moment(self.model):
+            self.pause()
+
+    monkeypatch.setattr(Replayer, "_apply", _apply)
+
+
+async def until_paused(pilot, app: BenchApp) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + 30
+    while app.replayer is None or not app.replayer.paused:
+        assert time.monotonic() < deadline, "replay did not pause"
+        await pilot.pause(0.05)
+    await pilot.pause(3 * TICK_S)
+
+
+def strip_lines(comparison: BatchComparison, width: int) -> list[str]:
+    """The lines of the strips as drawn at ``width`` (the verdict and settings lines left out)."""
+    lines = [line.plain for line in comparison._render_lines(width)]
+    return lines[: -2 if comparison.series and lines[-1].startswith("PyTorch") else -1]
+
+
+@pytest.mark.asyncio
+async def test_the_strips_show_every_run_of_the_model_across_the_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sessionfactory import make_session
+
+    path = make_session(tmp_path, runs=3, epochs=2, steps=8, name="three")
+    # torch r1 and tf.keras r1 done, torch r2 halfway through its 16 batches
+    paused_when(monkeypatch, lambda model: len(model.runs["003-torch-resnet50-2"].batch_seconds) == 8)
+    app = make_app(replay=path, speed=math.inf)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_paused(pilot, app)
+        comparison = app.screen.query_one(BatchComparison)
+        assert {fw: [s.run.spec.index for s in runs] for fw, runs in comparison.strips.items()} == {
+            "torch": [1, 2, 3],
+            "tensorflow": [1, 2, 3],
+        }
+        comparison.room = None  # one line a strip, as on a screen without room to spare
+        lines = strip_lines(comparison, 70)
+        assert [line[:21].rstrip() for line in lines] == [
+            "PyTorch  r1 median 0.",
+            "         r2 median 0.",
+            "         r3 queued",
+            "tf.keras r1 median 0.",
+            "         r2 queued",
+            "         r3 queued",
+        ]
+        # A finished run spans the whole width; the running one, 8 of its 16 batches in, half of it.
+        assert len(lines[0]) == 70 and len(lines[3]) == 70
+        start = len("PyTorch  r1 median 0.045 s ")
+        assert len(comparison.strips["torch"][1].seconds) == 8
+        assert len(lines[1]) - start == round((70 - start) / 2)
+        status = app.screen.query_one("#status").render().plain
+        assert "ETA: " in status and "left" in status
+
+
+@pytest.mark.asyncio
+async def test_many_runs_stand_side_by_side_on_a_line_per_framework(tmp_path: Path) -> None:
+    from sessionfactory import make_session
+
+    path = make_session(tmp_path, runs=6, epochs=2, steps=4, name="six")
+    app = make_app(replay=path, speed=math.inf)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await finished(pilot, app)
+        comparison = app.screen.query_one(BatchComparison)
+        assert comparison.side_by_side
+        comparison.room = None
+        lines = strip_lines(comparison, 78)
+        assert (
+            len(lines) == 2
+            and lines[0].startswith("PyTorch  r1–r6 median 0.")
+            and lines[1].startswith("tf.keras")
+        )
+        assert all(line.count("│") == 5 for line in lines)  # six runs, five separators
+
+
+@pytest.mark.asyncio
+async def test_strips_grow_into_the_room_the_screen_has() -> None:
+    """At 120x35 a two-run session leaves room beside the telemetry: each strip is drawn four lines high,
+    and the body still needs no scrolling; at 80x24 the GPU panels below take all the room: one line each."""
+    seen = {}
+    for path, size in ((TINY, (120, 35)), (GPU, (80, 24))):
+        app = make_app(replay=path, speed=math.inf)
+        async with app.run_test(size=size) as pilot:
+            await finished(pilot, app)
+            await pilot.pause(2 * TICK_S)
+            comparison = app.screen.query_one(BatchComparison)
+            strips = [line.plain for line in comparison._render_lines()][
+                : -len(comparison._render_lines()) + 8
+            ]
+            seen[size] = (comparison.room, strips, app.screen.query_one("#body").max_scroll_y)
+    room, strips, scroll = seen[(120, 35)]
+    assert room is not None and room > 10 and scroll == 0
+    assert [line.split()[0] for line in strips[3::4]] == [
+        "PyTorch",
+        "tf.keras",
+    ]  # words on a strip's last line
+    assert "█" in strips[0] and set(strips[0]) <= {" ", *BARS}  # the first batches' tops
+    room, strips, _ = seen[(80, 24)]
+    assert room is None and strips[0].startswith("PyTorch") and strips[1].startswith("tf.keras")
+
+
+# -- the plan's ETA ------------------------------------------------------------------------------------
+def test_the_eta_comes_from_the_finished_runs_of_each_kind(tmp_path: Path) -> None:
+    from benchtui.core.running.replay import Replayer
+    from benchtui.screens.live import clock, eta_text, plan_eta
+    from sessionfactory import make_session, read_events
+
+    path = make_session(tmp_path, runs=2, epochs=2, steps=4)  # torch r1, tf r1, torch r2, tf r2
+    model = Replayer(path).model
+    runs = {(r.spec.framework, r.spec.index): r for r in model.runs.values()}
+    events = list(read_events(path))
+
+    def play_until(done: list[tuple[str, int]]) -> float:
+        """Apply events until these runs have ended; the last event's time."""
+        t = 0.0
+        while not all(runs[k].finished for k in done):
+            event = events.pop(0)
+            model.apply(event)
+            t = event.get("t", t)
+        return t
+
+    assert eta_text(model, None) == "ETA: after the first run"
+    now = play_until([("torch", 1)])
+    torch_s = runs["torch", 1].ended_t - runs["torch", 1].started_t  # type: ignore[operator]
+    assert plan_eta(model, now) == (pytest.approx(torch_s), 2)  # torch r2 known; tf.keras r1 and r2 not
+    assert eta_text(model, now) == f"ETA: over {clock(torch_s)} left (2 runs not timed yet)"
+    now = play_until([("tensorflow", 1)])
+    keras_s = runs["tensorflow", 1].ended_t - runs["tensorflow", 1].started_t  # type: ignore[operator]
+    assert plan_eta(model, now) == (pytest.approx(torch_s + keras_s), 0)
+    while runs["torch", 2].started_t is None:
+        model.apply(events.pop(0))
+    into = 0.5 * torch_s  # halfway through torch r2: half of it is left
+    assert plan_eta(model, runs["torch", 2].started_t + into) == (pytest.approx(torch_s - into + keras_s), 0)
+    assert (
+        eta_text(model, runs["torch", 2].started_t + into) == f"ETA: {clock(torch_s - into + keras_s)} left"
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_finished_session_shows_no_eta() -> None:
+    app = make_app(replay=TINY, speed=math.inf)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await finished(pilot, app)
+        assert "ETA" not in app.screen.query_one("#status").render().plain
+
+
+# -- screenshots ---------------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_the_palette_screenshot_goes_into_the_session_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ~/Downloads needed: the SVG lands in the replayed session's folder, and the notice gives its path."""
+    import shutil
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a home without Downloads
+    session = tmp_path / "tiny"
+    shutil.copytree(TINY, session)
+    app = make_app(replay=session, speed=math.inf, sessions_dir=str(tmp_path / "sessions"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await finished(pilot, app)
+        app.clear_notifications()
+        (command,) = [c for c in app.get_system_commands(app.screen) if c.title == "Screenshot"]
+        command.callback()
+        await pilot.pause(0.4)  # Textual's command waits 0.1 s for the palette to close
+        (svg,) = session.glob("*.svg")
+        assert "<svg" in svg.read_text()
+        assert [n.message for n in app._notifications] == [f"Screenshot saved: {svg.resolve()}"]
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.asyncio
+async def test_a_screenshot_without_a_session_goes_into_the_sessions_folder(tmp_path: Path) -> None:
+    from benchtui.screens.plan import GpuProbe
+
+    app = make_app(None, sessions_dir=str(tmp_path / "sessions"), probe=GpuProbe((), "test"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        written = app.deliver_screenshot()
+        assert written is not None and Path(written).parent == (tmp_path / "sessions").resolve()
+        # A folder that cannot be written is said, in one line, and nothing else happens.
+        app.sessions_dir = str(tmp_path / "a-file")
+        (tmp_path / "a-file").write_text("")
+        assert app.deliver_screenshot() is None
+        await pilot.pause()
+        assert "No screenshot: cannot write in" in list(app._notifications)[-1].message

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from textual.widgets import DataTable, Static
 
 from benchtui.app import make_app
 from benchtui.screens.live import LiveScreen
-from benchtui.screens.plan import GpuProbe
-from benchtui.screens.sessions import SessionsScreen
+from benchtui.screens.plan import GpuProbe, PlanScreen
+from benchtui.screens.sessions import CompareScreen, SessionsScreen
 
 DATA = Path(__file__).resolve().parent / "data"
 NO_GPU = GpuProbe((), "NVML unavailable: test")
@@ -122,3 +125,112 @@ async def test_the_export_menu_offers_every_registered_format(
         await pilot.press("end", "enter")
         target = screen.selected / "summary.txt"  # type: ignore[operator]
         await wait_for(pilot, target.exists)
+
+
+@pytest.mark.asyncio
+async def test_esc_leaves_a_replay_for_the_sessions_screen_it_came_from(root: Path) -> None:
+    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("ctrl+o")  # from the plan screen
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        sessions = app.screen
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
+        replay = app.screen
+        assert "replay-back" in {b.binding.id for b in app.active_bindings.values()}  # Back, in the footer
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is sessions)
+        assert app.replayer is not None and app.replayer.cancelled and replay not in app.screen_stack
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        assert app.is_running
+
+
+@pytest.mark.asyncio
+async def test_the_list_says_each_status_keeps_the_id_whole_and_cuts_a_long_name(tmp_path: Path) -> None:
+    from benchtui.screens.sessions import NAME_W
+    from sessionfactory import make_session
+
+    long_name = "a name as long as a sentence, which says everything that this session measured"
+    path = make_session(tmp_path, name=long_name, status="incomplete", runs=1, epochs=2, steps=2)
+    app = make_app(None, sessions_dir=str(tmp_path), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_sessions()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        await wait_for(pilot, lambda: app.screen.shown is not None)
+        table = app.screen.query_one(DataTable)
+        assert [str(c.label) for c in table.columns.values()][:3] == [" ", "Status", "Session"]
+        row = [str(cell) for cell in table.get_row(str(path))]
+        assert row[1:3] == ["incomplete", path.name]  # the status first; the id whole, as the CLI takes it
+        assert row[-1] == long_name[: NAME_W - 1] + "…"
+
+
+@pytest.mark.asyncio
+async def test_two_marked_sessions_are_compared_on_a_screen_with_a_way_back(root: Path) -> None:
+    shutil.copytree(root / "20261121T100016Z_tiny-cpu-session", root / "20200101T000000Z_oldest")
+    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.show_sessions()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.shown is not None)
+        newer, older, oldest = (Path(info["path"]) for info in screen.infos)  # the list is newest first
+        assert screen.check_action("compare", ()) is None  # dimmed: nothing marked yet
+        await pilot.press("m")
+        assert (
+            screen.marked == [newer] and screen.check_action("compare", ()) is None
+        )  # the same row: one session
+        await pilot.press("down")
+        assert screen.pair() == (older, newer)  # one marked, the other selected: the older is A
+        await pilot.press("m")
+        assert screen.marked == [newer, older] and screen.pair() == (older, newer)
+        table = screen.query_one(DataTable)
+        assert [str(table.get_row(str(p))[0]) for p in (newer, older)] == ["✓", "✓"]
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        compare = app.screen
+        await wait_for(pilot, lambda: compare.comparison is not None)
+        await pilot.pause()
+        printed = Console(width=110, file=io.StringIO(), color_system=None)
+        printed.print(compare.query_one("#compare-view", Static).content)
+        text = printed.file.getvalue()  # type: ignore[attr-defined]
+        # What benchtui compare prints: its table (newer B against older A), and how to read B/A.
+        assert f"B {newer.name}  vs  A {older.name}" in text and "B/A is the ratio of times" in text
+        assert "compare-back" in {b.binding.id for b in app.active_bindings.values()}
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await pilot.press("down", "m")  # a third mark replaces the first
+        assert screen.marked == [older, oldest]
+        assert [str(table.get_row(str(p))[0]) for p in (newer, older, oldest)] == ["", "✓", "✓"]
+        await pilot.press("m")  # and a marked one is unmarked
+        assert screen.marked == [older]
+
+
+@pytest.mark.asyncio
+async def test_the_summary_is_drawn_at_the_width_below_the_list(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not the screen's width: the summary's padding and scroll bar take columns, and a table drawn
+    wider than its room loses its right edge."""
+    from benchtui.screens import sessions
+
+    widths: list[int] = []
+    real = sessions.summary_view
+
+    def recording(path: Path, width: int):  # noqa: ANN202
+        widths.append(width)
+        return real(path, width)
+
+    monkeypatch.setattr(sessions, "summary_view", recording)
+    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_sessions()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.shown is not None)
+        detail = screen.query_one("#sessions-detail")
+        assert widths and set(widths) == {detail.scrollable_content_region.width}
+        # At that width nothing is cut: the study's table (77 columns at the least) fits an 80-column screen.
+        printed = Console(width=200, file=io.StringIO(), color_system=None)
+        printed.print(real(screen.selected, widths[0]), width=widths[0])  # type: ignore[arg-type]
+        assert max(map(len, printed.file.getvalue().splitlines())) <= widths[0]  # type: ignore[attr-defined]

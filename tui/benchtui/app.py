@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
 from benchtui.core.fmt import clean
@@ -137,7 +137,15 @@ class BenchApp(App[int]):
 
     def on_sessions_screen_replay_requested(self, message: SessionsScreen.ReplayRequested) -> None:
         # At once: the sessions were recorded; a failure to read one is said, and the app stays.
-        self.start_replay(message.path, float("inf"), quit_on_error=False)
+        self.start_replay(message.path, float("inf"), from_sessions=True)
+
+    def on_live_screen_back_requested(self, message: LiveScreen.BackRequested) -> None:
+        """Esc in a replay opened from the sessions screen: stop playing it and show that screen again."""
+        screen = self.screen
+        if isinstance(screen, LiveScreen) and screen.back:
+            self.pop_screen()
+            if self.replayer is screen.source:
+                self.replayer.cancel()  # one still playing stops: nothing runs for a screen gone
 
     def on_live_screen_new_plan_requested(self, message: LiveScreen.NewPlanRequested) -> None:
         self.show_plan(message.plan)
@@ -200,31 +208,36 @@ class BenchApp(App[int]):
             )
         return status
 
-    def start_replay(self, path: Path, speed: float, quit_on_error: bool = True) -> None:
+    def start_replay(self, path: Path, speed: float, from_sessions: bool = False) -> None:
+        """Play a session folder through the live screen; ``from_sessions``: on top of the sessions
+        screen, which Esc goes back to (a folder that cannot be read is then said, and the app stays)."""
         from benchtui.core.running.replay import Replayer
         from benchtui.core.store.session import SessionError
 
         try:
             replayer = Replayer(path, speed=speed)
         except (OSError, SessionError) as exc:
-            if not quit_on_error:  # chosen in the sessions screen: say so and stay
+            if from_sessions:
                 self.notify(clean(f"Cannot replay: {exc}"), severity="error", markup=False)
                 return
             self.exit_code = 2
             self.exit(2, return_code=2, message=clean(f"benchtui: error: {exc}"))
             return
-        screen = LiveScreen(replayer, speed=speed)
+        screen = LiveScreen(replayer, speed=speed, back=from_sessions)
         replayer.listener = screen.note_event
-        self.replayer, self.session_path = replayer, Path(path)
-        self._show(screen)
-        self.run_worker(
-            self._run_replay(replayer), name="replay", group="engine", exclusive=True, exit_on_error=False
-        )
+        self.replayer = replayer  # session_path stays the live session's: the one said on leaving
+        if from_sessions:
+            self.push_screen(screen)
+        else:
+            self._show(screen)
+        # Not exclusive, and not in the engine's group: starting a replay must cancel neither a session
+        # being run nor a replay on a screen underneath (Esc ends a replay opened from the sessions screen).
+        self.run_worker(self._run_replay(replayer), name="replay", group="replay", exit_on_error=False)
 
     async def _run_replay(self, replayer: Replayer) -> str:
         status = await replayer.run()
         self._final_tick()
-        if not self._quitting:
+        if not self._quitting and not replayer.cancelled:  # cancelled: left with Esc, nothing to say
             self.notify(clean(f"Replay finished: the session was {status}."), timeout=10, markup=False)
         return status
 
@@ -359,6 +372,39 @@ class BenchApp(App[int]):
     def show_sessions(self) -> None:
         self.push_screen(SessionsScreen(self.sessions_dir))
 
+    # -- screenshots ------------------------------------------------------------------------
+    def screenshot_folders(self) -> list[Path]:
+        """Where a screenshot goes: the folder of the session on screen, else (or if that one cannot
+        be written, a recording read-only here) the sessions folder."""
+        from benchtui.core.store.session import sessions_dir
+
+        folders = [sessions_dir(self.sessions_dir)]
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, ModalScreen):  # the palette, a question: the screen under it
+                continue
+            if isinstance(screen, LiveScreen):
+                folders.insert(0, screen.session_path)
+            break
+        return folders
+
+    def deliver_screenshot(
+        self, filename: str | None = None, path: str | None = None, time_format: str | None = None
+    ) -> str | None:
+        """The palette's "Screenshot" (and ``action_screenshot``): an SVG written into the session's
+        folder rather than Textual's ~/Downloads (which may not exist), and its full path said."""
+        problem = ""
+        for folder in [Path(path)] if path else self.screenshot_folders():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                written = Path(self.save_screenshot(filename, str(folder), time_format)).resolve()
+            except OSError as exc:
+                problem = f"cannot write in {folder}: {exc.strerror or exc}"
+                continue
+            self.notify(clean(f"Screenshot saved: {written}"), timeout=10, markup=False)
+            return str(written)
+        self.notify(clean(f"No screenshot: {problem}"), severity="error", timeout=10, markup=False)
+        return None
+
 
 def make_app(plan: Plan | None = None, **options: Any) -> BenchApp:
     """The app, configured; ``run_app``, ``replay_app``, tests and benchmarks all build it here.
@@ -373,7 +419,7 @@ def _run(app: BenchApp) -> int:
     app.run()
     if app.return_code not in (0, None):  # Textual itself failed (it printed the traceback)
         return app.return_code
-    if app.session_path is not None and app.replayer is None:
+    if app.session_path is not None:  # a session was run (a replay never sets it)
         # The screen is gone: say where everything went.
         print(
             clean(f"benchtui: session {app.session_status or 'ended'}: {app.session_path}"), file=sys.stderr

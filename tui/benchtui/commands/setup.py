@@ -84,7 +84,7 @@ def cmd_doctor(args: argparse.Namespace | None = None) -> int:
     from rich.table import Table
 
     console = Console()
-    found = _ask_with_progress(bool(args.fresh))
+    found = _ask_with_progress(bool(args is not None and args.fresh))
     table = Table(title="benchtui doctor", title_justify="left", header_style="bold")
     for col in ("Framework", "Status", "GPU", "Versions", "Devices"):
         table.add_column(col)

@@ -64,6 +64,51 @@ def clock(seconds: float | None) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+#: Runs whose length says how long the next run of their kind takes (a stopped or skipped one does not).
+TIMED = (RunStatus.OK, RunStatus.FAILED)
+
+
+def plan_eta(model: SessionModel, now: float | None) -> tuple[float, int] | None:
+    """The seconds the plan has left, and how many runs to come it could not estimate; None before any
+    run has finished.
+
+    A run to come takes as long as the finished runs of its framework, model and device count took
+    on average; the run going on, that less the time it has run so far (``now``, on the events' clock).
+    """
+    took: dict[tuple[str, str, int], list[float]] = {}
+    for run in model.runs.values():
+        if run.status in TIMED and run.started_t is not None and run.ended_t is not None:
+            took.setdefault((run.spec.framework, run.spec.model, run.spec.devices), []).append(
+                max(run.ended_t - run.started_t, 0.0)
+            )
+    if not took:
+        return None
+    left, unknown = 0.0, 0
+    for run in model.runs.values():
+        if run.finished:
+            continue
+        times = took.get((run.spec.framework, run.spec.model, run.spec.devices))
+        if not times:
+            unknown += 1
+            continue
+        expected = sum(times) / len(times)
+        if run.started_t is not None and now is not None:
+            expected = max(expected - (now - run.started_t), 0.0)
+        left += expected
+    return left, unknown
+
+
+def eta_text(model: SessionModel, now: float | None) -> str:
+    """The plan's ETA in words: honest about what it cannot know yet."""
+    eta = plan_eta(model, now)
+    if eta is None:
+        return "ETA: after the first run"
+    left, unknown = eta
+    if not unknown:
+        return f"ETA: {clock(left)} left"
+    return f"ETA: over {clock(left)} left ({unknown} run{'s' if unknown > 1 else ''} not timed yet)"
+
+
 def _label(framework: str, model: str) -> str:
     info = catalog.MODELS.get(model)
     return f"{info.label if info else model} · {catalog.FRAMEWORK_LABELS.get(framework, framework)}"
@@ -192,6 +237,9 @@ class LiveScreen(Screen):
             super().__init__()
             self.plan = plan
 
+    class BackRequested(Message):
+        """The user asked to leave this replay for the screen it was opened from."""
+
     BINDINGS = [
         Binding(
             "s",
@@ -237,15 +285,24 @@ class LiveScreen(Screen):
             tooltip="Show or hide where each framework's step time goes (--profile)",
         ),
         Binding("n", "new_plan", "New plan", id="new-plan", tooltip="Back to the plan screen"),
+        Binding(
+            "escape",
+            "back",
+            "Back",
+            id="replay-back",
+            tooltip="Stop the replay and go back to the saved sessions",
+        ),
     ]
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
-    def __init__(self, source: SessionSource, *, speed: float = 1.0) -> None:
+    def __init__(self, source: SessionSource, *, speed: float = 1.0, back: bool = False) -> None:
+        """``back``: a screen to go back to lies under this one (a replay opened from the saved sessions)."""
         super().__init__()
         self.source = source
         self.live = not source.is_replay
         self.speed = speed  # a replay's pace, shown in the status line
+        self.back = back
         self._dirty = True
         self._gpu_dirty = True
         self._last_t: float | None = None
@@ -315,11 +372,30 @@ class LiveScreen(Screen):
 
     def on_resize(self) -> None:
         self._fit_table(self.size.width)
+        self.call_after_refresh(self._fit_strips)
         for strips in self.query(GpuStrips):
             strips.max_strips = self._max_strips()
             strips.refresh(layout=True)
         self._dirty = True
         self.wake()
+
+    def _fit_strips(self) -> None:
+        """Give the per-batch strips the body's spare lines: taller strips where the screen has room."""
+        if not self.query("#body"):  # closed (Esc from a replay) before this ran
+            return
+        body = self.query_one("#body")
+        comparison = self.query_one(BatchComparison)
+        above = (self.query_one(ResultsTable), self.query_one("#notes"), self.query_one(ScalingView))
+        room = body.size.height - sum(
+            w.outer_size.height for w in (*above, self.query_one(WhyView)) if w.display
+        )
+        if not self.has_class("-wide"):  # the telemetry is below the strips, not beside them
+            room -= self.query_one("#telemetry").outer_size.height
+        room -= comparison.outer_size.height - comparison.size.height  # its title rule
+        fitted = room if room > 0 else None
+        if fitted != comparison.room:
+            comparison.room = fitted
+            comparison.refresh(layout=True)
 
     def _max_strips(self) -> int:
         return SHORT_STRIPS if self.app.size.height < SHORT_BELOW else MAX_STRIPS
@@ -404,6 +480,7 @@ class LiveScreen(Screen):
                 self._update_scaling()
                 if self.model.plan.profile:
                     self.query_one(WhyView).update_from(model)
+            self.call_after_refresh(self._fit_strips)  # measured once the new rows are laid out
         if self._gpu_dirty:
             self._gpu_dirty = False
             self._build_panels()
@@ -601,6 +678,9 @@ class LiveScreen(Screen):
     def _update_status(self) -> None:
         line = self._status_line()
         where = Text(no_wrap=True, overflow="ellipsis")
+        if not self.finished and not self.model.plan.watch:  # a watch runs as long as its command
+            where.append(eta_text(self.model, self._last_t), style="bold")
+            where.append(" · ", style="dim")
         where.append("Session folder ", style="dim")
         where.append(clean(str(self.session_path)))
         combined = Text("\n").join([line, where])
@@ -624,11 +704,11 @@ class LiveScreen(Screen):
         if self.model.plan.watch and action in ("skip_model", "pause", "resume", "new_plan"):
             return False  # a watch has one run, no queue, and no plan to go back to
         if action in ("stop_run", "skip_model"):
-            if self.finished:
-                return False  # hidden: the footer makes room for "New plan"
-            if not self.live:
-                return None  # shown dimmed: a replay has no runner to stop
+            if self.finished or not self.live:
+                return False  # hidden: a replay has no runner; a finished session's footer makes room for "New plan"
             return True if source.runner_active else None
+        if action == "back":
+            return self.back
         if action == "pause":
             return not self.finished and not source.paused
         if action == "resume":
@@ -675,6 +755,7 @@ class LiveScreen(Screen):
     def action_toggle_log(self) -> None:
         log = self.query_one("#log", RunLog)
         log.display = not log.display
+        self.call_after_refresh(self._fit_strips)  # the log takes or gives back the strips' room
         if log.display:
             self._follow_log(log)
             log.poll()
@@ -688,6 +769,9 @@ class LiveScreen(Screen):
 
     def action_new_plan(self) -> None:
         self.post_message(self.NewPlanRequested(self.model.plan))
+
+    def action_back(self) -> None:
+        self.post_message(self.BackRequested())
 
     def action_export(self) -> None:
         """Ask which format, then write it into the session folder (even mid-run: what is recorded so far)."""

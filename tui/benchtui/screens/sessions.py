@@ -1,10 +1,12 @@
-"""Saved sessions: the list, the selected one's summary, and replay or export from there."""
+"""Saved sessions: the list, the selected one's summary, and replay, export or compare from there."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -19,6 +21,11 @@ from benchtui.core.model.status import status_style
 from benchtui.core.reporting import registry
 from benchtui.core.reporting.registry import WRITERS
 from benchtui.core.store.session import list_sessions, sessions_dir
+
+if TYPE_CHECKING:
+    from benchtui.core.reporting.compare import Comparison
+
+NAME_W = 24  # a session's name is cut to this: the columns after it stay on screen
 
 
 class ExportChoice(ModalScreen[str | None]):
@@ -81,6 +88,20 @@ class SessionsScreen(Screen):
         Binding(
             "e", "export", "Export", id="export-session", tooltip=f"Write {registry.spoken()} into its folder"
         ),
+        Binding(
+            "m",
+            "mark",
+            "Mark",
+            id="mark-session",
+            tooltip="Mark the selected session (or unmark it) to compare it with another",
+        ),
+        Binding(
+            "c",
+            "compare",
+            "Compare",
+            id="compare-sessions",
+            tooltip="Compare the two marked sessions (or the marked one and the selected one): the newer against the older",
+        ),
         Binding("escape", "back", "Back", id="sessions-back", tooltip="Back to where you came from"),
     ]
 
@@ -89,6 +110,7 @@ class SessionsScreen(Screen):
         self.root = root
         self.infos: list[dict[str, str]] = []
         self.shown: Path | None = None  # the session whose summary is on screen
+        self.marked: list[Path] = []  # at most two, in the order marked
 
     def compose(self) -> ComposeResult:
         yield Static(id="sessions-title")
@@ -99,8 +121,9 @@ class SessionsScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for column in ("Started (UTC)", "Name", "Device", "Frameworks", "Models", "Status"):
-            table.add_column(column)
+        table.add_column(" ", key="mark")
+        for column in ("Status", "Session", "Device", "Frameworks", "Models", "Name"):
+            table.add_column(column, key=column.lower())
         self.infos = list_sessions(self.root)
         folder = sessions_dir(self.root).resolve()
         title = Text(f"Sessions in {clean(folder)}", style="bold")
@@ -108,19 +131,38 @@ class SessionsScreen(Screen):
             title.append("\nNo sessions yet: run a plan and it is saved here.", style="dim")
         self.query_one("#sessions-title", Static).update(title)
         for info in self.infos:
-            name = info.get("label") or info["name"].partition("_")[2] or info["name"]
-            # Text, not markup (a str cell is markup to a DataTable), and cleaned: it all comes from session files.
+            # Text, not markup (a str cell is markup to a DataTable), and cleaned: it all comes from session
+            # files. The status first, the session's id (its folder: what the command line takes) whole, and
+            # the name last and cut short: its folder already begins with it.
+            cells = (
+                info["name"],
+                info["device"],
+                info["frameworks"],
+                info["models"],
+                shorten(clean(info["label"]), NAME_W),  # cut what shows, not escape codes
+            )
             table.add_row(
-                *(
-                    Text(clean(c))
-                    for c in (info["started"], name, info["device"], info["frameworks"], info["models"])
-                ),
+                Text(""),
                 Text(clean(info["status"]), style=status_style(info["status"], "yellow")),
+                *(Text(clean(c)) for c in cells),
                 key=info["path"],
             )
         table.focus()
-        if self.selected is not None:
-            self.load_summary(self.selected)
+        self.call_after_refresh(self._summarise)  # once laid out: the summary is drawn at its width
+
+    def on_resize(self) -> None:
+        self.shown = None
+        self.call_after_refresh(self._summarise)
+
+    def _summarise(self) -> None:
+        """Load the selected session's summary (unless it is on screen), at the width below the list."""
+        if not self.query(DataTable):  # left, or being taken down, before it was laid out
+            return
+        path = self.selected
+        if path is None or path == self.shown:
+            return
+        width = self.query_one("#sessions-detail").scrollable_content_region.width
+        self.load_summary(path, width if width > 0 else max(self.size.width - 3, 20))
 
     @property
     def selected(self) -> Path | None:
@@ -131,29 +173,65 @@ class SessionsScreen(Screen):
 
     @on(DataTable.RowHighlighted)
     def highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if not self.query("#sessions-summary"):  # the screen is being taken down
+            return
+        self.refresh_bindings()  # "Compare" depends on the row selected when one session is marked
         if self.selected is not None and self.selected != self.shown:
             self.query_one("#sessions-summary", Static).update(Text("Loading…", style="dim"))
-            self.load_summary(self.selected)
+            self._summarise()
 
     @work(thread=True, exclusive=True, group="summary")
-    def load_summary(self, path: Path) -> None:
+    def load_summary(self, path: Path, width: int) -> None:
         """Summarise in a thread: a long session takes a moment to fold."""
         view: RenderableType
         try:
-            view = summary_view(path, self.size.width)
+            view = summary_view(path, width)
         except Exception as exc:  # noqa: BLE001 - a broken folder is shown as such
             view = Text(clean(f"Cannot read {path.name}: {exc}"), style="red")
         self.app.call_from_thread(self._show_summary, path, view)
 
     def _show_summary(self, path: Path, view: RenderableType) -> None:
-        if path == self.selected:  # the cursor may have moved on meanwhile
+        if self.is_mounted and path == self.selected:  # the screen may be gone, the cursor moved on
             self.query_one("#sessions-summary", Static).update(view)
             self.shown = path
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("replay", "export"):
+        if action in ("replay", "export", "mark"):
             return self.selected is not None
+        if action == "compare":  # dimmed, not hidden, while fewer than two are chosen: it can be found
+            return True if self.pair() is not None else (None if len(self.infos) > 1 else False)
         return True
+
+    def pair(self) -> tuple[Path, Path] | None:
+        """The two sessions to compare, the older first (A, the baseline): the two marked, or the
+        one marked and the one selected; None without two."""
+        chosen = list(self.marked)
+        if len(chosen) == 1 and self.selected is not None and self.selected not in chosen:
+            chosen.append(self.selected)
+        if len(chosen) != 2:
+            return None
+        older, newer = sorted(chosen, key=lambda p: p.name)
+        return older, newer
+
+    def action_mark(self) -> None:
+        """Mark or unmark the selected session; a third mark replaces the first."""
+        path = self.selected
+        if path is None:
+            return
+        if path in self.marked:
+            self.marked.remove(path)
+        else:
+            self.marked = [*self.marked, path][-2:]
+        table = self.query_one(DataTable)
+        for info in self.infos:
+            mark = "✓" if Path(info["path"]) in self.marked else ""
+            table.update_cell(info["path"], "mark", Text(mark, style="bold"))
+        self.refresh_bindings()
+
+    def action_compare(self) -> None:
+        pair = self.pair()
+        if pair is not None:
+            self.app.push_screen(CompareScreen(*pair))
 
     def action_replay(self) -> None:
         if self.selected is not None:
@@ -169,6 +247,76 @@ class SessionsScreen(Screen):
                 export_in_background(self, path, fmt)
 
         self.app.push_screen(ExportChoice(), chosen)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, the cut said with an ellipsis."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class PrintedComparison:
+    """The terminal writer's comparison (table, differences, verdicts, how to read B/A), drawn at
+    the width it is given: the same text ``benchtui compare`` prints."""
+
+    def __init__(self, cmp: Comparison) -> None:
+        self.cmp = cmp
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from benchtui.core.reporting import terminal
+
+        out = Console(
+            file=io.StringIO(),
+            width=options.max_width,
+            force_terminal=True,
+            color_system="truecolor",
+            highlight=False,
+        )
+        terminal.print_comparison(self.cmp, out)
+        assert isinstance(out.file, io.StringIO)
+        yield Text.from_ansi(out.file.getvalue().rstrip("\n"))
+
+
+class CompareScreen(Screen):
+    """Two saved sessions compared, B (the newer) against A (the older), as ``benchtui compare`` does."""
+
+    BINDINGS = [Binding("escape", "back", "Back", id="compare-back", tooltip="Back to the saved sessions")]
+
+    def __init__(self, a: Path, b: Path) -> None:
+        super().__init__()
+        self.a, self.b = a, b
+        self.comparison: Comparison | None = None
+
+    def compose(self) -> ComposeResult:
+        title = Text("Two sessions compared: B, the newer, against A, the older", style="bold")
+        title.append("\n" + clean(f"the same as: benchtui compare {self.a.name} {self.b.name}"), style="dim")
+        yield Static(title, id="compare-title")
+        with VerticalScroll(id="compare-body"):
+            yield Static(Text("Comparing…", style="dim"), id="compare-view")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#compare-body").focus()
+        self.load()
+
+    @work(thread=True, exclusive=True, group="compare")
+    def load(self) -> None:
+        """Compare in a thread: two long sessions take a moment to load."""
+        from benchtui.core.reporting.compare import compare_sessions
+
+        view: RenderableType
+        try:
+            self.comparison = compare_sessions(self.a, self.b)
+            view = PrintedComparison(self.comparison)
+        except Exception as exc:  # noqa: BLE001 - a session that cannot be read is said, never a crash
+            view = Text(clean(f"Cannot compare: {exc}"), style="red")
+        self.app.call_from_thread(self._show, view)
+
+    def _show(self, view: RenderableType) -> None:
+        if self.is_mounted:  # Esc may have closed the screen meanwhile
+            self.query_one("#compare-view", Static).update(view)
 
     def action_back(self) -> None:
         self.app.pop_screen()

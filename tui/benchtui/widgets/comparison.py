@@ -1,4 +1,4 @@
-"""The comparison area: per-batch time of each framework on the model being run, on one scale, and the verdict."""
+"""The comparison area: per-batch time of every run of the model being run, on one scale, and the verdict."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from textual.widget import Widget
 from benchtui.core import fmt
 from benchtui.core.model.parity import marked
 from benchtui.core.model.stats import warmup_cut
+from benchtui.core.model.status import RunStatus, status_style
 from benchtui.core.model.summary import RunState, SessionModel, model_verdicts
-from benchtui.widgets.spark import strip
+from benchtui.widgets.spark import tall_strip
 from benchtui_runners import catalog
 
 RATIO_WINDOW = 256  # latest steady batches each framework's median uses
 SHOW_WINDOW = 512  # latest batches kept for the strips: wider than any terminal's strip
-LABEL_W = 12
-VALUE_W = 22
+LINE_PER_RUN = 4  # up to this many runs per framework, a line each; more, a framework's runs side by side
+MAX_STRIP_ROWS = 4  # a strip grows up to this many lines high where the screen has room
 
 
 @dataclass
@@ -129,8 +130,63 @@ def _label(framework: str) -> str:
     return catalog.FRAMEWORK_LABELS.get(framework, framework)
 
 
+@dataclass
+class RunStrip:
+    """One run's batch times as drawn: a line of its own, or a segment of its framework's line."""
+
+    run: RunState
+    seconds: list[float]  # the last SHOW_WINDOW batch times
+    median: float | None  # of its steady tail (``steady_tail``)
+    from_first: bool  # seconds[0] is the run's first batch
+    batches: int  # how many the run had when this was taken
+
+    @property
+    def value(self) -> str:
+        """What the line says of the run: its median, or what it is doing without one."""
+        index = f"r{self.run.spec.index}"
+        if self.median:
+            return f"{index} median {fmt.seconds(self.median)} s"
+        return f"{index} {self.run.status.value}"
+
+
+def run_strip(run: RunState) -> RunStrip:
+    seconds = run.batch_seconds
+    calm = steady_tail(run)
+    return RunStrip(
+        run,
+        seconds[-SHOW_WINDOW:].tolist(),
+        statistics.median(calm) if calm else None,
+        from_first=len(seconds) <= SHOW_WINDOW,
+        batches=len(seconds),
+    )
+
+
+def focus_devices(model: SessionModel, model_id: str) -> int:
+    """The device count of the run on screen: a scaling session goes through several."""
+    if model.current is not None:
+        return model.runs[model.current].spec.devices
+    started = [r for r in model.runs.values() if r.spec.model == model_id and r.started_t is not None]
+    if not started:
+        return model.plan.devices
+    return max(started, key=lambda r: r.started_t or 0.0).spec.devices
+
+
+def _value_style(runs: list[RunStrip]) -> str:
+    """A line of one run: its words in the colour of how it ended when that was not well; dim while queued."""
+    if len(runs) != 1 or runs[0].run.status in (RunStatus.OK, RunStatus.RUNNING):
+        return ""
+    status = runs[0].run.status
+    return "dim" if status in (RunStatus.QUEUED, RunStatus.SKIPPED) else status_style(status.value, "")
+
+
 class BatchComparison(Widget):
-    """One strip of per-batch time per framework, same vertical scale, newest batch at the right."""
+    """Per-batch time of every run of the model on screen, one scale for all, batches left to right.
+
+    A line per run while each framework has a few (``LINE_PER_RUN``); with more, a line per
+    framework whose runs stand side by side. Every strip shares one batches-per-column scale, on
+    which the longest run spans the line and a run going on reaches as far as it got. Where the
+    screen gives room (``room``, set by the screen) the strips grow several lines high.
+    """
 
     DEFAULT_CSS = """
     BatchComparison {
@@ -143,34 +199,53 @@ class BatchComparison(Widget):
         super().__init__(id=id, classes=classes)
         self.model_id: str | None = None
         self._model: SessionModel | None = None
-        self.series: list[Series] = []
+        self.series: list[Series] = []  # per framework, its latest run: the verdict and settings lines
+        self.strips: dict[str, list[RunStrip]] = {}  # per framework, every run of the model, in order
         self.ceiling: float | None = None
         self.clipped = False
+        self._taken: dict[str, RunStrip] = {}  # a finished run's strip is taken once
+        # Lines the screen can give this widget's content (None: as few as it needs); set by the screen.
+        self.room: int | None = None
+
+    def _strip(self, run: RunState) -> RunStrip:
+        taken = self._taken.get(run.spec.run_id)
+        if taken is not None and taken.batches == len(run.batch_seconds) and taken.run.status == run.status:
+            return taken
+        taken = run_strip(run)
+        if run.finished:
+            self._taken[run.spec.run_id] = taken
+        return taken
 
     def update_from(self, model: SessionModel) -> None:
         """Take fresh lists from the model (never a reference to its arrays) and redraw."""
+        if model is not self._model:
+            self._taken.clear()
         self.model_id = focus_model(model)
         self._model = model
         series: list[Series] = []
+        strips: dict[str, list[RunStrip]] = {}
         if self.model_id is not None:
+            devices = focus_devices(model, self.model_id)
             for framework in model.plan.frameworks:
+                strips[framework] = [
+                    self._strip(r) for r in model.cell_runs(framework, self.model_id, devices)
+                ]
                 run = latest_run(model, framework, self.model_id)
                 if run is None:
                     series.append(Series(framework, None))
                     continue
-                total = len(run.batch_seconds)
-                seconds = run.batch_seconds[-SHOW_WINDOW:].tolist()
-                calm = steady_tail(run)
-                median = statistics.median(calm) if calm else None
-                series.append(Series(framework, run, seconds, median, from_first=total <= SHOW_WINDOW))
-        self.series = series
+                # The run going on is taken once a tick: from the strips when they show it.
+                s = next((s for s in strips[framework] if s.run is run), None) or self._strip(run)
+                series.append(Series(framework, run, s.seconds, s.median, from_first=s.from_first))
+        self.series, self.strips = series, strips
+        shown = [s for runs in strips.values() for s in runs]
         # The scale ignores each run's first batch (tracing, autotuning): it would flatten the rest.
         rest = [
-            v for s in series for v in (s.seconds[1:] if s.from_first and len(s.seconds) > 1 else s.seconds)
+            v for s in shown for v in (s.seconds[1:] if s.from_first and len(s.seconds) > 1 else s.seconds)
         ]
         self.ceiling = max(rest) if rest else None
         self.clipped = any(
-            s.from_first and s.seconds and self.ceiling and s.seconds[0] > self.ceiling for s in series
+            s.from_first and s.seconds and self.ceiling and s.seconds[0] > self.ceiling for s in shown
         )
         label = (
             catalog.MODELS[self.model_id].label if self.model_id in catalog.MODELS else (self.model_id or "")
@@ -178,10 +253,35 @@ class BatchComparison(Widget):
         if self.model_id is not None:  # the frameworks build different networks: the parity mark
             same = model.parity(self.model_id)
             label = marked(label, bool(same and same["flagged"]))
+            if model.plan.multi_device:
+                label += f" ×{focus_devices(model, self.model_id)}"
         clipped = ", 1st clipped" if self.clipped else ""
         scale = f" (0–{fmt.seconds(self.ceiling)} s{clipped})" if self.ceiling else ""
         self.border_title = f"{label} · time per batch{scale}" if label else "Time per batch"
         self.refresh(layout=True)
+
+    @property
+    def side_by_side(self) -> bool:
+        """Too many runs for a line each: a line per framework, its runs side by side."""
+        return any(len(runs) > LINE_PER_RUN for runs in self.strips.values())
+
+    def _rows(self) -> list[tuple[int, str, bool, list[RunStrip], str]]:
+        """What each line shows: (framework's colour index, framework, its first line, runs, value)."""
+        rows: list[tuple[int, str, bool, list[RunStrip], str]] = []
+        side = self.side_by_side
+        for i, framework in enumerate(self.strips):
+            runs = self.strips[framework]
+            if not runs:
+                rows.append((i, framework, True, [], "no run yet"))
+            elif side:
+                medians = [s.median for s in runs if s.median]
+                value = f"r1–r{len(runs)} " + (
+                    f"median {fmt.seconds(statistics.median(medians))} s" if medians else "no batch yet"
+                )
+                rows.append((i, framework, True, runs, value))
+            else:
+                rows += [(i, framework, k == 0, [s], s.value) for k, s in enumerate(runs)]
+        return rows
 
     def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001
         console = self.app.console
@@ -189,33 +289,55 @@ class BatchComparison(Widget):
 
     def _render_lines(self, width: int | None = None) -> list[Text]:
         width = max(width or self.size.width, 20)
-        spark_w = max(width - LABEL_W - VALUE_W - 1, 4)
-        if not self.series:
+        rows = self._rows()
+        if not rows:
             return [Text("No batches yet.", style="dim")]
-        lines: list[Text] = []
-        # One column per batch, wider while there are few: the same x scale for every framework.
-        most = max((len(s.seconds) for s in self.series), default=0)
-        per_batch = max(1, min(4, spark_w // most)) if most else 1
-        fits = spark_w // per_batch
-        for i, s in enumerate(self.series):
-            color = fmt.color_for(s.framework, i)
-            line = Text(no_wrap=True, overflow="ellipsis")
-            name = catalog.FRAMEWORK_LABELS.get(s.framework, s.framework)
-            line.append(f"{name:<{LABEL_W}}"[:LABEL_W], style=f"bold {color}")
-            if s.run is None:
-                value = "no run yet"
-            else:
-                median = f"median {fmt.seconds(s.median)} s" if s.median else "no batch yet"
-                value = f"r{s.run.spec.index} {median}"
-            line.append(f"{value:<{VALUE_W}}"[:VALUE_W])
-            shown = s.seconds[-fits:]
-            line.append(strip(shown, len(shown) * per_batch, self.ceiling), style=color)
-            lines.append(line)
-        lines.append(ratio_line(self.series, self._model, self.model_id))
+        after = [ratio_line(self.series, self._model, self.model_id)]
         how = settings_line(self.series)
         if how.plain:
-            lines.append(how)
-        return lines
+            after.append(how)
+        label_w = max(len(_label(fw)) for _, fw, _, _, _ in rows) + 1
+        value_w = max(len(value) for *_, value in rows) + 1
+        spark_w = max(width - label_w - value_w, 4)
+        # Segments of one width per line: the most runs any framework has.
+        per_line = max(len(runs) for _, _, _, runs, _ in rows) if self.side_by_side else 1
+        cols = max((spark_w - (per_line - 1)) // per_line, 1)
+        # One x scale for every strip: the longest run shown spans its columns (a column is a
+        # batch, several columns, or the mean of several batches), the others as far as they went.
+        most = max((len(s.seconds) for _, _, _, runs, _ in rows for s in runs), default=0)
+        per_batch = cols / most if most else 1.0
+        # Lines with batches grow taller where the screen has room; a queued or skipped run keeps one.
+        drawn_rows = sum(1 for *_, runs, _ in rows if any(s.seconds for s in runs))
+        others = sum(len(t.wrap(self.app.console, width)) for t in after) + len(rows) - drawn_rows
+        height = self.strip_rows(drawn_rows, others) if self.room else 1
+        lines: list[Text] = []
+        for i, framework, first, runs, value in rows:
+            color = fmt.color_for(framework, i)
+            tall = height if any(s.seconds for s in runs) else 1
+            texts = [Text(no_wrap=True, overflow="ellipsis") for _ in range(tall)]
+            for text in texts[:-1]:
+                text.append(" " * (label_w + value_w))
+            # The words on the strip's bottom line, beside its solid part.
+            texts[-1].append(f"{_label(framework) if first else '':<{label_w}}", style=f"bold {color}")
+            texts[-1].append(f"{value:<{value_w}}", style=_value_style(runs))
+            for k, s in enumerate(runs):
+                drawn = min(cols, max(round(len(s.seconds) * per_batch), 1)) if s.seconds else 0
+                bars = tall_strip(s.seconds, drawn, self.ceiling, tall) if drawn else [""] * tall
+                for text, bar in zip(texts, bars, strict=True):
+                    if k:
+                        text.append("│", style="dim")
+                    text.append(bar, style=color)
+                    if len(runs) > 1 and drawn < cols:  # side by side: each run starts at its own column
+                        filler = "·" if s.run.status is RunStatus.QUEUED and text is texts[-1] else " "
+                        text.append(filler * (cols - drawn), style="dim")
+            lines += texts
+        return lines + after
+
+    def strip_rows(self, strips: int, other_lines: int) -> int:
+        """Lines per strip: one, or more while ``room`` (the screen's spare lines) holds them."""
+        if not self.room or not strips:
+            return 1
+        return max(1, min(MAX_STRIP_ROWS, (self.room - other_lines) // strips))
 
     def render(self) -> Group:
         return Group(*self._render_lines())
