@@ -107,6 +107,11 @@ async def test_replay_renders_the_recorded_rows() -> None:
         assert note.startswith("No GPU metrics (N/A): NVML unavailable")
         status = app.screen.query_one("#status").render().plain
         assert "Complete" in status and "2 of 2 runs ok" in status and "tiny-cpu-session" in status
+        # The answer first: the verdict above the table, in the same words.
+        answer = app.screen.query_one("#answer")
+        assert answer.display and answer.region.y < app.screen.query_one(ResultsTable).region.y
+        text = " ".join(line.plain for line in answer.content.renderables)
+        assert "The answer" in text and f"ResNet50: {verdict['text']}" in text, text
 
 
 @pytest.mark.asyncio

@@ -26,8 +26,9 @@ from textual.widgets import Footer, Static
 from benchtui.core.fmt import clean
 from benchtui.core.model import scaling
 from benchtui.core.model.analysis import model_label
-from benchtui.core.model.parity import differences_text
+from benchtui.core.model.parity import differences_text, marked
 from benchtui.core.model.status import CautionKind, RunStatus, status_style
+from benchtui.core.model.summary import model_verdicts
 from benchtui.core.reporting import registry
 from benchtui.widgets.comparison import BatchComparison, focus_model
 from benchtui.widgets.log_pane import RunLog
@@ -309,6 +310,7 @@ class LiveScreen(Screen):
         self._cache: dict[str, CellCache] = {}
         self._panels_key: tuple[Any, ...] | None = None
         self._controls: tuple[Any, ...] | None = None
+        self._answer_key: tuple[Any, ...] | None = None
         self._status_text = ""
         self._ticker: Timer | None = None
         self._asleep = False  # the ticker is paused until something may have changed
@@ -350,6 +352,7 @@ class LiveScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(id="status")
         with VerticalScroll(id="body"):
+            yield Static(id="answer")
             yield ResultsTable(id="results")
             yield Static(id="notes")
             yield ScalingView(id="scaling", classes="panel")
@@ -476,6 +479,7 @@ class LiveScreen(Screen):
                 }
                 table.show(rows)
                 self.query_one(BatchComparison).update_from(model)
+                self._update_answer()
                 self._update_notes()
                 self._update_scaling()
                 if self.model.plan.profile:
@@ -532,6 +536,37 @@ class LiveScreen(Screen):
     def asleep(self) -> bool:
         """True while the tick is paused because nothing on screen can change."""
         return self._asleep
+
+    def _update_answer(self) -> None:
+        """The answer first: each model's verdict (the words of every view) above the table, once both
+        frameworks have finished a run of it; recomputed only when a run has finished since."""
+        key = (
+            self.finished,
+            tuple((run_id, r.status) for run_id, r in self.model.runs.items() if r.finished),
+        )
+        if key == self._answer_key:
+            return
+        self._answer_key = key
+        lines: list[Text] = []
+        for m in self.model.plan.models:
+            verdicts, refused = model_verdicts(self.model, m)
+            entry = self.model.parity(m)
+            label = marked(model_label(m), bool(entry and entry["flagged"]))
+            for verdict in verdicts:
+                line = Text(clean(f"{label}: "), style="bold")
+                line.append(
+                    clean(verdict["text"]), style="dim" if verdict.get("significant") is False else "bold"
+                )
+                lines.append(line)
+            for item in refused:
+                lines.append(Text(clean(f"{label}: {item['text']}"), style="bold red"))
+        answer = self.query_one("#answer", Static)
+        answer.display = bool(lines)
+        if lines:
+            head = Text(
+                "The answer" if self.finished else "The answer so far (finished runs)", style="bold underline"
+            )
+            answer.update(Group(head, *lines))
 
     def _update_notes(self) -> None:
         lines = self.model.search_lines() + self._watch_notes()
