@@ -18,7 +18,7 @@ from benchtui.app import BenchApp, make_app
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.store.session import load_session
 from benchtui.screens.live import TICK_S, LiveScreen
-from benchtui.widgets.comparison import BatchComparison
+from benchtui.widgets.comparison import MAX_STRIP_ROWS, BatchComparison
 from benchtui.widgets.results_table import ResultsTable
 from benchtui.widgets.spark import BARS
 from benchtui.widgets.telemetry import TelemetryPanel
@@ -335,7 +335,7 @@ async def test_many_runs_stand_side_by_side_on_a_line_per_framework(tmp_path: Pa
 
 @pytest.mark.asyncio
 async def test_strips_grow_into_the_room_the_screen_has() -> None:
-    """At 120x35 a two-run session leaves room beside the telemetry: each strip is drawn four lines high,
+    """At 120x35 a two-run session leaves room beside the telemetry: each strip is drawn its most lines high,
     and the body still needs no scrolling; at 80x24 the GPU panels below take all the room: one line each."""
     seen = {}
     for path, size in ((TINY, (120, 35)), (GPU, (80, 24))):
@@ -344,13 +344,11 @@ async def test_strips_grow_into_the_room_the_screen_has() -> None:
             await finished(pilot, app)
             await pilot.pause(2 * TICK_S)
             comparison = app.screen.query_one(BatchComparison)
-            strips = [line.plain for line in comparison._render_lines()][
-                : -len(comparison._render_lines()) + 8
-            ]
+            strips = [line.plain for line in comparison._render_lines()][: 2 * MAX_STRIP_ROWS]
             seen[size] = (comparison.room, strips, app.screen.query_one("#body").max_scroll_y)
     room, strips, scroll = seen[(120, 35)]
     assert room is not None and room > 10 and scroll == 0
-    assert [line.split()[0] for line in strips[3::4]] == [
+    assert [line.split()[0] for line in strips[MAX_STRIP_ROWS - 1 :: MAX_STRIP_ROWS]] == [
         "PyTorch",
         "tf.keras",
     ]  # words on a strip's last line

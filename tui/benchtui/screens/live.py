@@ -388,7 +388,12 @@ class LiveScreen(Screen):
             return
         body = self.query_one("#body")
         comparison = self.query_one(BatchComparison)
-        above = (self.query_one(ResultsTable), self.query_one("#notes"), self.query_one(ScalingView))
+        above = (
+            self.query_one("#answer"),
+            self.query_one(ResultsTable),
+            self.query_one("#notes"),
+            self.query_one(ScalingView),
+        )
         room = body.size.height - sum(
             w.outer_size.height for w in (*above, self.query_one(WhyView)) if w.display
         )

@@ -20,7 +20,7 @@ from benchtui_runners import catalog
 RATIO_WINDOW = 256  # latest steady batches each framework's median uses
 SHOW_WINDOW = 512  # latest batches kept for the strips: wider than any terminal's strip
 LINE_PER_RUN = 4  # up to this many runs per framework, a line each; more, a framework's runs side by side
-MAX_STRIP_ROWS = 4  # a strip grows up to this many lines high where the screen has room
+MAX_STRIP_ROWS = 6  # a strip grows up to this many lines high where the screen has room
 
 
 @dataclass
