@@ -590,9 +590,8 @@ async def test_a_replay_opened_mid_run_leaves_the_run_going_and_esc_comes_back(t
 
     from benchtui.screens.sessions import SessionsScreen
 
-    root = (
-        tmp_path / "sessions"
-    )  # not scanned by _no_runner_left_behind: the copy's pids are another machine's
+    # Not scanned by _no_runner_left_behind: the copy's pids are another machine's.
+    root = tmp_path / "sessions"
     shutil.copytree(Path(__file__).parent / "data" / "tiny-cpu-session", root / "20200101T000000Z_tiny")
     app = make_app(
         tiny_plan(samples=8000),
