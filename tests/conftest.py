@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Per-framework environments (benchtui envs) of the machine running the tests would replace
 # this Python in every run: the tests use the one they were started with.
 os.environ["BENCHTUI_ENVS"] = str(ROOT / ".pytest_cache" / "no-framework-envs")
+# Piped output is as wide as its tables unless COLUMNS says (as a user may): the tests set it where
+# they mean it, never from whoever started them (pytest-xdist's workers inherit a terminal's).
+os.environ.pop("COLUMNS", None)
 # The doctor keeps its answers in the user's cache folder: the tests keep theirs in one of their own.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-cache-")
 

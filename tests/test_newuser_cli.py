@@ -292,3 +292,51 @@ def test_a_session_stopped_early_leaves_the_lacking_model_unavailable_not_incomp
     assert engine.model.row("tensorflow", "pnasnet_large")["status"] == "unavailable"
     assert engine.model.row("torch", "pnasnet_large")["status"] == "incomplete"
     assert load_session(path).model.row("tensorflow", "pnasnet_large")["status"] == "unavailable"
+
+
+def test_the_app_and_commands_take_a_sessions_folder_before_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import benchtui.app
+
+    make_session(tmp_path, name="here", folder="20260101T000000Z_here")
+    opened: list[str | None] = []
+    monkeypatch.setattr(benchtui.app, "run_app", lambda plan, **kw: opened.append(kw["sessions_dir"]) or 0)
+    assert main(["--sessions-dir", str(tmp_path)]) == 0 and opened == [str(tmp_path)]  # the app's folder
+    monkeypatch.setenv("COLUMNS", "160")
+    assert main(["--sessions-dir", str(tmp_path), "sessions"]) == 0  # a command that names none
+    assert "20260101T000000Z_here" in capsys.readouterr().out
+    # A folder that cannot be written is one line before the app takes the terminal.
+    (tmp_path / "file").write_text("")
+    assert main(["--sessions-dir", str(tmp_path / "file" / "x")]) == 2
+    _one_error(capsys.readouterr().err, "cannot write sessions")
+
+
+def test_compare_of_a_session_with_itself_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_session(tmp_path, name="same", folder="20260101T000000Z_same")
+    assert (
+        main(["compare", "20260101T000000Z_same", "20260101T000000Z_same", "--sessions-dir", str(tmp_path)])
+        == 0
+    )
+    assert "A and B are the same session (20260101T000000Z_same)" in capsys.readouterr().err
+    make_session(tmp_path, name="other", folder="20260102T000000Z_other")
+    assert (
+        main(["compare", "20260101T000000Z_same", "20260102T000000Z_other", "--sessions-dir", str(tmp_path)])
+        == 0
+    )
+    assert "same session" not in capsys.readouterr().err
+
+
+def test_one_thread_is_one_thread() -> None:
+    from benchtui.core import fmt
+
+    assert (fmt.plural(1, "thread"), fmt.plural(2, "thread")) == ("1 thread", "2 threads")
+
+
+def test_piped_show_keeps_to_the_columns_the_user_gives() -> None:
+    tiny = str(Path(__file__).parent / "data" / "tiny-cpu-session")
+    narrow = benchtui("show", tiny, env={"COLUMNS": "80"})
+    assert narrow.returncode == 0 and narrow.stdout
+    assert max(len(line) for line in narrow.stdout.splitlines()) <= 80
+    wide = benchtui("show", tiny)  # no COLUMNS: a file gets the tables whole
+    assert max(len(line) for line in wide.stdout.splitlines()) > 80

@@ -221,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Which framework trains this network faster on this GPU, by how much, and why.",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument(
+        "--sessions-dir",
+        metavar="DIR",
+        dest="app_sessions_dir",
+        help="where the app (and any command that names none) reads and writes sessions (default ./sessions)",
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     run = sub.add_parser("run", help="start a plan at once (in the app, or --headless)")
@@ -359,6 +365,9 @@ COMMANDS = {
 
 def dispatch(args: argparse.Namespace) -> int:
     """Run the command ``args`` names (the app when none)."""
+    # `benchtui --sessions-dir DIR [COMMAND]`: the folder before the command counts where the command has none.
+    if args.app_sessions_dir and getattr(args, "sessions_dir", None) is None and args.command is not None:
+        args.sessions_dir = args.app_sessions_dir
     module, name = COMMANDS[args.command]
     return int(getattr(importlib.import_module(f"benchtui.commands.{module}"), name)(args))
 

@@ -51,6 +51,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     lb = load(args.b, args.sessions_dir, "B")
     cmp = compare_sessions(la, lb)
     terminal.print_comparison(cmp)
+    if la.path.resolve() == lb.path.resolve():  # a slip of the finger: it can only say "same speed"
+        say(f"note: A and B are the same session ({clean(la.path.name)}): every ratio is 1 by construction")
     if pct is None:
         return EXIT_OK
     failing = cmp.failing(pct)

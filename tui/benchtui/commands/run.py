@@ -216,7 +216,11 @@ def start(plan: Any, args: argparse.Namespace) -> int:
 def cmd_app(args: argparse.Namespace) -> int:
     from benchtui.app import run_app
 
-    return run_app(None, autostart=False, sessions_dir=None)
+    if args.app_sessions_dir:  # named: said now if it cannot be written, before the app takes the terminal
+        from benchtui.core.store.session import usable_sessions_dir
+
+        usable_sessions_dir(args.app_sessions_dir)
+    return run_app(None, autostart=False, sessions_dir=args.app_sessions_dir)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

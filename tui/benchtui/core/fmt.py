@@ -27,6 +27,11 @@ def color_for(key: str, index: int = 0) -> str:
     return FRAMEWORK_COLORS.get(key, PALETTE[index % len(PALETTE)])
 
 
+def plural(count: object, noun: str) -> str:
+    """'1 thread', '2 threads'."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def seconds(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "–"

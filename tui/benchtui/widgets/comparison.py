@@ -122,7 +122,9 @@ def settings_line(series: list[Series]) -> Text:
             continue
         on_cpu = (s.run.hello.get("device") or {}).get("type") == "cpu" if s.run is not None else False
         threads = settings.get("intra_op_threads") if on_cpu else None  # what a CPU run's speed rests on
-        parts.append(f"{_label(s.framework)} {compile_}" + (f", {threads} threads" if threads else ""))
+        parts.append(
+            f"{_label(s.framework)} {compile_}" + (f", {fmt.plural(threads, 'thread')}" if threads else "")
+        )
     return Text(" · ".join(parts), style="dim", overflow="ellipsis", no_wrap=True)
 
 

@@ -455,7 +455,7 @@ def device_text(device: dict[str, Any]) -> str:
     if device.get("capability"):
         parts.append(f"compute capability {device['capability']}")
     if device.get("threads"):
-        parts.append(f"{device['threads']} threads")
+        parts.append(fmt.plural(device["threads"], "thread"))
     known = {"type", "index", "name", "memory_bytes", "capability", "threads"}
     parts += [f"{k} {v}" for k, v in device.items() if k not in known and v not in (None, "")]
     return ", ".join(parts)
@@ -688,7 +688,7 @@ def how_it_ran(frameworks: dict[str, Any]) -> list[str]:
         settings = env.get("settings") or {}
         parts = [str(settings.get("compile") or "compile not recorded")]
         if settings.get("intra_op_threads"):
-            parts.append(f"{settings['intra_op_threads']} threads")
+            parts.append(fmt.plural(settings["intra_op_threads"], "thread"))
         if isinstance(settings.get("timing"), str):
             parts.append(settings["timing"].split(":")[0] + " timing")
         if settings.get("optimizer"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Any
@@ -58,9 +59,9 @@ def _markup(value: object) -> str:
 
 
 def stdout_console(file: Any = None) -> Console:
-    """A console for tables: as wide as needed when stdout is a file or a pipe."""
+    """A console for tables: as wide as needed when stdout is a file or a pipe, unless ``COLUMNS`` says."""
     console = Console(file=file or sys.stdout)
-    if not console.is_terminal:
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         console = Console(file=file or sys.stdout, width=200)
     return console
 
