@@ -340,3 +340,12 @@ def test_piped_show_keeps_to_the_columns_the_user_gives() -> None:
     assert max(len(line) for line in narrow.stdout.splitlines()) <= 80
     wide = benchtui("show", tiny)  # no COLUMNS: a file gets the tables whole
     assert max(len(line) for line in wide.stdout.splitlines()) > 80
+
+
+@pytest.mark.parametrize(("epochs", "said"), [(1, True), (2, False)])
+def test_one_epoch_says_its_figures_include_the_warm_up(tmp_path: Path, epochs: int, said: bool) -> None:
+    from benchtui.core.reporting.model import build_report
+
+    path = make_session(tmp_path, name="one", epochs=epochs, steps=4, runs=1)
+    report = build_report(load_session(path))
+    assert any("one epoch per run" in n.text for n in report.warnings) == said

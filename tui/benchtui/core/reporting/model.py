@@ -711,6 +711,16 @@ def notices(loaded: LoadedSession, summary: dict[str, Any]) -> list[Notice]:
     """Load warnings, then per-cell cautions as 'Model · Framework: ...' (parity once per model; a caution
     of several cells once, with its cells: ``cells_text``), then skipped lines."""
     out = [Notice("load", w) for w in loaded.warnings]
+    plan = loaded.model.plan
+    if plan.epochs == 1 and plan.task == "train" and not plan.watch:
+        out.append(
+            Notice(
+                "one-epoch",
+                "one epoch per run: every figure includes the first epoch's warm-up (tracing, compiling, "
+                "autotuning), which the study's 'epochs after the first' leaves out; --epochs 2 or more "
+                "gives steady-state figures",
+            )
+        )
     said: set[str] = set()
     rows = summary["rows"]
     frameworks = list(dict.fromkeys(framework_label(r["framework"]) for r in rows))
