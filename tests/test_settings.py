@@ -169,6 +169,6 @@ def test_the_study_preset_and_non_default_settings_reach_the_runner_and_the_sess
         assert resolved["compile"] == "tf.function graph, no XLA (Keras's default, jit_compile='auto')"
     # The headless run ends with how each framework ran.
     assert (
-        f"how: {'PyTorch' if framework == 'torch' else 'tf.keras'}: {resolved['compile']}; 1 threads"
+        f"how: {'PyTorch' if framework == 'torch' else 'tf.keras'}: {resolved['compile']}; 1 thread"
         in result.stdout
     )
