@@ -349,3 +349,23 @@ def test_one_epoch_says_its_figures_include_the_warm_up(tmp_path: Path, epochs: 
     path = make_session(tmp_path, name="one", epochs=epochs, steps=4, runs=1)
     report = build_report(load_session(path))
     assert any("one epoch per run" in n.text for n in report.warnings) == said
+
+
+def test_compare_gives_the_verdict_the_room_and_marks_a_different_network(tmp_path: Path) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from benchtui.core.model.parity import PARITY_MARK
+    from sessionfactory import DENSENET121_NETWORKS, RESNET50_NETWORKS
+
+    nets = {**RESNET50_NETWORKS, **DENSENET121_NETWORKS}
+    models = ("resnet50", "densenet121")
+    a = make_session(tmp_path, name="a", folder="20260101T000000Z_a", models=models, networks=nets)
+    b = make_session(tmp_path, name="b", folder="20260102T000000Z_b", models=models, networks=nets, seed=2)
+    out = StringIO()
+    print_comparison(compare_sessions(load_session(a), load_session(b)), Console(file=out, width=80))
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80  # nothing cut at 80 columns
+    assert "Times" not in text and "A (s), B (s): epoch times excluding the first" in text  # said once
+    assert f"ResNet50 {PARITY_MARK}" in text and f"DenseNet121 {PARITY_MARK}" not in text

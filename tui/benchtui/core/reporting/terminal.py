@@ -491,10 +491,18 @@ def comparison_table(cmp: Comparison) -> Table:
         ("A (s)", "right"),
         ("B (s)", "right"),
         ("B/A", "right"),
-        ("B compared with A", "left"),
-        ("Times", "left"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    # The verdict is what a reader came for: it gets the room. The times compared ("batch times after
+    # warm-up") are a column only where rows differ in them, else said once under the table.
+    table.add_column("B compared with A", min_width=20)
+    bases = list(dict.fromkeys(BASIS_LABELS.get(row.basis, row.basis) for row in cmp.rows))
+    per_row = len(bases) > 1
+    if per_row:
+        table.add_column("Times", max_width=14)
+    elif bases:
+        table.caption = fmt.clean(f"A (s), B (s): {bases[0]}")
+        table.caption_justify = "left"
     for row in cmp.rows:
         if row.ratio is not None:
             r = row.ratio
@@ -503,14 +511,16 @@ def comparison_table(cmp: Comparison) -> Table:
             ratio_text = f"{r.value:.3f}"
         else:
             verdict, ratio_text = Text(fmt.clean(row.note), style="yellow"), "–"
+        # Not the same network on both sides in either session: the mark every other table carries.
+        flagged = any((side.model.parity(row.model) or {}).get("flagged") for side in (cmp.a, cmp.b))
         table.add_row(
-            _plain(model_label(row.model)),
+            _plain(marked(model_label(row.model), bool(flagged))),
             _plain(framework_label(row.framework)),
             fmt.seconds(row.time_a, 4),
             fmt.seconds(row.time_b, 4),
             ratio_text,
             verdict,
-            _plain(BASIS_LABELS.get(row.basis, row.basis)),
+            *([_plain(BASIS_LABELS.get(row.basis, row.basis))] if per_row else []),
         )
     return table
 
