@@ -369,3 +369,20 @@ def test_compare_gives_the_verdict_the_room_and_marks_a_different_network(tmp_pa
     assert max(len(line) for line in text.splitlines()) <= 80  # nothing cut at 80 columns
     assert "Times" not in text and "A (s), B (s): epoch times excluding the first" in text  # said once
     assert f"ResNet50 {PARITY_MARK}" in text and f"DenseNet121 {PARITY_MARK}" not in text
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["--models", "resnet5"], "unknown model 'resnet5' (did you mean 'resnet50'?)"),
+        (["--frameworks", "pytorch"], "unknown framework 'pytorch' (did you mean 'torch'?)"),
+        (["--preset", "quik"], "unknown preset 'quik' (did you mean 'quick'?)"),
+        (["--models", "xyzzy"], "unknown model 'xyzzy'; choose from"),  # nothing near: no guess
+    ],
+)
+def test_a_near_miss_names_what_was_meant(
+    args: list[str], hint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--headless", "--device", "cpu", "--sessions-dir", str(tmp_path), *args]) == 2
+    _one_error(capsys.readouterr().err, hint)
+    assert not list(tmp_path.iterdir())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shlex
@@ -17,6 +18,29 @@ from benchtui_runners.timing import TIMINGS
 
 class PlanError(ValueError):
     """A plan that cannot be run; the message is one line for the user."""
+
+
+#: What people call the frameworks, for the error that names the id benchtui takes.
+FRAMEWORK_ALIASES = {
+    "pytorch": "torch",
+    "pt": "torch",
+    "tf": "tensorflow",
+    "tf.keras": "tensorflow",
+    "tf-keras": "tensorflow",
+    "keras": "tensorflow",
+    "jax": "keras-jax",
+    "keras_jax": "keras-jax",
+    "keras_torch": "keras-torch",
+}
+
+
+def did_you_mean(word: str, choices: Any, aliases: dict[str, str] | None = None) -> str:
+    """' (did you mean 'resnet50'?)' for a near miss of one of ``choices``, or ''."""
+    hit = (aliases or {}).get(word.lower())
+    if hit is None:
+        close = difflib.get_close_matches(word.lower(), [str(c) for c in choices], n=1, cutoff=0.6)
+        hit = close[0] if close else None
+    return f" (did you mean {hit!r}?)" if hit else ""
 
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d{1,3})?)$")
@@ -318,7 +342,10 @@ class Plan:
             raise PlanError("no framework chosen")
         for fw in self.frameworks:
             if fw not in catalog.FRAMEWORKS:
-                raise PlanError(f"unknown framework {fw!r}; choose from {', '.join(catalog.FRAMEWORKS)}")
+                raise PlanError(
+                    f"unknown framework {fw!r}{did_you_mean(fw, catalog.FRAMEWORKS, FRAMEWORK_ALIASES)}; "
+                    f"choose from {', '.join(catalog.FRAMEWORKS)}"
+                )
         if not self.models:
             raise PlanError("no model chosen")
         # A repeat would run under the same run ids twice, and compare a framework with itself.
@@ -339,7 +366,8 @@ class Plan:
             if model not in catalog.MODELS:
                 known = [m for m in catalog.MODELS if m != catalog.WATCH_MODEL]
                 raise PlanError(
-                    f"unknown model {model!r}; choose from {', '.join(known)} "
+                    f"unknown model {model!r}{did_you_mean(model, [*known, *catalog.MODEL_GROUPS])}; "
+                    f"choose from {', '.join(known)} "
                     f"(or {', '.join(catalog.MODEL_GROUPS)})"
                 )
         if self.task not in TASKS:
@@ -670,6 +698,8 @@ def watch_plan(command: list[str], cwd: str, *, name: str = "", interval: float 
 
 def from_preset(name: str, **overrides: Any) -> Plan:
     if name not in PRESETS:
-        raise PlanError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
+        raise PlanError(
+            f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; choose from {', '.join(PRESETS)}"
+        )
     values = {**PRESETS[name], **overrides, "preset": name}
     return Plan.from_dict(values)
