@@ -153,6 +153,9 @@ async def test_the_list_says_each_status_keeps_the_id_whole_and_cuts_a_long_name
 
     long_name = "a name as long as a sentence, which says everything that this session measured"
     path = make_session(tmp_path, name=long_name, status="incomplete", runs=1, epochs=2, steps=2)
+    # Started without --name (as from the plan screen): labelled with its id, which the Name leaves out.
+    unnamed = "20200101T000000Z_torch-tensorflow"
+    make_session(tmp_path, name=unnamed, folder=unnamed, runs=1, epochs=2, steps=2)
     app = make_app(None, sessions_dir=str(tmp_path), use_nvml=False, probe=NO_GPU)
     async with app.run_test(size=(80, 24)) as pilot:
         app.show_sessions()
@@ -163,6 +166,7 @@ async def test_the_list_says_each_status_keeps_the_id_whole_and_cuts_a_long_name
         row = [str(cell) for cell in table.get_row(str(path))]
         assert row[1:3] == ["incomplete", path.name]  # the status first; the id whole, as the CLI takes it
         assert row[-1] == long_name[: NAME_W - 1] + "…"
+        assert [str(cell) for cell in table.get_row(str(tmp_path / unnamed))][-1] == ""  # as the CLI says
 
 
 @pytest.mark.asyncio

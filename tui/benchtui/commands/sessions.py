@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from benchtui.commands import EXIT_OK
 from benchtui.core.fmt import clean
+from benchtui.core.store.session import own_name
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -64,17 +65,12 @@ def sessions_view(infos: list[dict[str, str]], width: int) -> RenderableType:
             text.append(f" {clean(info['error'])}")
         return text
 
-    def label(info: dict[str, str]) -> str:
-        # A session without --name is labelled with its id: saying it twice only takes room.
-        name = info.get("label", "")
-        return "" if name == info["name"] else name
-
     # Text, not markup, and cleaned: names and errors come from session files.
     ids = [clean(info["name"]) for info in infos]
     statuses = [status_text(info) for info in infos]
     columns = {
         "Started (UTC)": [clean(info["started"]) for info in infos],
-        "Name": [clean(label(info)) for info in infos],
+        "Name": [clean(own_name(info)) for info in infos],
         "Device": [clean(info["device"]) for info in infos],
         "Frameworks": [_listed(info["frameworks"]) for info in infos],
         "Models": [_listed(info["models"]) for info in infos],

@@ -20,7 +20,7 @@ from benchtui.core.fmt import clean
 from benchtui.core.model.status import status_style
 from benchtui.core.reporting import registry
 from benchtui.core.reporting.registry import WRITERS
-from benchtui.core.store.session import list_sessions, sessions_dir
+from benchtui.core.store.session import list_sessions, own_name, sessions_dir
 
 if TYPE_CHECKING:
     from benchtui.core.reporting.compare import Comparison
@@ -139,7 +139,7 @@ class SessionsScreen(Screen):
                 info["device"],
                 info["frameworks"],
                 info["models"],
-                shorten(clean(info["label"]), NAME_W),  # cut what shows, not escape codes
+                shorten(clean(own_name(info)), NAME_W),  # cut what shows, not escape codes
             )
             table.add_row(
                 Text(""),

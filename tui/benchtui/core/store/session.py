@@ -827,6 +827,13 @@ def _listed_status(meta: dict[str, Any]) -> str:
     return status
 
 
+def own_name(info: dict[str, str]) -> str:
+    """A listed session's name, or '' when it is only its id (a session started without --name is
+    labelled with its folder's name: saying it twice only takes room)."""
+    name = info.get("label", "")
+    return "" if name == info.get("name") else name
+
+
 def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, str]]:
     """One line of facts per session folder under ``root``, newest first; unreadable ones are said so."""
     base = sessions_dir(root)
