@@ -386,3 +386,24 @@ def test_a_near_miss_names_what_was_meant(
     assert main(["run", "--headless", "--device", "cpu", "--sessions-dir", str(tmp_path), *args]) == 2
     _one_error(capsys.readouterr().err, hint)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_parity_table_keeps_its_words_whole_on_a_narrow_terminal(tmp_path: Path, width: int) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from benchtui.core.reporting.model import build_report
+    from benchtui.core.reporting.terminal import print_parity_table
+    from sessionfactory import DENSENET121_NETWORKS, RESNET50_NETWORKS
+
+    nets = {**RESNET50_NETWORKS, **DENSENET121_NETWORKS}
+    path = make_session(tmp_path, models=("resnet50", "densenet121"), networks=nets)
+    out = StringIO()
+    print_parity_table(build_report(load_session(path)).parity, Console(file=out, width=width))
+    text = out.getvalue()
+    assert "…" not in text and "Trainable" in text and "25.6M" in text and "keras.applications" in text
+    # Narrow, the columns the notes say again (the differences, with numbers) or that repeat (all
+    # parameters next to trainable ones) make way; wide, every column is there.
+    assert ("Differs by" in text and "Parameters " in text) == (width == 160)

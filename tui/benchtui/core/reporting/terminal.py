@@ -330,7 +330,20 @@ def print_parity_table(table: report_model.Table | None, console: Console) -> No
     """
     if table is None:
         return
-    console.print(rich_table(table))
+    # Narrow: "Differs by" is said with its numbers in the notes above, and "Trainable" stays when
+    # "Parameters" goes; what is left keeps its words whole.
+    for column in ("Differs by", "Parameters"):
+        natural, least = _column_widths(table)
+        if sum(least) + 3 * len(least) + 1 <= console.width or column not in table.header:
+            break
+        keep = [i for i, h in enumerate(table.header) if h != column]
+        table = report_model.Table(
+            table.title,
+            [table.header[i] for i in keep],
+            [[row[i] for i in keep] for row in table.rows],
+            [table.align[i] for i in keep],
+        )
+    console.print(_fitted(table, console.width))
     console.print(PARITY_NOTE, style="dim", highlight=False, markup=False)
 
 
