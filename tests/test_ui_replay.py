@@ -359,8 +359,9 @@ async def test_strips_grow_into_the_room_the_screen_has() -> None:
 
 # -- the plan's ETA ------------------------------------------------------------------------------------
 def test_the_eta_comes_from_the_finished_runs_of_each_kind(tmp_path: Path) -> None:
+    from benchtui.core.model.summary import plan_eta
     from benchtui.core.running.replay import Replayer
-    from benchtui.screens.live import clock, eta_text, plan_eta
+    from benchtui.screens.live import clock, eta_text
     from sessionfactory import make_session, read_events
 
     path = make_session(tmp_path, runs=2, epochs=2, steps=4)  # torch r1, tf r1, torch r2, tf r2

@@ -99,7 +99,10 @@ def percent(fraction: float | None) -> str:
 
 def tflops_with_peak(value: float | None, fraction: float | None) -> str:
     """'123 (45%)' when the GPU's peak is known, else '123'."""
-    text = tflops(value)
+    return _with_peak(tflops(value), value, fraction)
+
+
+def _with_peak(text: str, value: float | None, fraction: float | None) -> str:
     return f"{text} ({percent(fraction)})" if value is not None and fraction is not None else text
 
 
@@ -121,8 +124,7 @@ class FlopUnit:
 
     def with_peak(self, tflops_value: float | None, fraction: float | None) -> str:
         """'123 (45%)' when the GPU's peak is known, else '123'; in this unit."""
-        text = self.text(tflops_value)
-        return f"{text} ({percent(fraction)})" if tflops_value is not None and fraction is not None else text
+        return _with_peak(self.text(tflops_value), tflops_value, fraction)
 
 
 #: The units of achieved FLOP rates, largest first. Not beyond TFLOP/s: GPU peaks are said in it.

@@ -23,12 +23,12 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from benchtui.core.fmt import clean
+from benchtui.core.fmt import clean, plural
 from benchtui.core.model import scaling
 from benchtui.core.model.analysis import model_label
 from benchtui.core.model.parity import differences_text, marked
 from benchtui.core.model.status import CautionKind, RunStatus, status_style
-from benchtui.core.model.summary import model_verdicts
+from benchtui.core.model.summary import model_verdicts, plan_eta
 from benchtui.core.reporting import registry
 from benchtui.widgets.comparison import BatchComparison, focus_model
 from benchtui.widgets.log_pane import RunLog
@@ -65,40 +65,6 @@ def clock(seconds: float | None) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-#: Runs whose length says how long the next run of their kind takes (a stopped or skipped one does not).
-TIMED = (RunStatus.OK, RunStatus.FAILED)
-
-
-def plan_eta(model: SessionModel, now: float | None) -> tuple[float, int] | None:
-    """The seconds the plan has left, and how many runs to come it could not estimate; None before any
-    run has finished.
-
-    A run to come takes as long as the finished runs of its framework, model and device count took
-    on average; the run going on, that less the time it has run so far (``now``, on the events' clock).
-    """
-    took: dict[tuple[str, str, int], list[float]] = {}
-    for run in model.runs.values():
-        if run.status in TIMED and run.started_t is not None and run.ended_t is not None:
-            took.setdefault((run.spec.framework, run.spec.model, run.spec.devices), []).append(
-                max(run.ended_t - run.started_t, 0.0)
-            )
-    if not took:
-        return None
-    left, unknown = 0.0, 0
-    for run in model.runs.values():
-        if run.finished:
-            continue
-        times = took.get((run.spec.framework, run.spec.model, run.spec.devices))
-        if not times:
-            unknown += 1
-            continue
-        expected = sum(times) / len(times)
-        if run.started_t is not None and now is not None:
-            expected = max(expected - (now - run.started_t), 0.0)
-        left += expected
-    return left, unknown
-
-
 def eta_text(model: SessionModel, now: float | None) -> str:
     """The plan's ETA in words: honest about what it cannot know yet."""
     eta = plan_eta(model, now)
@@ -107,7 +73,7 @@ def eta_text(model: SessionModel, now: float | None) -> str:
     left, unknown = eta
     if not unknown:
         return f"ETA: {clock(left)} left"
-    return f"ETA: over {clock(left)} left ({unknown} run{'s' if unknown > 1 else ''} not timed yet)"
+    return f"ETA: over {clock(left)} left ({plural(unknown, 'run')} not timed yet)"
 
 
 def _label(framework: str, model: str) -> str:
