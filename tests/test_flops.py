@@ -224,6 +224,58 @@ def test_live_tflops_uses_the_cells_earlier_count() -> None:
     assert live["peak_fraction"] == pytest.approx(200.0 / 494.5) and live["text"] == "200 (40%)"
 
 
+def _data_parallel_run(run: str, counted_batch: int, gpus: list[str]) -> list[dict[str, Any]]:
+    """A run on ``len(gpus)`` GPUs, 8 images per device a step, 2 steps an epoch, epochs of 4, 2, 2 s;
+    FLOPs counted as its runner counts them: one replica's batch (PyTorch) or the global one (Keras)."""
+    n = len(gpus)
+    events = _run(run, [4.0, 2.0, 2.0], per_step=None, device={**H100, "name": gpus[0]})
+    hello = events[1]
+    hello["samples_per_epoch"] = 16 * n
+    hello["config"] = {
+        "batch_size": 8,
+        "replicas": n,
+        "gpus": [{"index": i, "name": g} for i, g in enumerate(gpus)],
+    }
+    for event in events:
+        if event["type"] == "epoch":
+            event["samples"] = 16 * n
+        if event["type"] == "batch":
+            event["samples"] = 8 * n
+    flops = _flops_event(run, 1.25e12 * counted_batch)
+    flops.update(per_image=1.25e12, batch_size=counted_batch)
+    return [*events[:-2], flops, *events[-2:]]
+
+
+@pytest.mark.parametrize("counted_batch", [8, 16], ids=["one-replica-count", "global-count"])
+def test_percent_of_peak_of_a_data_parallel_run_is_over_every_gpu_it_used(counted_batch: int) -> None:
+    plan = _plan(frameworks=["torch"], runs=1, devices=2)
+    model = _model(plan, {("torch", 1): _data_parallel_run("r", counted_batch, [H100["name"]] * 2)})
+    row = model.row("torch", "resnet50")
+    # 2 GPUs x 8 images a step, 4 steps in epochs 2..3 (4 s): 64 images in 4 s = 16 images/s;
+    # x 1.25e12 FLOPs per image = 20 TFLOP/s for the whole job, over 2 x 67 TFLOP/s (H100 SXM FP32).
+    assert row["images_per_s"] == pytest.approx(16.0)
+    assert row["achieved_tflops"] == pytest.approx(20.0)
+    assert row["spread"]["achieved_tflops"]["min"] == pytest.approx(20.0)  # each run's own figure agrees
+    assert row["peak_tflops"] == pytest.approx(134.0) and row["peak_source"].startswith("2 × H100 SXM")
+    assert row["peak_fraction"] == pytest.approx(20.0 / 134.0)
+    run = next(iter(model.runs.values()))
+    live = model.live_figures(run)  # live: the whole job's FLOPs per step over its steps' time
+    recent = run.batch_seconds[1:]
+    assert live["flops_per_step"] == pytest.approx(2 * 8 * 1.25e12)
+    assert live["tflops"] == pytest.approx(2 * 8 * 1.25e12 * len(recent) / sum(recent) / 1e12)
+    assert live["peak_fraction"] == pytest.approx(live["tflops"] / 134.0)
+
+
+def test_the_peak_of_a_run_over_different_gpus_is_the_sum_of_theirs() -> None:
+    plan = _plan(frameworks=["torch"], runs=1, devices=2)
+    a100 = "NVIDIA A100-SXM4-80GB"
+    model = _model(plan, {("torch", 1): _data_parallel_run("r", 8, [H100["name"], a100])})
+    row = model.row("torch", "resnet50")
+    expected = gpu_peaks.peak_tflops(H100["name"], "fp32")[0] + gpu_peaks.peak_tflops(a100, "fp32")[0]  # type: ignore[index]
+    assert row["peak_tflops"] == pytest.approx(expected)
+    assert row["peak_fraction"] == pytest.approx(20.0 / expected)
+
+
 class _Capture(EventWriter):
     def __init__(self) -> None:
         super().__init__(None)

@@ -1,8 +1,10 @@
 """Compute efficiency: FLOPs per training step (counted by the runner), achieved TFLOP/s, % of the GPU's peak.
 
 The runner sends one ``flops`` event after its timed epochs (see runners/flops.py).
-Achieved TFLOP/s uses the same data as images/s: FLOPs per step x the steps of epochs
-2..E over their time (the one epoch when there is only one).
+Achieved TFLOP/s uses the same data as images/s: FLOPs per image x the images of epochs
+2..E over their time (the one epoch when there is only one), so a data-parallel run's figure
+is the whole job's whatever batch the runner counted (PyTorch counts one replica's, Keras the
+global one), and its share of the peak is over the peaks of every GPU the run used.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from benchtui.core import fmt
 from benchtui.core.model import gpu_peaks
-from benchtui.core.model.analysis import first_epoch_of, later_epochs_of, samples_per_epoch
+from benchtui.core.model.analysis import batch_size_of, first_epoch_of, later_epochs_of, samples_per_epoch
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import describe, mean
 
@@ -43,9 +45,20 @@ def _steps_per_epoch(run: RunState) -> int | None:
     return samples // int(batch) if samples and batch else None
 
 
+def job_flops_per_step(run: RunState, flops: dict[str, Any] | None = None) -> float | None:
+    """FLOPs of one step of the whole run: every replica's share (FLOPs per image x the global batch),
+    whatever batch the runner counted; the count as it is when the run's batch is unknown."""
+    flops = run.flops if flops is None else flops
+    per_image, per_step = flops.get("per_image"), flops.get("per_step")
+    batch = batch_size_of(run)
+    if per_image and batch:
+        return float(per_image) * batch
+    return float(per_step) if per_step else None
+
+
 def run_tflops(run: RunState) -> float | None:
-    """Achieved TFLOP/s of one run: FLOPs per step x steps in epochs 2..E / their time."""
-    per_step = run.flops.get("per_step")
+    """Achieved TFLOP/s of one run (every device it used): FLOPs per step x steps in epochs 2..E / their time."""
+    per_step = job_flops_per_step(run)
     if not per_step:
         return None
     timed = later_epochs_of(run) or first_epoch_of(run)
@@ -55,16 +68,52 @@ def run_tflops(run: RunState) -> float | None:
     return per_step * steps * len(timed) / sum(timed) / TERA
 
 
+#: Most devices a run's record is believed to name (a nonsense count gives no peak).
+MAX_DEVICES = 1 << 16
+
+
+def devices_used(run: RunState) -> int:
+    """How many devices the run trained on: its replicas on every node (1 for a one-device run)."""
+    config = run.hello.get("config")
+    config = config if isinstance(config, dict) else {}
+    count = 1
+    for key in ("replicas", "nodes"):
+        value = config.get(key, 1)
+        count *= value if isinstance(value, int) and 0 < value <= MAX_DEVICES else 1
+    if count == 1 and isinstance(run.spec.devices, int) and run.spec.devices > 1:
+        count = run.spec.devices
+    return count
+
+
 def run_peak(run: RunState) -> tuple[float, str] | None:
-    """(dense peak TFLOP/s, its source) of the run's device at the run's precision; None off GPU or unknown."""
+    """(dense peak TFLOP/s, its source) of every GPU the run used, at the run's precision; None off GPU
+    or when any of them is unknown. One GPU's peak for a one-device run; the sum over a data-parallel one's."""
     device = run.hello.get("device") or {}
     if device.get("type") != "cuda":
         return None
-    if (device.get("assigned") or {}).get("mig_mode") == "enabled":
+    config = run.hello.get("config")
+    config = config if isinstance(config, dict) else {}
+    assigned = [g for g in config.get("gpus") or [] if isinstance(g, dict)]
+    if not assigned:
+        assigned = [device.get("assigned") or {}]
+    if any(g.get("mig_mode") == "enabled" or g.get("mig") for g in assigned):
         return None  # a MIG slice: some fraction of the card, whatever its name says
     settings = run.hello.get("settings") or {}
-    precision = settings.get("precision") or (run.hello.get("config") or {}).get("precision")
-    return gpu_peaks.peak_tflops(device.get("name"), precision)
+    precision = settings.get("precision") or config.get("precision")
+    n = devices_used(run)
+    names = [g.get("name") for g in assigned if g.get("name")]
+    if n > 1 and len(names) == n and len(set(names)) > 1:
+        # Different GPUs: the sum of each one's peak.
+        peaks = [gpu_peaks.peak_tflops(name, precision) for name in names]
+        if any(p is None for p in peaks):
+            return None
+        known = [p for p in peaks if p is not None]
+        total = sum(p[0] for p in known)
+        return total, f"{total:g} TFLOP/s over {n} GPUs: " + "; ".join(p[1] for p in known)
+    one = gpu_peaks.peak_tflops(device.get("name"), precision)
+    if one is None or n == 1:
+        return one
+    return one[0] * n, f"{n} × {one[1]}"
 
 
 def cell_efficiency(
@@ -119,10 +168,10 @@ def known_flops_per_step(run: RunState, cell: Sequence[RunState]) -> float | Non
     ends; its later runs show live TFLOP/s from the start.
     """
     if run.flops.get("per_step"):
-        return float(run.flops["per_step"])
+        return job_flops_per_step(run)
     for other in cell:
         if other is not run and other.flops.get("per_step"):
-            return float(other.flops["per_step"])
+            return job_flops_per_step(run, other.flops)
     return None
 
 
