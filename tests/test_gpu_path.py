@@ -386,6 +386,34 @@ def test_runner_doctor_says_why_a_framework_sees_no_gpu(framework: str, fix: str
     assert info["gpu"]["sees_gpu"] is False and fix in why and "'benchtui[gpu]'" in why, why
 
 
+@pytest.mark.slow
+def test_doctor_probes_under_the_runs_memory_policy_so_jax_takes_nothing_up_front(
+    fake_gpu,  # noqa: ANN001
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every framework is probed at once: JAX must not preallocate 75% of the GPU while the others
+    start beside it, nor TensorFlow map it all. A user's own setting still wins."""
+    from benchtui.core.running.doctor import probe
+
+    log = fake_gpu("jax")
+    for name in ("XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH"):
+        monkeypatch.delenv(name, raising=False)
+    info = asyncio.run(probe("keras-jax"))
+    assert info["ok"] and info["gpu"]["sees_gpu"], info
+    assert "jax.gpu_client_start preallocate=false" in calls(log)
+    assert info["memory_env"] == {
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+    }
+    tf = asyncio.run(probe("tensorflow"))  # TensorFlow reads its variable when its runtime starts
+    assert tf["ok"] and tf["memory_env"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "true", tf
+    log.unlink()
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")
+    mine = asyncio.run(probe("keras-jax"))
+    assert "jax.gpu_client_start preallocate=true" in calls(log)
+    assert mine["memory_env"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
+
+
 # -- one environment per framework -----------------------------------------------------------------------
 def test_framework_environments_are_used_without_a_python_flag(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path

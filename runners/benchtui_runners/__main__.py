@@ -22,6 +22,7 @@ from benchtui_runners.config import (  # noqa: E402
     DeviceMissing,
     RunConfig,
     Unavailable,
+    apply_gpu_memory_env,
     apply_memory_limit,
     apply_thread_env,
     is_oom,
@@ -54,8 +55,16 @@ def main(argv: list[str] | None = None) -> int:
             if args.doctor not in catalog.FRAMEWORKS:
                 raise Unavailable(f"unknown framework {args.doctor!r}")
             _configure_backend(args.doctor)
+            # The runs' memory policy before any framework imports: every framework is probed at
+            # once, and JAX would otherwise take 75% of the GPU while the others start beside it.
+            memory_env = apply_gpu_memory_env()
             module = _runner_module(args.doctor)
-            writer.hello(framework=args.doctor, **module.describe(args.doctor, "auto"))
+            described = module.describe(args.doctor, "auto")
+            from benchtui_runners.probe import cuda_build  # the framework is imported by now
+
+            writer.hello(
+                framework=args.doctor, **described, memory_env=memory_env, cuda_build=cuda_build(args.doctor)
+            )
             writer.done()
             return 0
 

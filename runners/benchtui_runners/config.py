@@ -258,6 +258,21 @@ def xla_flags(cudnn_autotune: bool) -> str:
     return flags
 
 
+#: The memory policy set before any framework imports, in every runner process (a run's and a doctor's
+#: probe alike): allocate as needed, so peak memory means the same thing in every framework and a
+#: probe takes nothing up front while the others probe beside it. TensorFlow otherwise maps nearly
+#: all of every visible GPU when its runtime starts; JAX preallocates 75% when its GPU client starts.
+#: A user's own setting wins, and is recorded.
+GPU_MEMORY_ENV = {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+
+def apply_gpu_memory_env() -> dict[str, str]:
+    """Set ``GPU_MEMORY_ENV`` where the user has not (call it before a framework imports); what is in force."""
+    for name, value in GPU_MEMORY_ENV.items():
+        os.environ.setdefault(name, value)
+    return {name: os.environ[name] for name in GPU_MEMORY_ENV}
+
+
 def allocator_settings() -> dict[str, str]:
     """The allocator variables in force (PyTorch, JAX, TensorFlow), for the record."""
     names = (

@@ -238,8 +238,14 @@ def install_jax(jax: Any) -> None:
     real_devices = jax.devices
     gpus = [FakeJaxGpu(i, name) for i, name in enumerate(visible_names())]
 
+    started: list[bool] = []
+
     def devices(backend: Any = None) -> list[Any]:
         if backend in ("gpu", "cuda"):
+            if not started:  # JAX's GPU client starts here, and reads its memory policy as it does
+                started.append(True)
+                prealloc = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true (unset)")
+                log(f"jax.gpu_client_start preallocate={prealloc}")
             if not gpus:
                 raise RuntimeError(
                     f"Unknown backend: '{backend}' requested, but no platforms that are instances of gpu are present."
@@ -259,3 +265,24 @@ def install_jax(jax: Any) -> None:
 
 
 INSTALLERS = {"torch": install_torch, "tensorflow": install_tensorflow, "jax": install_jax}
+
+
+# -- host waits ------------------------------------------------------------------------------
+def record_wait(kind: str, what: str, index: int) -> None:
+    path = os.environ.get("BENCHTUI_FAKE_GPU_WAITS")
+    import sys
+    frame = sys._getframe(1)
+    source = "?"
+    while frame is not None:
+        f = frame.f_code.co_filename
+        if "/torch/" not in f and "/fakegpu/" not in f:
+            source = f"{f}:{frame.f_lineno}"
+            break
+        frame = frame.f_back
+    WAITS.append((kind, what, index, source))
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()} {kind} {what} cuda:{index} {source}\n")
+
+
+WAITS: list = []
