@@ -275,7 +275,7 @@ GPUS = [
     ],
 )
 def test_placement(device: str, gpus: list, kind: str, runner_device: str, visible: str | None) -> None:
-    placement = place(device, gpus)
+    placement = place(device, gpus, inherited=None)  # nothing inherited: NVML's list as it is
     assert (placement.kind, placement.runner_device) == (kind, runner_device)
     assert placement.env.get("CUDA_VISIBLE_DEVICES") == visible
     if kind == "cuda":
@@ -285,12 +285,12 @@ def test_placement(device: str, gpus: list, kind: str, runner_device: str, visib
 
 def test_placement_refuses_a_gpu_the_machine_does_not_have() -> None:
     with pytest.raises(PlanError, match=r"--device cuda:2: NVML sees 2 GPU\(s\)"):
-        place("cuda:2", GPUS)
+        place("cuda:2", GPUS, inherited=None)
 
 
 def test_a_plan_config_goes_out_on_the_placement_device() -> None:
     engine = Engine(tiny_plan(["torch"], "auto"), writer=None)  # type: ignore[arg-type]
-    engine.placement = place("cuda:1", GPUS)
+    engine.placement = place("cuda:1", GPUS, inherited=None)
     config, env = engine._config("torch", "resnet50", "r1")
     assert config.device == "cuda:0" and config.gpu["name"] == H100
     assert env["CUDA_VISIBLE_DEVICES"] == "1"  # the chosen GPU, by its NVML index
@@ -298,7 +298,7 @@ def test_a_plan_config_goes_out_on_the_placement_device() -> None:
     # On a GPU each framework keeps its own thread pool; on a CPU all get the same one: the cores
     # this process may use (TensorFlow would size its own per logical core, PyTorch per physical one).
     assert config.threads == 0
-    engine.placement = place("cpu", GPUS)
+    engine.placement = place("cpu", GPUS, inherited=None)
     assert engine._config("torch", "resnet50", "r1")[0].threads == len(os.sched_getaffinity(0))
     engine.plan.threads = 1
     assert engine._config("tensorflow", "resnet50", "r1")[0].threads == 1  # the plan's, when it says

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
@@ -38,12 +39,39 @@ class FunctionNotFound(NVMLError):
     """What pynvml raises for a call the installed driver does not have."""
 
 
+class NotFound(NVMLError):
+    """NVML_ERROR_NOT_FOUND: e.g. an empty MIG slot in nvmlDeviceGetMigDeviceHandleByIndex."""
+
+
+class InvalidArgument(NVMLError):
+    pass
+
+
+@dataclass(frozen=True)
+class MigHandle:
+    """A MIG device's handle: the slot of a GPU split by MIG (a distinct nvmlDevice_t in pynvml)."""
+
+    gpu: int
+    slot: int
+
+
+#: nvmlDeviceGetMaxMigDeviceCount on an A100/H100: up to 7 slices.
+MAX_MIG_DEVICES = 7
+
+
 class FakeNVML:
-    """Just enough of pynvml's surface, with failures where asked."""
+    """Just enough of pynvml's surface, with failures where asked.
+
+    ``uuids``: each GPU's UUID (default ``GPU-fake-<index>``). ``slices``: GPU index -> its MIG slices,
+    each ``(gpu instance, compute instance, profile)``; a GPU with slices has MIG enabled, and its
+    slices are NVML's MIG devices (``nvmlDeviceGetMigDeviceHandleByIndex``, empty slots NotFound), each
+    with a UUID ``MIG-fake-<gpu>-<slot>``.
+    """
 
     NVML_TEMPERATURE_GPU = 0
     NVML_CLOCK_SM = 1
     NVMLError_GpuIsLost = GpuIsLost
+    NVMLError_NotFound = NotFound
 
     def __init__(
         self,
@@ -53,6 +81,8 @@ class FakeNVML:
         names: list[str] | None = None,
         procs: list | None = None,
         mig: bool = False,
+        uuids: list[str] | None = None,
+        slices: dict[int, list[tuple[int, int, str]]] | None = None,
     ):
         self.count = count
         self.fail = fail or {}
@@ -61,6 +91,8 @@ class FakeNVML:
         self.names = names or ["Fake H200"] * count
         self.procs = procs
         self.mig = mig
+        self.uuids = uuids or [f"GPU-fake-{h}" for h in range(count)]
+        self.slices = slices or {}
         self.calls: dict[str, int] = {}
 
     def _maybe(self, name: str, value):  # noqa: ANN001, ANN202
@@ -89,17 +121,56 @@ class FakeNVML:
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         return 12060
 
-    def nvmlDeviceGetName(self, h: int) -> bytes:
+    def nvmlDeviceGetName(self, h: int | MigHandle) -> bytes:
+        if isinstance(h, MigHandle):  # e.g. "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
+            return self._maybe("name", f"{self.names[h.gpu]} MIG {self.slices[h.gpu][h.slot][2]}".encode())
         return self._maybe("name", self.names[h].encode())
 
-    def nvmlDeviceGetUUID(self, h: int) -> str:
-        return self._maybe("uuid", f"GPU-fake-{h}")
+    def nvmlDeviceGetUUID(self, h: int | MigHandle) -> str:
+        if isinstance(h, MigHandle):
+            return self._maybe("uuid", f"MIG-fake-{h.gpu}-{h.slot}")
+        return self._maybe("uuid", self.uuids[h])
 
     def nvmlDeviceGetPciInfo(self, h: int):  # noqa: ANN201
         return self._maybe("pci", SimpleNamespace(busId=f"00000000:{h + 1:02x}:00.0".encode()))
 
     def nvmlDeviceGetMigMode(self, h: int) -> list[int]:
-        return self._maybe("mig", [1, 1] if self.mig else [0, 0])
+        return self._maybe("mig", [1, 1] if self.mig or h in self.slices else [0, 0])
+
+    # -- MIG devices (pynvml's names; each raises as NVML does on a GPU without MIG) --------------------
+    def _mig_enabled(self, h: int) -> None:
+        if isinstance(h, MigHandle) or self.nvmlDeviceGetMigMode(h)[0] != 1:
+            raise InvalidArgument("Invalid Argument")
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: int) -> int:
+        self._mig_enabled(h)
+        return self._maybe("mig", MAX_MIG_DEVICES)
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: int, index: int) -> MigHandle:
+        self._mig_enabled(h)
+        if index >= MAX_MIG_DEVICES:
+            raise InvalidArgument("Invalid Argument")
+        if index >= len(self.slices.get(h, [])):
+            raise NotFound("Not Found")
+        return self._maybe("mig", MigHandle(h, index))
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h: MigHandle) -> int:
+        if not isinstance(h, MigHandle):
+            raise InvalidArgument("Invalid Argument")
+        return h.gpu
+
+    def nvmlDeviceIsMigDeviceHandle(self, h: int | MigHandle) -> int:
+        return int(isinstance(h, MigHandle))
+
+    def nvmlDeviceGetGpuInstanceId(self, h: MigHandle) -> int:
+        if not isinstance(h, MigHandle):
+            raise InvalidArgument("Invalid Argument")
+        return self.slices[h.gpu][h.slot][0]
+
+    def nvmlDeviceGetComputeInstanceId(self, h: MigHandle) -> int:
+        if not isinstance(h, MigHandle):
+            raise InvalidArgument("Invalid Argument")
+        return self.slices[h.gpu][h.slot][1]
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:
         return self._maybe("pcie", 5)
@@ -125,7 +196,9 @@ class FakeNVML:
     def nvmlDeviceGetGraphicsRunningProcesses(self, h: int) -> list:
         return self._maybe("procs", [])
 
-    def nvmlDeviceGetMemoryInfo(self, h: int):  # noqa: ANN201
+    def nvmlDeviceGetMemoryInfo(self, h: int | MigHandle):  # noqa: ANN201
+        if isinstance(h, MigHandle):  # a slice's own memory
+            return self._maybe("memory", SimpleNamespace(used=1 << 30, total=10 << 30))
         return self._maybe("memory", SimpleNamespace(used=2 << 30, total=80 << 30))
 
     def nvmlDeviceGetUtilizationRates(self, h: int):  # noqa: ANN201

@@ -14,7 +14,7 @@ itself runs on the CPU:
   (``jax.block_until_ready`` is logged with how many arrays it waited for).
 
 Like CUDA, the fake honours ``CUDA_VISIBLE_DEVICES``: the GPUs a process sees are the
-ones named there, renumbered from 0. ``BENCHTUI_FAKE_GPU_NAMES`` (comma-separated) names
+ones named there (by index or UUID), renumbered from 0. ``BENCHTUI_FAKE_GPU_NAMES`` (comma-separated) names
 the machine's GPUs in PCI order (default: one H100). Every faked call that a test wants to
 see is logged to the file in ``BENCHTUI_FAKE_GPU_LOG`` (one line per call), if set.
 """
@@ -35,18 +35,32 @@ def machine_names() -> list[str]:
     return [n.strip() for n in raw.split(",") if n.strip()]
 
 
+def machine_uuids() -> list[str]:
+    """The machine's GPU UUIDs, in PCI order: ``BENCHTUI_FAKE_GPU_UUIDS``, else the sampler tests' NVML fake's."""
+    raw = os.environ.get("BENCHTUI_FAKE_GPU_UUIDS")
+    if raw:
+        return [u.strip() for u in raw.split(",")]
+    return [f"GPU-fake-{i}" for i in range(len(machine_names()))]
+
+
 def visible_names() -> list[str]:
-    """The GPUs this process sees, in CUDA's order after ``CUDA_VISIBLE_DEVICES``."""
+    """The GPUs this process sees, in CUDA's order after ``CUDA_VISIBLE_DEVICES``: each entry an index
+    (PCI order) or a GPU UUID or a unique prefix of one."""
     names = machine_names()
+    uuids = machine_uuids()
     raw = os.environ.get("CUDA_VISIBLE_DEVICES")
     if raw is None:
         return names
     out = []
     for item in raw.split(","):
         item = item.strip()
-        if not item.isdigit() or int(item) >= len(names):
+        matches = [i for i, u in enumerate(uuids) if item.startswith("GPU-") and u.startswith(item)]
+        if item.isdigit() and int(item) < len(names):
+            out.append(names[int(item)])
+        elif len(matches) == 1:
+            out.append(names[matches[0]])
+        else:
             break  # CUDA stops at the first invalid entry ("" and "-1" hide everything)
-        out.append(names[int(item)])
     return out
 
 

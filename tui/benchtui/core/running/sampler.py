@@ -10,6 +10,13 @@ be read, the SMs', tensor cores' and DRAM's activity go with each sample too: fr
 profiling fields when its bindings import and a host engine answers, else from NVML GPM
 (Hopper and newer). When sampling starts, one ``counters`` event says which source reads
 them, or plainly why none can; a failing counter never stops the sampling.
+
+Only the GPUs this job was given are sampled: every GPU NVML sees, or, when benchtui was started
+with ``CUDA_VISIBLE_DEVICES`` (a scheduler's choice), the devices it names, matched to NVML's by
+index, UUID or MIG UUID (``benchtui.core.plan.devices.given_devices``). Each sampled GPU's
+``index`` is its place in that list (what ``--device cuda:N`` names); ``nvml_index`` is NVML's
+where they differ. A MIG slice is sampled as the card that holds it (NVML reads most figures of
+the whole card only).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchtui.core.plan.devices import VISIBLE_ENV, given_devices, inherited_visible
 
 # NVML clock-event bits (nvmlClocksEventReason*, formerly ThrottleReason), named for people.
 THROTTLE_REASONS = {
@@ -306,7 +315,10 @@ class Sampler:
         use_nvml: bool = True,
         dcgm: Any | None = None,
         use_dcgm: bool = True,
+        inherited: str | None = "\0from the environment",
     ) -> None:
+        """``inherited``: the ``CUDA_VISIBLE_DEVICES`` benchtui was started with (read from the environment
+        unless given; None: unset), which decides the GPUs this job was given and so the ones sampled."""
         # The plan checks --interval; a sampler given anything else still samples at a sane rate
         # (an infinite wait would kill its thread, a microsecond one write thousands of samples a second).
         self.interval = min(max(interval, 0.05), 3600.0) if math.isfinite(interval) else 0.5
@@ -318,14 +330,30 @@ class Sampler:
             self.nvml, self.status = load_nvml()
         else:
             self.nvml, self.status = None, "NVML not used"
+        self.inherited = inherited_visible() if inherited == "\0from the environment" else inherited
+        #: Every GPU NVML sees, in its order; and the devices this job was given (``given_devices``),
+        #: each sampled through its card's handle (``handles``, in the same order).
+        self.nvml_handles: list[Any] = []
+        self.devices: list[dict[str, Any]] = []
         self.handles: list[Any] = []
         self.lost: set[int] = set()
         if self.nvml is not None:
             for i in range(self.nvml.nvmlDeviceGetCount()):
                 try:
-                    self.handles.append(self.nvml.nvmlDeviceGetHandleByIndex(i))
+                    self.nvml_handles.append(self.nvml.nvmlDeviceGetHandleByIndex(i))
                 except Exception:  # noqa: BLE001
-                    self.handles.append(None)
+                    self.nvml_handles.append(None)
+            self.devices, note = given_devices(self._machine(), self.inherited)
+            self.handles = [self.nvml_handles[d["nvml_index"]] for d in self.devices]
+            if self.inherited is not None:
+                said = f"{VISIBLE_ENV}={self.inherited}" if self.inherited.strip() else f"{VISIBLE_ENV}=''"
+                given = (
+                    f"this job was given {len(self.devices)} of them by {said} "
+                    "(--device cuda:N is the N-th; only these are sampled)"
+                    if self.devices
+                    else f"this job was given none of them ({said}): no GPU is sampled"
+                )
+                self.status = "; ".join(x for x in (self.status, given, note) if x)
         self._pid: int | None = None
         self._run: str | None = None
         self._watched: int | None = None  # the session's GPU (NVML index): energy, other processes
@@ -341,21 +369,69 @@ class Sampler:
         self._thread: threading.Thread | None = None
 
     # -- static information -----------------------------------------------------------
+    def _machine(self) -> list[dict[str, Any]]:
+        """Every GPU NVML sees: its index, UUID, MIG mode and (split by MIG) its slices."""
+        out: list[dict[str, Any]] = []
+        for i, handle in enumerate(self.nvml_handles):
+            if handle is None:
+                out.append({"index": i, "uuid": None, "mig_mode": None})
+                continue
+            mig = self._first(("nvmlDeviceGetMigMode",), handle)
+            enabled = mig is not None and mig[0] == 1
+            out.append(
+                {
+                    "index": i,
+                    "uuid": _decode(self._first(("nvmlDeviceGetUUID",), handle)),
+                    "mig_mode": None if mig is None else ("enabled" if enabled else "disabled"),
+                    "mig_devices": self._mig_devices(handle) if enabled else [],
+                }
+            )
+        return out
+
+    def _mig_devices(self, handle: Any) -> list[dict[str, Any]]:
+        """The MIG slices of a GPU split by MIG (NVML's MIG device handles), each named by its MIG UUID."""
+        count = self._first(("nvmlDeviceGetMaxMigDeviceCount",), handle)
+        out: list[dict[str, Any]] = []
+        for i in range(count if isinstance(count, int) else 0):
+            found = self._first(
+                ("nvmlDeviceGetMigDeviceHandleByIndex",), handle, i
+            )  # NotFound: an empty slot
+            uuid = _decode(self._first(("nvmlDeviceGetUUID",), found)) if found is not None else None
+            if not uuid:
+                continue
+            mem = self._first(("nvmlDeviceGetMemoryInfo",), found)
+            out.append(
+                {
+                    "uuid": uuid,
+                    "gpu_instance": self._first(("nvmlDeviceGetGpuInstanceId",), found),
+                    "compute_instance": self._first(("nvmlDeviceGetComputeInstanceId",), found),
+                    "name": _decode(self._first(("nvmlDeviceGetName",), found)),
+                    "memory_total": getattr(mem, "total", None),
+                }
+            )
+        return out
+
     def gpus(self) -> list[dict[str, Any]]:
-        """Identity, memory, driver, clocks and link of each GPU, for session.json."""
+        """Identity, memory, driver, clocks and link of each GPU this job was given, for session.json.
+
+        ``index`` is the device's place among them (what ``--device cuda:N`` names), ``nvml_index``
+        NVML's; a MIG slice has its card's figures with the slice's name, memory and ``mig`` identity.
+        """
         if self.nvml is None:
             return []
         nv = self.nvml
         driver = self._call(nv.nvmlSystemGetDriverVersion)
         cuda = self._call(nv.nvmlSystemGetCudaDriverVersion)
         out = []
-        for i, handle in enumerate(self.handles):
+        for i, (device, handle) in enumerate(zip(self.devices, self.handles, strict=True)):
             mem = self._call(nv.nvmlDeviceGetMemoryInfo, handle)
             pci = self._first(("nvmlDeviceGetPciInfo",), handle)
             mig = self._first(("nvmlDeviceGetMigMode",), handle)
             out.append(
                 {
                     "index": i,
+                    "nvml_index": device["nvml_index"],
+                    "cuda_visible": device["cuda_visible"],
                     "name": _decode(self._call(nv.nvmlDeviceGetName, handle)),
                     "uuid": _decode(self._first(("nvmlDeviceGetUUID",), handle)),
                     "pci_bus_id": _decode(getattr(pci, "busId", None)),
@@ -377,6 +453,13 @@ class Sampler:
                     "throttle": _reasons(self._clock_events(handle)),
                 }
             )
+            slice_ = device.get("mig")
+            if slice_:
+                out[-1]["mig"] = dict(slice_)
+                out[-1]["name"] = slice_.get("name") or out[-1]["name"]
+                out[-1]["memory_total"] = slice_.get("memory_total") or out[-1]["memory_total"]
+            if self.inherited is not None:
+                out[-1]["inherited"] = f"{VISIBLE_ENV}={self.inherited}"
         return out
 
     def _first(self, names: tuple[str, ...], *args: Any) -> Any:
@@ -541,6 +624,9 @@ class Sampler:
     def _sample_gpu(self, index: int, handle: Any, family: set[int]) -> dict[str, Any]:
         nv = self.nvml
         gpu: dict[str, Any] = {"index": index}
+        nvml_index = self.devices[index]["nvml_index"] if index < len(self.devices) else index
+        if nvml_index != index or self.inherited is not None:  # a subset of the machine's: say which GPU
+            gpu["nvml_index"] = nvml_index
         if handle is None or index in self.lost:
             gpu["lost"] = True
             return gpu
