@@ -32,7 +32,8 @@ FRAMEWORKS = list(catalog.FRAMEWORKS)
 
 #: A framework's interpreter that answers ``--doctor`` itself. FAKE_PROBE_SECONDS: how long it
 #: takes (FAKE_SLOW: the frameworks that take a second more); FAKE_FAIL / FAKE_NO_GPU: the
-#: frameworks that fail, or that do not see the GPU.
+#: frameworks that fail, or that do not see the GPU; FAKE_CUDA_BUILD: ``fw=version,...``, the CUDA
+#: each framework says it was built for.
 FAKE_PYTHON = """#!{python}
 import json, os, sys, time
 
@@ -45,7 +46,8 @@ if "--doctor" in sys.argv:
         time.sleep(1.0)
     event = {{"v": 1, "type": "hello", "t": time.monotonic(), "framework": fw,
              "versions": {{fw: "9.9"}}, "devices": [{{"type": "cpu", "name": "fake"}}],
-             "gpu": {{"sees_gpu": fw not in os.environ.get("FAKE_NO_GPU", "").split(","), "why": "fake"}}}}
+             "gpu": {{"sees_gpu": fw not in os.environ.get("FAKE_NO_GPU", "").split(","), "why": "fake"}},
+             "cuda_build": dict(x.split("=") for x in os.environ.get("FAKE_CUDA_BUILD", "").split(",") if x).get(fw)}}
     if fw in os.environ.get("FAKE_FAIL", "").split(","):
         event = {{"v": 1, "type": "error", "t": time.monotonic(), "kind": "unavailable",
                  "message": f"{{fw}} is not installed (fake)"}}
@@ -76,7 +78,14 @@ def fake_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # A folder on every probe's path: a package installed there is a package installed.
     monkeypatch.setenv("BENCHTUI_RUNNER_PYTHONPATH", str(tmp_path / "site"))
     monkeypatch.setenv("COLUMNS", "200")
-    for name in ("FAKE_PROBE_SECONDS", "FAKE_SLOW", "FAKE_FAIL", "FAKE_NO_GPU", "CUDA_VISIBLE_DEVICES"):
+    for name in (
+        "FAKE_PROBE_SECONDS",
+        "FAKE_SLOW",
+        "FAKE_FAIL",
+        "FAKE_NO_GPU",
+        "FAKE_CUDA_BUILD",
+        "CUDA_VISIBLE_DEVICES",
+    ):
         monkeypatch.delenv(name, raising=False)
     use_gpus(monkeypatch, None)
     return log
@@ -185,6 +194,76 @@ def test_gpus_are_part_of_the_key_and_a_failure_or_a_missed_gpu_is_never_kept(
 
     use_gpus(monkeypatch, FakeNVML(names=["Fake B200"]))  # another card
     assert run_doctor(capsys, fake_envs)[2] == sorted(FRAMEWORKS)
+
+
+def test_a_framework_built_for_a_newer_cuda_than_the_driver_runs_is_driver_too_old_not_no_gpu(
+    fake_envs: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_gpus(monkeypatch, FakeNVML())  # driver 560.1, CUDA 12.6 at most
+    monkeypatch.setenv("FAKE_NO_GPU", "torch,tensorflow,keras-jax")
+    monkeypatch.setenv("FAKE_CUDA_BUILD", "torch=13.2,tensorflow=12.5.1,keras-jax=13")
+    out, _, _ = run_doctor(capsys, fake_envs)
+    table = rows(out)
+    assert "driver too old" in table["torch"] and "driver too old" in table["keras-jax"]
+    assert (
+        "no GPU" in table["tensorflow"] and "driver too old" not in table["tensorflow"]
+    )  # CUDA 12: the driver runs it
+    assert "sees it" in table["keras-torch"]
+    text = " ".join(out.split())
+    assert (
+        "✗ PyTorch: driver too old for this build: torch 9.9 is built for CUDA 13.2, which needs NVIDIA driver "
+        "580 or newer; driver 560.1 runs CUDA 12.6 at most. Update the driver, or install a PyTorch wheel for CUDA 12"
+    ) in text
+    assert "✗ Keras/JAX: driver too old for this build" in text and "pip install 'jax[cuda12]'" in text
+
+
+def test_an_environment_holding_two_cuda_majors_of_one_library_is_named_with_what_to_do(
+    fake_envs: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, _, _ = run_doctor(capsys, fake_envs)
+    assert "holds CUDA" not in out
+    for dist in ("nvidia_cudnn_cu12-9.28.0.42", "nvidia_cudnn_cu13-9.26.0.51", "nvidia_nccl_cu12-2.32.3",
+                 "nvidia_nccl_cu13-2.30.7", "nvidia_cublas-13.4.1.3"):  # fmt: skip
+        (tmp_path / "site" / f"{dist}.dist-info").mkdir()  # on every framework's interpreter's path
+    monkeypatch.setenv("FAKE_CUDA_BUILD", "torch=13.2,tensorflow=12.5.1")
+    out, _, _ = run_doctor(capsys, fake_envs)
+    text = " ".join(out.split())
+    torch_python = str(tmp_path / "envs" / "torch" / "bin" / "python")
+    assert (
+        f"✗ {torch_python} holds CUDA 12 and CUDA 13 builds of the same libraries: "
+        "cudnn (nvidia-cudnn-cu12 9.28.0.42, nvidia-cudnn-cu13 9.26.0.51: both install nvidia/cudnn/lib/libcudnn*.so.9); "
+        "nccl (nvidia-nccl-cu12 2.32.3, nvidia-nccl-cu13 2.30.7: both install nvidia/nccl/lib/libnccl.so.2)."
+    ) in text
+    assert (
+        f"Here torch needs CUDA 13. Keep CUDA 13 here: {torch_python} -m pip uninstall -y nvidia-cudnn-cu12 "
+        f"nvidia-nccl-cu12; then {torch_python} -m pip install --force-reinstall --no-deps "
+        "nvidia-cudnn-cu13==9.26.0.51 nvidia-nccl-cu13==2.30.7"
+    ) in text
+    tf_python = str(tmp_path / "envs" / "tensorflow" / "bin" / "python")
+    tf = text[text.index(f"✗ {tf_python} holds") :]
+    tf = tf[: tf.index("✗", 1)] if "✗" in tf[1:] else tf
+    # TensorFlow's interpreter keeps CUDA 12: every CUDA 13 package goes, the CUDA 12 cuDNN and NCCL return.
+    assert f"Here tensorflow needs CUDA 12. Keep CUDA 12 here: {tf_python} -m pip uninstall -y " in tf
+    assert all(f" {d} " in tf for d in ("nvidia-cublas", "nvidia-cudnn-cu13", "nvidia-nccl-cu13"))
+    assert tf.rstrip().endswith(
+        "--force-reinstall --no-deps nvidia-cudnn-cu12==9.28.0.42 nvidia-nccl-cu12==2.32.3"
+    ) or ("--force-reinstall --no-deps nvidia-cudnn-cu12==9.28.0.42 nvidia-nccl-cu12==2.32.3 " in tf)
+
+
+def test_one_environment_for_every_framework_with_two_majors_says_which_framework_moves_out() -> None:
+    dists = [("nvidia-cudnn-cu12", "9.28.0.42"), ("nvidia-cudnn-cu13", "9.26.0.51"), ("nvidia-cufft-cu12", "11.4"),
+             ("jax-cuda12-plugin", "0.12"), ("torch", "2.15.0")]  # fmt: skip
+    needs = {"torch": 13, "tensorflow": 12, "keras-jax": 12, "keras-torch": 13}
+    lines = doctor.cuda_mix_report("/env/bin/python", dists, needs)
+    text = " ".join(" ".join(lines).split())
+    assert "Here tensorflow, keras-jax need CUDA 12; torch, keras-torch need CUDA 13." in text
+    # Two for each: PyTorch's major stays, the other frameworks get environments of their own.
+    assert (
+        "Keep CUDA 13 here: benchtui envs create --gpu tensorflow keras-jax (environments of their own, used by "
+        "plans from then on); then /env/bin/python -m pip uninstall -y jax-cuda12-plugin nvidia-cudnn-cu12 "
+        "nvidia-cufft-cu12; then /env/bin/python -m pip install --force-reinstall --no-deps nvidia-cudnn-cu13==9.26.0.51"
+    ) in text
+    assert doctor.cuda_mix_report("/env/bin/python", dists[1:], needs) == []
 
 
 @pytest.mark.parametrize(

@@ -441,7 +441,8 @@ def test_envs_create_prints_the_gpu_installs(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    assert "tensorflow[and-cuda]>=2.16" in out.stdout and "jax[cuda12]>=0.4.30" in out.stdout
+    assert "tensorflow[and-cuda]>=2.16" in out.stdout and "jax[cuda13]>=0.7.2" in out.stdout
+    assert out.stdout.count("keras-hub>=0.20") == 2  # the ViTs and GPT-2 in each Keras environment
     assert str(tmp_path / "tensorflow") in out.stdout and not (tmp_path / "tensorflow").exists()
     bad = subprocess.run(
         [sys.executable, "-m", "benchtui", "envs", "create", "mxnet"],

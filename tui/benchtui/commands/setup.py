@@ -90,7 +90,11 @@ def cmd_doctor(args: argparse.Namespace | None = None) -> int:
         table.add_column(col)
     for row, info in zip(found.verdicts, found.results, strict=True):
         fw = _shown(row["framework"])
-        gpu = {"sees it": "[green]sees it[/]", "no GPU": "[red]no GPU[/]"}.get(row["gpu"], "–")
+        gpu = {
+            "sees it": "[green]sees it[/]",
+            "no GPU": "[red]no GPU[/]",
+            "driver too old": "[red]driver too old[/]",
+        }.get(row["gpu"], "–")
         if row["ok"]:
             status = "[green]ok[/] [dim](cached)[/]" if row["framework"] in found.cached else "[green]ok[/]"
             table.add_row(fw, status, gpu, _versions(info), _devices(info))
@@ -110,8 +114,12 @@ def cmd_doctor(args: argparse.Namespace | None = None) -> int:
             )
         )
     for row in found.verdicts:
-        if row["gpu"] == "no GPU":
+        if row["gpu"] in ("no GPU", "driver too old"):
             console.print(f"[red]✗[/] {_shown(row['fix'])}")
+    for lines in found.cuda_mixes.values():  # two CUDA majors of one library in one environment
+        console.print(f"[red]✗[/] {_shown(lines[0])}")
+        for line in lines[1:]:
+            console.print(_shown(line))
     for fw, python in found.pythons.items():
         if python != sys.executable:
             console.print(f"{_shown(fw)} runs with {_shown(python)} (its own environment)")

@@ -7,6 +7,12 @@ read and the GPUs NVML sees stay as they were; so a good answer is kept in the u
 a key made of exactly those, and given again until one of them changes (``fresh`` asks anyway).
 NVML's own view (the GPUs, the driver, the telemetry status) is read anew every time, and a failed
 probe, or one that does not see the GPU NVML sees, is never kept: that is what a user is fixing.
+
+Two checks need no framework at all. An interpreter whose packages hold two CUDA majors of the same
+library (``nvidia-cudnn-cu12`` beside ``nvidia-cudnn-cu13``: the same files, the last installed
+won) is named with the libraries, the frameworks that need each major and the commands that
+separate them. A framework built for a newer CUDA than the driver runs is "driver too old for this
+build" (NVML's CUDA driver version against the CUDA the probe says it was built for), not "no GPU".
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchtui.core.plan import envs
 from benchtui.core.provenance import runner_code_hash
 from benchtui.core.running import launcher
 from benchtui.core.running.launcher import collect_events, start_runner
@@ -112,13 +119,58 @@ async def probe(
         return {"ok": False, "reason": tail[-1] if tail else f"runner exited with {proc.process.returncode}"}
 
 
+def driver_cuda(gpus: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """The newest CUDA the NVIDIA driver runs, (major, minor), from NVML (12060 -> (12, 6)); None unknown."""
+    raw = gpus[0].get("cuda_driver") if gpus else None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+        return None
+    return raw // 1000, raw % 1000 // 10
+
+
+def build_major(info: dict[str, Any]) -> int | None:
+    """The CUDA major a probed framework was built for (the probe's ``cuda_build``), or None."""
+    head = str(info.get("cuda_build") or "").split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+#: Where each framework finds a build for an older CUDA, when the driver cannot be updated.
+OLDER_BUILD = {
+    "torch": "a PyTorch wheel for CUDA {major} (pip install torch --index-url https://download.pytorch.org/whl/cu{major}X, X at most {minor})",
+    "keras-torch": "a PyTorch wheel for CUDA {major} (pip install torch --index-url https://download.pytorch.org/whl/cu{major}X, X at most {minor})",
+    "keras-jax": "JAX's CUDA {major} plugin (pip install 'jax[cuda{major}]', in an environment of its own)",
+    "tensorflow": "",  # TensorFlow's GPU builds are all for one CUDA: only a newer driver helps
+}
+
+
+def driver_too_old(fw: str, info: dict[str, Any], gpus: list[dict[str, Any]]) -> str:
+    """The fix when ``fw``'s build needs a newer CUDA than the driver runs ('' when it does not)."""
+    driver, major = driver_cuda(gpus), build_major(info)
+    if driver is None or major is None or major <= driver[0]:
+        return ""
+    label = catalog.FRAMEWORK_LABELS.get(fw, fw)
+    versions = info.get("versions") or {}
+    package = {"torch": "torch", "keras-torch": "torch", "tensorflow": "tensorflow", "keras-jax": "jax"}.get(
+        fw, fw
+    )
+    name = f"{package} {versions.get(package)}" if versions.get(package) else package
+    needs = envs.DRIVER_FOR_CUDA.get(major)
+    line = (
+        f"{label}: driver too old for this build: {name} is built for CUDA {info.get('cuda_build')}"
+        + (f", which needs NVIDIA driver {needs} or newer" if needs else "")
+        + f"; driver {gpus[0].get('driver') or '?'} runs CUDA {driver[0]}.{driver[1]} at most. Update the driver"
+    )
+    older = OLDER_BUILD.get(fw, "").format(major=driver[0], minor=driver[1])
+    return f"{line}, or install {older}" if older else line
+
+
 def verdicts(
     frameworks: list[str], results: list[dict[str, Any]], gpus: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """Per framework: installed or not, whether it sees the GPU that NVML sees, and the fix when not.
 
     ``gpu`` is "sees it", "no GPU" (NVML sees one and this framework cannot use it: its runs
-    would fail, never fall back to the CPU) or "" when the machine has no GPU.
+    would fail, never fall back to the CPU), "driver too old" (the framework is built for a newer
+    CUDA than the driver runs) or "" when the machine has no GPU.
     """
     out = []
     for fw, info in zip(frameworks, results, strict=True):
@@ -131,11 +183,58 @@ def verdicts(
             seen = info.get("gpu") or {}
             if seen.get("sees_gpu"):
                 row["gpu"] = "sees it"
+            elif driver_too_old(fw, info, gpus):
+                row["gpu"] = "driver too old"
+                row["fix"] = driver_too_old(fw, info, gpus)
             else:
                 row["gpu"] = "no GPU"
                 row["fix"] = str(seen.get("why") or f"{fw} sees no GPU; benchtui envs create --gpu {fw}")
         out.append(row)
     return out
+
+
+def cuda_mix_report(python: str, dists: list[tuple[str, str]], needs: dict[str, int | None]) -> list[str]:
+    """What to say about an interpreter whose packages hold two CUDA majors of one library: which
+    libraries, which frameworks need which major, and the commands that give each its own; [] if none.
+
+    ``needs``: each framework run with this interpreter -> the CUDA major its build needs (None: unknown).
+    """
+    mixes = envs.cuda_mixes(dists)
+    if not mixes:
+        return []
+    majors = sorted({m for mix in mixes for m in mix.majors})
+    wanted = [m for m in needs.values() if m in majors]
+    # Keep what most of this interpreter's frameworks need (PyTorch's on a tie), else the newest.
+    torch_major = needs.get("torch")
+    keep = max(majors, key=lambda m: (wanted.count(m), m == torch_major, m))
+    move = [fw for fw, m in needs.items() if m is not None and m != keep]
+    listed = "; ".join(
+        f"{mix.library.removeprefix('nvidia-')} ({', '.join(f'{d} {v}' for _, d, v in mix.builds)}"
+        + (f": both install {mix.path}" if mix.path else "")
+        + ")"
+        for mix in mixes
+    )
+    lines = [
+        f"{python} holds CUDA {' and CUDA '.join(map(str, majors))} builds of the same libraries: {listed}.",
+        "  Whichever was installed last won: a framework built for the other CUDA loads a library that is not its own."
+        if any(mix.path for mix in mixes)
+        else "  One environment, one CUDA major: a framework may load the other major's library first.",
+    ]
+    by_major = {m: [fw for fw, need in needs.items() if need == m] for m in majors}
+    said = [f"{', '.join(fws)} need{'s' * (len(fws) == 1)} CUDA {m}" for m, fws in by_major.items() if fws]
+    if said:
+        lines.append(f"  Here {'; '.join(said)}.")
+    others = sorted(n for n, v in dists if (found := envs.cuda_major(n, v)) is not None and found[1] != keep)
+    restore = sorted(f"{d}=={v}" for mix in mixes if mix.path for major, d, v in mix.builds if major == keep)
+    steps = []
+    if move:
+        own = "an environment of its own" if len(move) == 1 else "environments of their own"
+        steps.append(f"benchtui envs create --gpu {' '.join(move)} ({own}, used by plans from then on)")
+    steps.append(f"{python} -m pip uninstall -y {' '.join(others)}")
+    if restore:
+        steps.append(f"{python} -m pip install --force-reinstall --no-deps {' '.join(restore)}")
+    lines.append(f"  Keep CUDA {keep} here: " + "; then ".join(steps))
+    return lines
 
 
 def cache_path() -> Path:
@@ -269,6 +368,7 @@ async def ask_all(
     env: dict[str, str],
     kept: dict[str, dict[str, Any]],
     on_done: Callable[[ProbeDone], None] | None = None,
+    facts_out: dict[str, str | None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, float], dict[str, dict[str, Any]]]:
     """Every framework's answer, all asked at once (or given from ``kept`` under an unchanged key).
 
@@ -320,6 +420,9 @@ async def ask_all(
         return result
 
     results = list(await asyncio.gather(*(one(fw) for fw in frameworks)))
+    if facts_out is not None:  # what each interpreter said of its packages (``facts_out``: python -> facts)
+        for python, found in facts.items():
+            facts_out[python] = await found
     return results, seconds, cached_at, updates
 
 
@@ -338,6 +441,8 @@ class Diagnosis:
     cpus: int | None = field(default_factory=os.cpu_count)
     seconds: dict[str, float] = field(default_factory=dict)  # per framework, until its answer came
     cached: dict[str, float] = field(default_factory=dict)  # the kept answers given: when each was made
+    #: Per interpreter whose packages hold two CUDA majors of one library: what to say (``cuda_mix_report``).
+    cuda_mixes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def diagnose(fresh: bool = False, on_done: Callable[[ProbeDone], None] | None = None) -> Diagnosis:
@@ -356,11 +461,20 @@ def diagnose(fresh: bool = False, on_done: Callable[[ProbeDone], None] | None = 
         env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         path = cache_path()
         kept = {} if fresh else load_cache(path)
+        facts: dict[str, str | None] = {}
         results, seconds, cached, updates = asyncio.run(
-            ask_all(frameworks, pythons, gpus, env, kept, on_done)
+            ask_all(frameworks, pythons, gpus, env, kept, on_done, facts)
         )
         if updates:
             save_cache(path, updates)
+        mixes = {}
+        for python, said in facts.items():
+            needs = {
+                fw: build_major(r) for fw, r in zip(frameworks, results, strict=True) if pythons[fw] == python
+            }
+            report = cuda_mix_report(python, envs.dists_of(said or ""), needs)
+            if report:
+                mixes[python] = report
         return Diagnosis(
             frameworks=frameworks,
             results=results,
@@ -371,6 +485,7 @@ def diagnose(fresh: bool = False, on_done: Callable[[ProbeDone], None] | None = 
             nvml=sampler.nvml is not None,
             seconds=seconds,
             cached=cached,
+            cuda_mixes=mixes,
         )
     finally:
         sampler.stop()
