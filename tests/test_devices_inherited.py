@@ -198,6 +198,16 @@ def test_a_job_given_no_gpu_trains_on_the_cpu_or_is_refused_one() -> None:
         PlanError, match=r"^--device cuda: this job was given no GPU \(CUDA_VISIBLE_DEVICES=-1\)$"
     ):
         place("cuda", [], inherited="-1")
+    # Entries that name nothing NVML sees: CUDA would see no GPU either, so neither is one used here.
+    none = sampled(four(), "GPU-nope,0").gpus()
+    assert none == [] and place("auto", none, inherited="GPU-nope,0").kind == "cpu"
+    with pytest.raises(
+        PlanError, match=r"^--device cuda: NVML sees none of the GPUs CUDA_VISIBLE_DEVICES=GPU-nope,0 names"
+    ):
+        place("cuda", none, inherited="GPU-nope,0")
+    assert (
+        place("cuda", [], inherited=None).kind == "unchecked"
+    )  # no NVML, nothing inherited: each runner checks
 
 
 def test_a_mig_slice_is_given_by_its_mig_uuid_and_has_no_peak() -> None:

@@ -180,6 +180,15 @@ def _identity(gpu: dict[str, Any]) -> dict[str, Any]:
     return {k: gpu.get(k) for k in GPU_IDENTITY if k in _ALWAYS or k in gpu}
 
 
+def _none_given(inherited: str | None) -> str:
+    """Why a job with an inherited ``CUDA_VISIBLE_DEVICES`` has no GPU to use ('' when none was inherited)."""
+    if inherited is None:
+        return ""
+    if inherited.strip() in ("", "-1"):
+        return f"this job was given no GPU ({_said(inherited)})"
+    return f"NVML sees none of the GPUs {_said(inherited)} names (CUDA stops at an entry it cannot match)"
+
+
 def _given(gpus: list[dict[str, Any]], inherited: str | None) -> str:
     """How many devices there are to choose from, and where they come from, in words."""
     if inherited is None:
@@ -218,12 +227,11 @@ def place(
     if device == "cpu":
         return Placement("cpu", "cpu", env={VISIBLE_ENV: ""}, reason="--device cpu: every GPU hidden")
     if not gpus:
-        none_given = _said(inherited) if inherited is not None and inherited.strip() in ("", "-1") else ""
+        none_given = _none_given(inherited)
         if device == "auto":
-            why = f"this job was given no GPU ({none_given})" if none_given else "NVML sees no GPU"
-            return Placement("cpu", "cpu", reason=f"--device auto: {why}")
+            return Placement("cpu", "cpu", reason=f"--device auto: {none_given or 'NVML sees no GPU'}")
         if none_given:
-            raise PlanError(f"--device {device}: this job was given no GPU ({none_given})")
+            raise PlanError(f"--device {device}: {none_given}")
         # A GPU asked for without NVML (the CLI refuses this; a program may not): each runner
         # checks for itself and fails with its reason, and ratios check the device kinds.
         return Placement("unchecked", device, reason=f"--device {device}: NVML sees no GPU; not checked here")
@@ -258,10 +266,7 @@ def _place_many(
             reason=f"--devices {devices} on the CPU: {devices} replicas",
         )
     if not gpus:
-        where = (
-            f"this job was given no GPU ({_said(inherited)})" if inherited is not None else "NVML sees no GPU"
-        )
-        raise PlanError(f"--devices {devices}: {where}")
+        raise PlanError(f"--devices {devices}: {_none_given(inherited) or 'NVML sees no GPU'}")
     chosen = ids or list(range(devices))
     missing = [i for i in chosen if i >= len(gpus)]
     if devices > len(gpus) or missing:
