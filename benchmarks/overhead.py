@@ -190,7 +190,10 @@ def runner(args: argparse.Namespace, framework: str) -> list[Epoch]:
         "threads": args.threads,
     }
     read_fd, write_fd = os.pipe()
-    env = {**os.environ, "BENCHTUI_EVENT_FD": str(write_fd), "PYTHONPATH": str(ROOT / "runners")}
+    # The runner package, and the runners' extra packages as benchtui gives them (BENCHTUI_RUNNER_PYTHONPATH).
+    extra = [p for p in os.environ.get("BENCHTUI_RUNNER_PYTHONPATH", "").split(os.pathsep) if p]
+    path = os.pathsep.join([str(ROOT / "runners"), *extra])
+    env = {**os.environ, "BENCHTUI_EVENT_FD": str(write_fd), "PYTHONPATH": path}
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     with tempfile.TemporaryFile() as log:
