@@ -113,7 +113,9 @@ def ratio_line(series: list[Series], model: SessionModel | None = None, model_id
 
 
 def settings_line(series: list[Series]) -> Text:
-    """What each framework compiled with (as resolved) and, on the CPU, its threads: what the numbers above mean."""
+    """What each framework compiled with (as resolved), on the CPU its threads, and whether its step
+    waits for the device every step (the how line of the reports says what waits): what the numbers
+    above mean."""
     parts = []
     for s in series:
         settings = (s.run.hello.get("settings") or {}) if s.run is not None else {}
@@ -123,7 +125,9 @@ def settings_line(series: list[Series]) -> Text:
         on_cpu = (s.run.hello.get("device") or {}).get("type") == "cpu" if s.run is not None else False
         threads = settings.get("intra_op_threads") if on_cpu else None  # what a CPU run's speed rests on
         parts.append(
-            f"{_label(s.framework)} {compile_}" + (f", {fmt.plural(threads, 'thread')}" if threads else "")
+            f"{_label(s.framework)} {compile_}"
+            + (f", {fmt.plural(threads, 'thread')}" if threads else "")
+            + (", waits every step" if settings.get("host_sync_per_step") else "")
         )
     return Text(" · ".join(parts), style="dim", overflow="ellipsis", no_wrap=True)
 

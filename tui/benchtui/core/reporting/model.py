@@ -679,7 +679,8 @@ def devices_text(plan: Any) -> str:
 
 
 def how_it_ran(frameworks: dict[str, Any]) -> list[str]:
-    """One line per framework: what it compiled with (as resolved), its threads and timing.
+    """One line per framework: what it compiled with (as resolved), its threads and timing, and
+    what in its step waits for the device every step (the runner's ``host_sync_per_step``).
 
     ``frameworks`` is a summary's ``frameworks`` (versions, device and settings per framework).
     """
@@ -693,6 +694,8 @@ def how_it_ran(frameworks: dict[str, Any]) -> list[str]:
             parts.append(settings["timing"].split(":")[0] + " timing")
         if settings.get("optimizer"):
             parts.append(f"{settings['optimizer']}, {settings.get('loss', '')}".rstrip(", "))
+        if settings.get("host_sync_per_step"):
+            parts.append(f"waits for the device every step: {settings['host_sync_per_step']}")
         out.append(f"{framework_label(fw)}: {'; '.join(parts)}")
     return out
 
