@@ -150,16 +150,95 @@ def _gpus() -> list[dict[str, Any]]:
 
         for i, dev in enumerate(tf.config.list_physical_devices("GPU")):
             details = tf.config.experimental.get_device_details(dev)
-            out.append({"type": "cuda", "index": i, "name": details.get("device_name", dev.name)})
+            out.append(
+                {
+                    "type": "cuda",
+                    "index": i,
+                    "name": details.get("device_name", dev.name),
+                    **_capability(details.get("compute_capability")),
+                }
+            )
     elif backend == "jax":
-        out = [{"type": "cuda", "index": i, "name": d.device_kind} for i, d in enumerate(_jax_gpus())]
+        out = [
+            {
+                "type": "cuda",
+                "index": i,
+                "name": d.device_kind,
+                **_capability(getattr(d, "compute_capability", None)),
+            }
+            for i, d in enumerate(_jax_gpus())
+        ]
     elif backend == "torch":
         import torch
 
         if torch.cuda.is_available():
             for i in range(torch.cuda.device_count()):
-                out.append({"type": "cuda", "index": i, "name": torch.cuda.get_device_name(i)})
+                out.append(
+                    {
+                        "type": "cuda",
+                        "index": i,
+                        "name": torch.cuda.get_device_name(i),
+                        **_capability(None if torch.version.hip else torch.cuda.get_device_capability(i)),
+                    }
+                )
     return out
+
+
+def _capability(value: Any) -> dict[str, str]:
+    """``{"capability": "8.6"}`` from what a backend says of a CUDA GPU (TensorFlow and torch: a
+    tuple (8, 6); JAX: "8.6"); nothing where it says nothing."""
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return {"capability": f"{int(value[0])}.{int(value[1])}"}
+    if isinstance(value, str) and value.count(".") == 1:
+        return {"capability": value}
+    return {}
+
+
+def refuse_emulated_bf16(config: RunConfig, backend: str, device_info: dict[str, Any]) -> None:
+    """``amp-bf16`` on a GPU without bfloat16 arithmetic (before compute capability 8.0): refused,
+    as the PyTorch runner refuses it (XLA, and so JAX and TensorFlow with XLA, would compute it in
+    float32; ``models.bf16_refusal``)."""
+    if config.precision != "amp-bf16" or device_info.get("type") != "cuda":
+        return
+    major, _, minor = str(device_info.get("capability") or "").partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return  # unknown: nothing to refuse on
+    from benchtui_runners.models import bf16_refusal
+
+    refusal = bf16_refusal(_LABELS[backend], str(device_info.get("name")), (int(major), int(minor)))
+    if refusal:
+        raise DeviceMissing(refusal)
+
+
+#: What makes every training step of ``model.fit`` wait for the device, per backend, where something does.
+TF_LOGS_SYNC = (
+    "model.fit converts every step's logs to Python floats on the main thread (TensorFlow's "
+    "backend is not thread-safe, so Keras dispatches no callback asynchronously)"
+)
+TORCH_LOSS_SCALE_SYNC = (
+    "LossScaleOptimizer's ops.cond is a Python if on the torch backend: it reads whether the "
+    "gradients are finite (Tensor.__bool__) every step"
+)
+
+
+def step_waits(config: RunConfig, backend: str) -> str | None:
+    """What makes every training step wait for the device, in words; None when nothing does.
+
+    TensorFlow: ``CallbackList`` dispatches ``on_train_batch_end`` asynchronously only on a
+    thread-safe backend (keras/src/callbacks/callback_list.py, ``_configure_async_dispatch``;
+    tensorflow/core.py ``IS_THREAD_SAFE = False``), so ``pythonify_logs`` floats the step's loss
+    on the main thread, whatever the callbacks. ``mixed_float16`` adds nothing there: the
+    LossScaleOptimizer's ``ops.cond`` is in the graph (tf.cond; on JAX, lax.cond under jit). On
+    torch (eager) ``ops.cond`` is ``if pred:`` (keras/src/backend/torch/core.py). Inference
+    returns every batch's outputs to the host by design, on every side, and is not counted.
+    """
+    if config.task != "train":
+        return None
+    if backend == "tensorflow":
+        return TF_LOGS_SYNC
+    if backend == "torch" and config.precision == "amp-fp16":
+        return TORCH_LOSS_SCALE_SYNC
+    return None
 
 
 def _jax_gpus() -> list[Any]:
@@ -550,6 +629,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     backend = _backend()
     writer.phase("import", "end")
     device_name, device_info = _resolve_device(config.device)
+    refuse_emulated_bf16(config, backend, device_info)
     memory_policy = _memory_policy(backend, device_name)  # before anything starts the GPU runtime
     _logical_cpus(config, backend)  # before the runtime starts too
     runtime_settings = _settings(config, backend)
@@ -577,6 +657,13 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     settings["xla_gpu_autotune"] = (
         "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
     )
+    waits = step_waits(config, backend)
+    if waits:
+        settings["host_sync_per_step"] = waits
+    if config.tokens and not config.model_def:
+        from benchtui_runners.models import KERAS_GPT2_ATTENTION
+
+        settings["attention"] = KERAS_GPT2_ATTENTION
     keras.utils.set_random_seed(config.seed)
     writer.hello(
         framework=config.framework,

@@ -197,6 +197,7 @@ def _torch_gpt2(model_id: str, last_only: bool) -> Any:
     except ImportError as exc:
         raise _missing(model_id, "torch", "transformers", exc) from exc
     arch = MODELS[model_id].config
+    attention = _sdpa_without_mask()
     config = GPT2Config(
         vocab_size=arch["vocab"],
         n_positions=arch["context"],
@@ -213,23 +214,77 @@ def _torch_gpt2(model_id: str, last_only: bool) -> Any:
         layer_norm_epsilon=1e-5,
         tie_word_embeddings=True,
     )
+    if attention:  # else transformers' default, 'sdpa'
+        config._attn_implementation = attention  # what GPT2LMHeadModel(config) attends with
 
     class LogitsOnly(nn.Module):
         """GPT2LMHeadModel called with token ids alone, returning only its logits (no cache).
 
         ``logits_to_keep`` 0: every position's; 1: the last position's (the head's matrix
-        product on that position alone, as generation does).
+        product on that position alone, as generation does). No attention mask: every
+        position is a real token, and causality is SDPA's ``is_causal`` (see
+        :func:`_sdpa_without_mask`). ``attention``: how it attends, in words, for the run's settings.
         """
 
-        def __init__(self, lm: Any, keep: int) -> None:
+        def __init__(self, lm: Any, keep: int, attention: str) -> None:
             super().__init__()
             self.lm = lm
             self.keep = keep
+            self.attention = attention
 
         def forward(self, input_ids: Any) -> Any:
             return self.lm(input_ids=input_ids, use_cache=False, logits_to_keep=self.keep).logits
 
-    return LogitsOnly(GPT2LMHeadModel(config), 1 if last_only else 0)
+    text = TORCH_GPT2_ATTENTION if attention else TORCH_GPT2_ATTENTION_STOCK
+    return LogitsOnly(GPT2LMHeadModel(config), 1 if last_only else 0, text)
+
+
+#: The name under which transformers' own SDPA attention is registered for benchtui's GPT-2.
+SDPA_WITHOUT_MASK = "benchtui_sdpa"
+#: How PyTorch's GPT-2 attends, for the run's settings (``attention``).
+TORCH_GPT2_ATTENTION = (
+    "torch scaled_dot_product_attention, causal by is_causal=True, no mask tensor (transformers' own "
+    f"sdpa_attention_forward, registered as '{SDPA_WITHOUT_MASK}': no mask is built, so no step reads "
+    "a mask or the positions on the host)"
+)
+#: The same where this transformers cannot take an attention function without a mask builder.
+TORCH_GPT2_ATTENTION_STOCK = (
+    "torch scaled_dot_product_attention through transformers' 'sdpa' (its mask builder may read the "
+    "positions or the mask on the host each step)"
+)
+#: How Keras's GPT-2 attends (keras-hub's TransformerDecoder and Keras's MultiHeadAttention).
+KERAS_GPT2_ATTENTION = (
+    "a causal mask merged with a padding mask of ones, applied in the softmax of QK^T; two einsums "
+    "(attention dropout keeps MultiHeadAttention off ops.dot_product_attention)"
+)
+
+
+def _sdpa_without_mask() -> str | None:
+    """Register transformers' own SDPA attention under a name with no mask builder; its name, or None.
+
+    Transformers' mask builder (``masking_utils.create_causal_mask``) decides in Python, on the
+    host, whether SDPA's ``is_causal`` can stand in for a mask, by reading device values: with
+    no ``attention_mask``, whether the positions are packed sequences
+    (``find_packed_sequence_indices``: ``(packed_sequence_mask[:, -1] == 0).all()``); with one,
+    whether it is all ones (``_ignore_causal_mask_sdpa``: ``fast_all(padding_mask)``). Either
+    is a wait for the device at every forward. For an attention implementation that has no mask
+    builder, ``_preprocess_mask_arguments`` returns no mask before reading anything ("custom
+    attention without equivalent mask creation"), and ``sdpa_attention_forward`` then calls
+    ``scaled_dot_product_attention(is_causal=True)``: the call stock 'sdpa' makes for a batch
+    without padding, the same kernels and FLOPs, without the wait. A transformers without
+    ``masking_utils`` (older than 4.53) decides from the shapes alone when no mask is given
+    (``AttentionMaskConverter._ignore_causal_mask_sdpa``): None, and the stock 'sdpa' stays.
+    """
+    try:
+        from transformers import AttentionInterface
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+    except ImportError:
+        return None
+    if SDPA_WITHOUT_MASK in ALL_MASK_ATTENTION_FUNCTIONS:  # a mask builder under the name: it would run
+        return None
+    AttentionInterface.register(SDPA_WITHOUT_MASK, sdpa_attention_forward)
+    return SDPA_WITHOUT_MASK
 
 
 # -- Keras ------------------------------------------------------------------------------------
@@ -386,6 +441,30 @@ def _keras_resnet50_v1_5(inputs: Any) -> Any:
                 shortcut = bn(conv(x, width * 4, 1, stride, f"{name}_downsample"), f"{name}_downsample_bn")
             x = layers.ReLU(name=f"{name}_out")(layers.Add(name=f"{name}_add")([y, shortcut]))
     return x
+
+
+# -- Precision --------------------------------------------------------------------------------
+#: The first compute capability with bfloat16 arithmetic (Ampere); before it, frameworks emulate it.
+BF16_CAPABILITY = (8, 0)
+
+
+def bf16_refusal(side: str, gpu: str, capability: tuple[int, int] | None) -> str | None:
+    """Why ``amp-bf16`` is refused on this GPU, in one line; None where it runs natively (or the
+    capability is unknown). ``side``: the framework's label ("PyTorch", "tf.keras", ...).
+
+    Before compute capability 8.0 every framework still runs bfloat16, emulated: PyTorch's
+    ``is_bf16_supported()`` counts emulation by default, and XLA (JAX, TensorFlow with XLA)
+    computes unsupported bfloat16 operations in float32. The times would then be of neither
+    bfloat16 nor a framework's best, so the run is refused rather than measured.
+    """
+    if capability is None or tuple(capability) >= BF16_CAPABILITY:
+        return None
+    major, minor = capability
+    return (
+        f"amp-bf16 refused: {gpu} (compute capability {major}.{minor}) has no bfloat16 arithmetic "
+        f"(it came with 8.0, Ampere); {side} would emulate it and the times would mislead: "
+        "use --precision amp-fp16 or fp32"
+    )
 
 
 # -- Losses -----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from benchtui_runners.config import (
     peak_rss_bytes,
     training_record,
 )
-from benchtui_runners.models import build_torch, emit_model, torch_loss
+from benchtui_runners.models import bf16_refusal, build_torch, emit_model, torch_loss
 from benchtui_runners.protocol import EventWriter
 from benchtui_runners.timing import StepClock
 
@@ -145,6 +145,44 @@ def memory_policy(device: torch.device) -> dict[str, Any]:
         or "default",
         "env": allocator_settings(),
     }
+
+
+def refuse_emulated_bf16(config: RunConfig, device: torch.device) -> None:
+    """``amp-bf16`` on a GPU without bfloat16 arithmetic (before compute capability 8.0): refused.
+
+    ``torch.cuda.is_bf16_supported()`` says True there, because by default it counts emulation
+    (``including_emulation=True``: it then only tries to make a bfloat16 tensor); without
+    emulation it is ``major >= 8`` (torch/cuda/__init__.py), the rule applied here to the run's
+    own GPU. ROCm GPUs are not refused (torch counts every ROCm GPU as supporting bfloat16).
+    """
+    if config.precision != "amp-bf16" or device.type != "cuda" or torch.version.hip:
+        return
+    major, minor = torch.cuda.get_device_capability(device)
+    refusal = bf16_refusal("PyTorch", torch.cuda.get_device_name(device), (major, minor))
+    if refusal:
+        raise DeviceMissing(refusal)
+
+
+#: The host wait in PyTorch's float16 training step (``host_sync_per_step`` in the run's settings).
+GRADSCALER_SYNC = "GradScaler.step reads found_inf (.item()) every step, to skip the update after an overflow"
+
+
+def step_waits(precision: str, optimizer: Any) -> str | None:
+    """What makes every training step wait for the device, in words; None when nothing does.
+
+    ``amp-fp16``: ``GradScaler.step`` skips the optimizer's step when a gradient overflowed, and
+    decides it on the host: ``if not sum(v.item() for v in found_inf_per_device.values())``
+    (torch/amp/grad_scaler.py, ``_maybe_opt_step``). An optimizer with
+    ``_step_supports_amp_scaling`` (the fused SGD, Adam, AdamW, Adagrad: ``fused=True``) is handed
+    ``found_inf`` on the device instead, and skips on the device: no wait. The plan's optimizers are
+    torch's defaults (not fused), as users get them; a user's own optimizer may be fused.
+    bfloat16 needs no loss scaling (the scaler is off), and fp32 has none.
+    """
+    if precision != "amp-fp16" or optimizer is None:
+        return None
+    if getattr(optimizer, "_step_supports_amp_scaling", False):
+        return None
+    return GRADSCALER_SYNC
 
 
 def _peak_memory(device: torch.device) -> dict[str, Any]:
@@ -308,6 +346,7 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     device = _device(config.device)
     if world > 1 and device.type == "cuda":
         device = torch.device("cuda", local_rank)  # torchrun's rank on its own GPU of the visible ones
+    refuse_emulated_bf16(config, device)
     settings = {
         **_settings(config, device),
         **training_record(config),
@@ -372,6 +411,14 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
 
         step_fn = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
         writer.emit("settings", settings={"distributed": {**distributed, **ddp_record(step_fn)}})
+    # Known once the model and the optimizer are built: how a token model attends, and what in the
+    # step waits for the device every step (the how line of every report says it).
+    built = {
+        "attention": getattr(model, "attention", None),
+        "host_sync_per_step": None if inference else step_waits(config.precision, optimizer),
+    }
+    if any(built.values()):
+        writer.emit("settings", settings={k: v for k, v in built.items() if v})
     if config.compile == "on":
         step_fn = torch.compile(step_fn)
     if device.type == "cuda":
