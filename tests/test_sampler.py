@@ -6,6 +6,8 @@ The real path (pynvml on an NVIDIA GPU) runs in test_real_nvml_when_a_gpu_is_pre
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -385,3 +387,34 @@ def test_energy_counter_of_the_watched_gpu() -> None:
     unsupported = _sampler(FakeNVML(fail={"energy": NotSupported()}))
     unsupported.watch_gpu(0)
     assert unsupported.energy_mj() is None
+
+
+def test_runner_cpu_counts_the_children_it_started_and_reaped() -> None:
+    """XLA compiles on a GPU through short-lived ptxas and nvlink processes that the runner starts and
+    reaps between two samples: their CPU is the runner's, never "other processes" (seen on an H200:
+    every Keras/JAX row flagged "other processes kept 1.0-1.9 cores busy" on an idle machine)."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+    runner = (
+        "import subprocess, sys, time\n"
+        f"for _ in range(3): subprocess.run([sys.executable, '-c', {burn!r}])\n"
+        "print('done', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
+    try:
+        sampler = _sampler(FakeNVML(init_error=LibraryNotFound("NVML Shared Library Not Found")))
+        sampler.set_target("r", proc.pid)
+        sampler.sample()  # primes the count, before the children start their work
+        started = time.monotonic()
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
+        cpu = sampler.sample()["host"]["cpu_percent"]
+        wall = time.monotonic() - started
+        # 1.2 s of the children's CPU (and their interpreters' start) in `wall` seconds, all of it the runner's.
+        assert cpu is not None and cpu >= 1.2 / wall * 100 * 0.8, (cpu, wall)
+        idle = sampler.sample()["host"]["cpu_percent"]  # then the runner only sleeps
+        time.sleep(0.5)
+        idle = sampler.sample()["host"]["cpu_percent"]
+        assert idle is not None and idle < 10
+    finally:
+        proc.kill()
+        proc.wait()

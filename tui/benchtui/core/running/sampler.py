@@ -359,6 +359,7 @@ class Sampler:
         self._watched: int | None = None  # the session's GPU (NVML index): energy, other processes
         self._run_gpus: list[int] = []  # the current run's GPUs, when it trains on several
         self._procs: dict[int, Any] = {}
+        self._cpu_seen: tuple[float, float] = (0.0, 0.0)  # (monotonic time, the runner family's CPU seconds)
         # SM/tensor/DRAM activity: DCGM's bindings (None: import them when sampling starts), the
         # session's GPUs (None: every GPU), and the source once opened (``open_counters``).
         self._dcgm = dcgm
@@ -710,7 +711,15 @@ class Sampler:
 
     def _sample_runner(self, pid: int | None) -> dict[str, Any]:
         """CPU (% of one core) and resident memory of the runner and every process under it: a
-        DataLoader's workers, torchrun's ranks. A process seen for the first time primes its counter."""
+        DataLoader's workers, torchrun's ranks, and the short-lived processes they start and reap
+        (XLA's ptxas and nvlink while it compiles and autotunes on a GPU). The first sample of a
+        runner only primes the count.
+
+        The CPU is the change, since the previous sample, of the family's CPU time: each live
+        process's own plus what its reaped children used (``children_user/system``). A process that
+        ends between two samples is then counted once, in its parent's reaped time, and its CPU
+        never lands among "other processes".
+        """
         if pid is None:
             return {"cpu_percent": None, "rss": None}
         try:
@@ -719,27 +728,26 @@ class Sampler:
             root = self._procs.get(pid)
             if root is None:
                 root = psutil.Process(pid)
-                root.cpu_percent(None)  # the first call only primes the counter
                 self._procs = {pid: root}
+                self._cpu_seen = (time.monotonic(), _family_cpu_seconds([root]))
                 return {"cpu_percent": None, "rss": root.memory_info().rss}
             with root.oneshot():
                 if root.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped: nothing to measure
                     return {"cpu_percent": None, "rss": None}
-                cpu, rss = root.cpu_percent(None), root.memory_info().rss
+                rss = root.memory_info().rss
             family = {pid: root}
             for child in root.children(recursive=True):
-                known = self._procs.get(child.pid)
+                known = self._procs.get(child.pid, child)  # the same object keeps psutil's identity check
                 try:
-                    if known is None:
-                        child.cpu_percent(None)
-                        family[child.pid] = child
-                        continue
-                    cpu += known.cpu_percent(None)
                     rss += known.memory_info().rss
-                    family[child.pid] = known
                 except psutil.Error:  # ended between the listing and the reading
                     continue
+                family[child.pid] = known
             self._procs = family
+            now, total = time.monotonic(), _family_cpu_seconds(list(family.values()))
+            then, before = self._cpu_seen
+            self._cpu_seen = (now, total)
+            cpu = max(total - before, 0.0) / (now - then) * 100.0 if now > then else None
             return {"cpu_percent": cpu, "rss": rss or None}
         except Exception:  # noqa: BLE001 - process ended between samples, or no psutil
             return {"cpu_percent": None, "rss": None}
@@ -781,6 +789,19 @@ class Sampler:
             self.close_counters()
         if self.nvml is not None:
             self._call(self.nvml.nvmlShutdown)
+
+
+def _family_cpu_seconds(procs: list[Any]) -> float:
+    """CPU seconds used by these processes and by every child they reaped (a process gone between
+    the listing and the reading adds nothing: its time reaches its parent's when it is reaped)."""
+    total = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+        except Exception:  # noqa: BLE001 - psutil.Error: ended meanwhile
+            continue
+        total += t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+    return total
 
 
 def _missing(indices: list[int], why: str) -> str:
