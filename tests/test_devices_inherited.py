@@ -227,9 +227,7 @@ def test_a_mig_slice_is_given_by_its_mig_uuid_and_has_no_peak() -> None:
 def test_the_command_line_refuses_a_device_the_job_was_not_given_in_one_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Exit 2, the refusal as the last line on stderr, and no runner started. (The session folder is
-    made before the engine places the plan: commands/run.py's check_device, which counts NVML's GPUs
-    only, would refuse before it if it placed the plan with ``devices.place`` as check_devices does.)"""
+    """Exit 2, the refusal as the last line on stderr, nothing started and no session folder made."""
     from benchtui.cli import main
 
     monkeypatch.setattr(sampler_module, "load_nvml", lambda: sampler_module.init_nvml(four()))
@@ -251,6 +249,7 @@ def test_the_command_line_refuses_a_device_the_job_was_not_given_in_one_line(
         if "run_start" in line
     ]
     assert started == []
+    assert list(tmp_path.iterdir()) == []  # refused before the session was made
 
 
 # -- end to end: a real runner on the device it was given ------------------------------------------------

@@ -171,19 +171,18 @@ def check_devices(plan: Any) -> None:
 
 
 def check_device(device: str) -> None:
-    """Refuse a CUDA device that this machine does not have (nothing started yet)."""
+    """Refuse a CUDA device that this job was not given (nothing started yet, no session folder made):
+    one this machine does not have, or one outside an inherited ``CUDA_VISIBLE_DEVICES``."""
     if not device.startswith("cuda"):
         return
+    from benchtui.core.plan.devices import place
     from benchtui.core.plan.plan import PlanError
-    from benchtui.core.running.sampler import load_nvml
+    from benchtui.core.running.sampler import Sampler, load_nvml
 
     nvml, status = load_nvml()
     if nvml is None:
         raise PlanError(f"--device {device}: no NVIDIA GPU found ({status})")
-    count = nvml.nvmlDeviceGetCount()
-    index = int(device.split(":")[1]) if ":" in device else 0
-    if index >= count:
-        raise PlanError(f"--device {device}: this machine has {count} GPU(s) (cuda:0..cuda:{count - 1})")
+    place(device, Sampler(1.0, lambda sample: None, nvml=nvml).gpus())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
