@@ -220,7 +220,7 @@ def test_a_framework_that_cannot_see_the_gpu_fails_with_the_fix_and_never_trains
     assert rows["torch"]["status"] == "ok" and rows["torch"]["device_kind"] == "cuda"
     assert rows["keras-jax"]["status"] == "failed"
     reason = rows["keras-jax"]["reason"]
-    assert reason.startswith("Keras/JAX sees no GPU") and "jax[cuda12]" in reason and "\n" not in reason
+    assert reason.startswith("Keras/JAX sees no GPU") and "jax[cuda13]" in reason and "\n" not in reason
     assert not [e for e in events_of(folder, "batch") if "keras-jax" in e["run"]]  # not one CPU step
     assert summary["ratios"] == []
 
@@ -373,7 +373,8 @@ def test_doctor_names_the_fix_for_each_framework_that_cannot_see_the_gpu() -> No
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "framework, fix", [("keras-jax", "jax[cuda12]"), ("tensorflow", "tensorflow[and-cuda]")]
+    "framework, fix",
+    [("keras-jax", "'benchtui[gpu]' (jax[cuda13])"), ("tensorflow", "benchtui envs create --gpu tensorflow")],
 )
 def test_runner_doctor_says_why_a_framework_sees_no_gpu(framework: str, fix: str) -> None:
     from benchtui.core.running.doctor import probe
@@ -383,7 +384,8 @@ def test_runner_doctor_says_why_a_framework_sees_no_gpu(framework: str, fix: str
     )  # this machine: no GPU, CPU-only JAX, TensorFlow without CUDA libraries
     assert info["ok"], info
     why = info["gpu"]["why"]
-    assert info["gpu"]["sees_gpu"] is False and fix in why and "'benchtui[gpu]'" in why, why
+    assert info["gpu"]["sees_gpu"] is False and fix in why, why
+    assert "tensorflow[and-cuda]" not in why or "own" in why  # never beside CUDA 13 frameworks
 
 
 @pytest.mark.slow
@@ -474,6 +476,6 @@ def test_doctor_on_a_gpu_machine_says_which_framework_sees_it_and_the_fix(
     rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
     assert "sees it" in rows["torch"] and "sees it" in rows["keras-torch"]
     assert "no GPU" in rows["tensorflow"] and "no GPU" in rows["keras-jax"]
-    assert "✗ tf.keras sees no GPU" in out and "tensorflow[and-cuda]" in out
+    assert "✗ tf.keras sees no GPU" in out and "benchtui envs create --gpu tensorflow" in out
     assert "✗ Keras/JAX sees no GPU" in out and "benchtui envs create --gpu keras-jax" in out
     assert "GPU 0: Fake H200, driver 560.1, 00000000:01:00.0" in out

@@ -18,6 +18,7 @@ from benchtui_runners.config import (
     DeviceMissing,
     RunConfig,
     allocator_settings,
+    apply_gpu_memory_env,
     peak_rss_bytes,
     training_record,
     xla_flags,
@@ -39,8 +40,7 @@ def _pre_import_settings(config: RunConfig) -> None:
     # Memory policy, the same idea everywhere: allocate as needed, so peak memory means the
     # same thing in every framework. TensorFlow otherwise maps nearly all of every visible
     # GPU; JAX preallocates 75%. A user's own setting wins, and is recorded.
-    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    apply_gpu_memory_env()  # the doctor's probes start under the same policy
     if config.device == "cpu" and _backend() == "jax":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")  # no CUDA plugin start-up on a CPU plan
         if config.replicas > 1:
@@ -276,14 +276,14 @@ def why_no_gpu() -> str:
 
         if not tf.test.is_built_with_cuda():
             return (
-                f"tf.keras sees no GPU: TensorFlow {tf.__version__} was built without CUDA; on Linux "
-                "install 'benchtui[gpu]' (tensorflow[and-cuda]) or run benchtui envs create --gpu tensorflow"
+                f"tf.keras sees no GPU: TensorFlow {tf.__version__} was built without CUDA; on Linux run "
+                "benchtui envs create --gpu tensorflow (its CUDA 12 build, in an environment of its own)"
             )
         major = str(tf.sysconfig.get_build_info().get("cuda_version") or "12").split(".")[0]
         if not _installed(f"nvidia-cudnn-cu{major}"):  # what tensorflow[and-cuda] brings for its CUDA
             return (
-                "tf.keras sees no GPU: TensorFlow was installed without its CUDA libraries; install "
-                "'benchtui[gpu]' (tensorflow[and-cuda]) or run benchtui envs create --gpu tensorflow"
+                "tf.keras sees no GPU: TensorFlow was installed without its CUDA libraries; run benchtui "
+                "envs create --gpu tensorflow (tensorflow[and-cuda], CUDA 12, in an environment of its own)"
             )
         return (
             "tf.keras sees no GPU: TensorFlow found its CUDA libraries but no usable GPU (driver too old "
@@ -295,7 +295,7 @@ def why_no_gpu() -> str:
         if not (_installed("jax-cuda12-plugin") or _installed("jax-cuda13-plugin")):
             return (
                 f"Keras/JAX sees no GPU: jax {jax.__version__} is the CPU-only build; install "
-                "'benchtui[gpu]' (jax[cuda12]) or run benchtui envs create --gpu keras-jax"
+                "'benchtui[gpu]' (jax[cuda13]) or run benchtui envs create --gpu keras-jax"
             )
         return "Keras/JAX sees no GPU: JAX's CUDA plugin is installed but did not start (see the run's log)"
     from benchtui_runners.torch_runner import why_no_cuda
