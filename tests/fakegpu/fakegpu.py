@@ -21,7 +21,10 @@ see is logged to the file in ``BENCHTUI_FAKE_GPU_LOG`` (one line per call), if s
 
 from __future__ import annotations
 
+import json
 import os
+import sys
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -73,30 +76,22 @@ def log(call: str) -> None:
 
 # -- torch ---------------------------------------------------------------------------------
 def install_torch(torch: Any) -> None:
+    import faketorch
     from torch.cuda._utils import _get_device_index
-    from torch.overrides import TorchFunctionMode
 
-    state = {"current": 0}
-
-    def count() -> int:
-        return len(visible_names())
-
-    def index_of(device: Any, optional: bool = True) -> int:
-        index = _get_device_index(device, optional=optional)  # torch's own rule
-        if index < 0:
-            index = state["current"]
-        if index >= count():
-            raise RuntimeError(f"CUDA error: invalid device ordinal {index} (fake: {count()} visible)")
-        return index
+    state = faketorch.STATE
+    count, index_of = state.count, state.index_of
 
     def set_device(device: Any) -> None:
         index = _get_device_index(device)  # raises for torch.device("cuda"): no index
         if index >= 0:
-            state["current"] = index_of(index)
+            state.current = index_of(index)
         log(f"torch.cuda.set_device {index}")
 
     def synchronize(device: Any = None) -> None:
-        log(f"torch.cuda.synchronize {index_of(device)}")
+        index = index_of(device)
+        log(f"torch.cuda.synchronize {index}")
+        record_wait("synchronize", "torch.cuda.synchronize", f"cuda:{index}")
 
     def get_device_properties(device: Any = None) -> Any:
         index = index_of(device)
@@ -108,6 +103,7 @@ def install_torch(torch: Any) -> None:
         ) -> None:
             self.enable_timing = enable_timing
             self.at: float | None = None
+            self.index = state.current
 
         def record(self, stream: Any = None) -> None:
             self.at = time.perf_counter()  # CPU work is synchronous: recording time is completion time
@@ -116,6 +112,9 @@ def install_torch(torch: Any) -> None:
             return self.at is not None
 
         def synchronize(self) -> None:
+            record_wait("synchronize", "torch.cuda.Event.synchronize", f"cuda:{self.index}")
+
+        def wait(self, stream: Any = None) -> None:
             pass
 
         def elapsed_time(self, end: Event) -> float:
@@ -125,6 +124,31 @@ def install_torch(torch: Any) -> None:
                 raise RuntimeError("Both events must be recorded before calculating elapsed time.")
             return (end.at - self.at) * 1000.0
 
+    class Stream:
+        def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+            self.device_index = index_of(device)
+            self.device = torch.device("cuda", self.device_index)
+
+        def synchronize(self) -> None:
+            record_wait("synchronize", "torch.cuda.Stream.synchronize", f"cuda:{self.device_index}")
+
+        def query(self) -> bool:
+            return True
+
+        def is_capturing(self) -> bool:
+            return False
+
+        def wait_stream(self, stream: Any) -> None:
+            pass
+
+        def wait_event(self, event: Any) -> None:
+            pass
+
+        def record_event(self, event: Any = None) -> Any:
+            event = event or Event()
+            event.record(self)
+            return event
+
     def memory(name: str, value: int) -> Any:
         def call(device: Any = None) -> int:
             log(f"torch.cuda.{name} {index_of(device)}")
@@ -133,9 +157,10 @@ def install_torch(torch: Any) -> None:
         return call
 
     cuda = torch.cuda
+    cuda._lazy_init = lambda: None  # torch calls it before making a tensor on CUDA: nothing to start
     cuda.is_available = lambda: count() > 0
     cuda.device_count = count
-    cuda.current_device = lambda: state["current"]
+    cuda.current_device = lambda: state.current
     cuda.set_device = set_device
     cuda.synchronize = synchronize
     cuda.get_device_properties = get_device_properties
@@ -143,43 +168,47 @@ def install_torch(torch: Any) -> None:
     cuda.get_device_capability = lambda device=None: (9, 0)
     cuda.is_bf16_supported = lambda including_emulation=True: True
     cuda.Event = Event
+    cuda.Stream = Stream
+    cuda.current_stream = lambda device=None: Stream(device)
+    cuda.default_stream = lambda device=None: Stream(device)
+
+    def exchange_device(device: int) -> int:  # torch.cuda.device(i) as a context
+        if device < 0:
+            return -1
+        before, state.current = state.current, index_of(device)
+        return before
+
+    cuda._exchange_device = cuda._maybe_exchange_device = exchange_device
     cuda.reset_peak_memory_stats = memory("reset_peak_memory_stats", 0)
     cuda.max_memory_allocated = memory("max_memory_allocated", FAKE_PEAK_BYTES)
     cuda.max_memory_reserved = memory("max_memory_reserved", FAKE_PEAK_BYTES * 2)
     cuda.memory_allocated = memory("memory_allocated", FAKE_PEAK_BYTES // 2)
-
-    def to_cpu(value: Any) -> Any:
-        if isinstance(value, torch.device) and value.type == "cuda":
-            index_of(value)
-            return torch.device("cpu")
-        if isinstance(value, str) and value.startswith("cuda"):
-            index_of(torch.device(value))
-            return "cpu"
-        return value
-
-    class CudaOnCpu(TorchFunctionMode):
-        """Tensors asked for on a CUDA device are made on the CPU; everything else is untouched."""
-
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            if func is torch.device:  # naming a CUDA device is fine; placing a tensor there is not
-                return func(*args, **(kwargs or {}))
-            kwargs = {k: to_cpu(v) for k, v in (kwargs or {}).items()}
-            args = tuple(to_cpu(a) for a in args)
-            if getattr(func, "__name__", "") == "cuda":  # Tensor.cuda()
-                return args[0]
-            return func(*args, **kwargs)
+    accelerator = torch.accelerator
+    accelerator.current_accelerator = lambda check_available=False: (
+        torch.device("cuda") if count() > 0 or not check_available else None
+    )
+    accelerator.device_count = count
+    accelerator.current_device_index = lambda: state.current
+    accelerator.set_device_index = lambda device: set_device(index_of(device))
+    accelerator.synchronize = synchronize
+    accelerator.current_stream = lambda device=None: Stream(device)
+    cuda.is_current_stream_capturing = lambda: False
 
     real_generator = torch.Generator
 
     class Generator(real_generator):  # a generator for a CUDA device draws on the CPU
         def __new__(cls, device: Any = "cpu") -> Any:
-            return real_generator.__new__(cls, to_cpu(device))
+            target = torch.device(device)
+            if target.type == "cuda":
+                index_of(target)
+                target = torch.device("cpu")
+            return real_generator.__new__(cls, target)
 
         def __init__(self, device: Any = "cpu") -> None:
             pass
 
     torch.Generator = Generator
-    CudaOnCpu().__enter__()  # for the life of the process
+    faketorch.install()
     log(f"installed torch ({count()} visible)")
 
 
@@ -226,6 +255,25 @@ def install_tensorflow(tf: Any) -> None:
         return real_device(name)
 
     tf.device = device
+    # Host waits: an eager tensor read on the host (.numpy(), np.asarray, float(), bool(), what Keras's
+    # logs conversion does). Under the fake every tensor is on the CPU, so every read is recorded, with
+    # the tensor's device as TensorFlow names it: a test tells host-made tensors apart by that, or by the line.
+    from tensorflow.python.framework import ops
+
+    real_numpy = ops._EagerTensorBase._numpy
+
+    def _numpy(self: Any) -> Any:
+        record_wait("numpy", "EagerTensor.numpy", self.device or "?")
+        return real_numpy(self)
+
+    ops._EagerTensorBase._numpy = _numpy
+    real_sync = tf.test.experimental.sync_devices
+
+    def sync_devices() -> None:
+        record_wait("synchronize", "tf.test.experimental.sync_devices", "GPU")
+        return real_sync()
+
+    tf.test.experimental.sync_devices = sync_devices
     config.list_physical_devices = list_physical_devices
     config.experimental.list_physical_devices = list_physical_devices
     config.experimental.get_device_details = get_device_details
@@ -269,34 +317,177 @@ def install_jax(jax: Any) -> None:
 
     real_block = jax.block_until_ready
 
+    # Host waits: an array read on the host. On a GPU every read goes through ArrayImpl._value
+    # (np.asarray, .item(), .tolist(), float(), bool(), printing), which keeps the host copy, so only
+    # an array's first read waits. On the CPU NumPy reads an array through the buffer protocol,
+    # bypassing _value: NumPy's conversion functions are watched too. Every array counts as on the GPU.
+    import weakref
+
+    import numpy as np
+    from jax._src import array
+
+    already: dict[int, Any] = {}
+
+    def first_read(x: Any, what: str) -> None:
+        ref = already.get(id(x))
+        if ref is not None and ref() is x:
+            return  # JAX kept the host copy of its first read
+        record_wait("host-read", what, "gpu")
+        key = id(x)
+        already[key] = weakref.ref(x, lambda _: already.pop(key, None))
+
+    real_value = array.ArrayImpl._value.fget
+
+    def _value(self: Any) -> Any:
+        first_read(self, "jax.Array._value")
+        return real_value(self)
+
+    array.ArrayImpl._value = property(_value)
+
+    def watched(name: str) -> Any:
+        real = getattr(np, name)
+
+        def convert(x: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(x, array.ArrayImpl):
+                first_read(x, f"numpy.{name}(jax.Array)")
+            return real(x, *args, **kwargs)
+
+        return convert
+
+    for name in ("asarray", "array", "asanyarray"):
+        setattr(np, name, watched(name))
+    inside_block = threading.local()
+
     def block_until_ready(x: Any) -> Any:  # logged: how many arrays a "sync" waited for
         log(f"jax.block_until_ready {len(jax.tree_util.tree_leaves(x))}")
-        return real_block(x)
+        record_wait("synchronize", "jax.block_until_ready", "gpu")
+        inside_block.on = True
+        try:
+            return real_block(x)
+        finally:
+            inside_block.on = False
 
+    real_array_block = array.ArrayImpl.block_until_ready
+
+    def array_block(self: Any) -> Any:
+        if not getattr(inside_block, "on", False):
+            record_wait("synchronize", "jax.Array.block_until_ready", "gpu")
+        return real_array_block(self)
+
+    array.ArrayImpl.block_until_ready = array_block
     jax.devices = devices
     jax.block_until_ready = block_until_ready
     log(f"installed jax ({len(gpus)} visible)")
 
 
-INSTALLERS = {"torch": install_torch, "tensorflow": install_tensorflow, "jax": install_jax}
+# -- host waits ----------------------------------------------------------------------------
+#: Where the run's clock is (benchtui_runners.timing.StepClock, when a runner uses it): "outside"
+#: (before the first epoch), "step" (inside a timed step: epoch and step say which), "clock" (the
+#: clock's own work: its synchronisation at a window's or an epoch's edge), "between" (between epochs,
+#: and after the last).
+CLOCK: dict[str, Any] = {"where": "outside", "epoch": 0, "step": 0}
+#: Every host wait this process recorded (what BENCHTUI_FAKE_GPU_WAITS receives, one JSON line each).
+WAITS: list[dict[str, Any]] = []
+_HERE = os.path.dirname(os.path.abspath(__file__))
+#: The fake's own files: no frame of theirs is recorded (plants.py's are: a planted bug is a caller).
+_FAKE_FILES = tuple(os.path.join(_HERE, f) for f in ("fakegpu.py", "faketorch.py", "sitecustomize.py"))
+#: Frameworks' own code, and wrappers that only re-raise: a wait's ``source`` is the first frame
+#: outside them (and the fake).
+_INTERNAL = (
+    "/torch/",
+    "/jax/",
+    "/jaxlib/",
+    "/tensorflow/",
+    "/tf_keras/",
+    "keras/src/utils/traceback_utils.py",
+)
 
 
-# -- host waits ------------------------------------------------------------------------------
-def record_wait(kind: str, what: str, index: int) -> None:
-    path = os.environ.get("BENCHTUI_FAKE_GPU_WAITS")
-    import sys
+def _short(path: str) -> str:
+    """A frame's file as a reader names it: ``transformers/masking_utils.py``,
+    ``benchtui_runners/torch_runner.py`` (runners run from a staged copy of the package)."""
+    if "/benchtui_runners/" in path:
+        return "benchtui_runners/" + path.rsplit("/benchtui_runners/", 1)[1]
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return path.rsplit(marker, 1)[1]
+    return path
+
+
+def record_wait(kind: str, what: str, device: str) -> dict[str, Any]:
+    """The host waits here for a device value: record it with the line that caused it.
+
+    ``kind``: item | tolist | copy-to-host | blocking-copy-to-device | sync-op | numpy | synchronize;
+    ``what``: the call; ``device``: ``cuda:N`` (or the framework's name of the device). The record
+    names ``source``, the first frame outside the framework and the fake (the caller's line), ``at``,
+    the innermost frame outside the fake (the framework's own line), ``runner``, the innermost frame
+    in benchtui_runners, the whole ``stack`` (outermost first, ``path:line function``), and where
+    the run's clock was (``CLOCK``).
+    """
+    frames = []
     frame = sys._getframe(1)
-    source = "?"
     while frame is not None:
-        f = frame.f_code.co_filename
-        if "/torch/" not in f and "/fakegpu/" not in f:
-            source = f"{f}:{frame.f_lineno}"
-            break
+        path = frame.f_code.co_filename
+        if not path.startswith(_FAKE_FILES):
+            frames.append((path, frame.f_lineno, frame.f_code.co_name))
         frame = frame.f_back
-    WAITS.append((kind, what, index, source))
+    source = next((f for f in frames if not any(m in f[0] for m in _INTERNAL)), None)
+    runner = next((f for f in frames if "benchtui_runners" in f[0]), None)
+
+    def where(f: tuple[str, int, str] | None) -> str:
+        return f"{_short(f[0])}:{f[1]}" if f else ""
+
+    record = {
+        "pid": os.getpid(),
+        "thread": threading.current_thread().name,
+        "kind": kind,
+        "what": what,
+        "device": device,
+        "source": where(source),
+        "at": where(frames[0] if frames else None),
+        "runner": where(runner),
+        "stack": [f"{_short(p)}:{line} {name}" for p, line, name in reversed(frames)],
+        **CLOCK,
+    }
+    WAITS.append(record)
+    path = os.environ.get("BENCHTUI_FAKE_GPU_WAITS")
     if path:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{os.getpid()} {kind} {what} cuda:{index} {source}\n")
+        line = json.dumps(record) + "\n"
+        with _WAITS_LOCK, open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+    return record
 
 
-WAITS: list = []
+_WAITS_LOCK = threading.Lock()
+
+
+def install_clock(timing: Any) -> None:
+    """Follow the runner's clock (benchtui_runners.timing.StepClock) so each wait knows its step."""
+    clock = timing.StepClock
+    begin, end_step, end_epoch = clock.epoch_begin, clock.step_end, clock.epoch_end
+
+    def epoch_begin(self: Any, epoch: int) -> None:
+        CLOCK.update(where="clock", epoch=epoch, step=0)
+        begin(self, epoch)
+        CLOCK.update(where="step", step=1)
+
+    def step_end(self: Any, step: int) -> None:
+        CLOCK.update(where="clock", step=step)
+        end_step(self, step)
+        CLOCK.update(where="step", step=step + 1)
+
+    def epoch_end(self: Any) -> float:
+        CLOCK["where"] = "clock"
+        seconds = end_epoch(self)
+        CLOCK.update(where="between", step=0)
+        return seconds
+
+    clock.epoch_begin, clock.step_end, clock.epoch_end = epoch_begin, step_end, epoch_end
+
+
+INSTALLERS = {
+    "torch": install_torch,
+    "tensorflow": install_tensorflow,
+    "jax": install_jax,
+    "benchtui_runners.timing": install_clock,
+}
