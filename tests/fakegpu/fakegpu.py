@@ -5,13 +5,21 @@ Only the calls that touch a GPU are replaced; the frameworks' own argument rules
 ``_get_device_index``), so a wrong call fails here as it would on a real GPU. The work
 itself runs on the CPU:
 
-- torch: ``torch.cuda``'s device, memory, synchronisation and event calls, plus a
-  ``TorchFunctionMode`` that places every tensor asked for on ``cuda`` on the CPU (and
-  ``torch.Generator`` likewise).
+- torch (faithful; faketorch.py): a CUDA tensor is a tensor subclass that knows its GPU
+  (``x.device`` is ``cuda:N``); mixing devices raises CUDA's error; CUDA autocast casts as
+  CUDA's own autocast kernels do; pinned memory works; ``torch.cuda``'s device, memory,
+  synchronisation, stream and event calls and ``torch.accelerator`` are faked, and a call naming
+  a GPU the process cannot see raises CUDA's "invalid device ordinal".
 - TensorFlow: ``tf.config``'s GPU list, device details, memory growth and memory info;
   ops placed on ``/GPU:0`` run on the CPU by TensorFlow's soft placement.
 - JAX: ``jax.devices("gpu")`` returns GPU-like devices; computation stays on the CPU
   (``jax.block_until_ready`` is logged with how many arrays it waited for).
+
+Every host wait on a device value is recorded (``record_wait``) with the line that caused it
+and the step of the run's clock it happened in: torch's ``.item()``/``bool()``/``.cpu()``/
+``.tolist()``/blocking copies/operators whose value or shape the host reads, JAX's reads of
+an array, TensorFlow's ``.numpy()``, and every synchronisation. ``BENCHTUI_FAKE_GPU_WAITS``
+names a file that gets one JSON line per wait.
 
 Like CUDA, the fake honours ``CUDA_VISIBLE_DEVICES``: the GPUs a process sees are the
 ones named there (by index or UUID), renumbered from 0. ``BENCHTUI_FAKE_GPU_NAMES`` (comma-separated) names
@@ -391,16 +399,15 @@ WAITS: list[dict[str, Any]] = []
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: The fake's own files: no frame of theirs is recorded (plants.py's are: a planted bug is a caller).
 _FAKE_FILES = tuple(os.path.join(_HERE, f) for f in ("fakegpu.py", "faketorch.py", "sitecustomize.py"))
-#: Frameworks' own code, and wrappers that only re-raise: a wait's ``source`` is the first frame
+#: Frameworks' own packages, and wrappers that only re-raise: a wait's ``source`` is the first frame
 #: outside them (and the fake).
-_INTERNAL = (
-    "/torch/",
-    "/jax/",
-    "/jaxlib/",
-    "/tensorflow/",
-    "/tf_keras/",
-    "keras/src/utils/traceback_utils.py",
-)
+_FRAMEWORKS = frozenset({"torch", "jax", "jaxlib", "tensorflow", "tf_keras"})
+_WRAPPERS = ("keras/src/utils/traceback_utils.py",)
+
+
+def _internal(path: str) -> bool:
+    short = _short(path)
+    return short.split("/", 1)[0] in _FRAMEWORKS or short.startswith(_WRAPPERS)
 
 
 def _short(path: str) -> str:
@@ -431,7 +438,7 @@ def record_wait(kind: str, what: str, device: str) -> dict[str, Any]:
         if not path.startswith(_FAKE_FILES):
             frames.append((path, frame.f_lineno, frame.f_code.co_name))
         frame = frame.f_back
-    source = next((f for f in frames if not any(m in f[0] for m in _INTERNAL)), None)
+    source = next((f for f in frames if not _internal(f[0])), None)
     runner = next((f for f in frames if "benchtui_runners" in f[0]), None)
 
     def where(f: tuple[str, int, str] | None) -> str:

@@ -447,7 +447,7 @@ def _copy(func: Any, args: tuple, kwargs: dict) -> Any:
     if on_cuda(src) and not on_cuda(dst):
         if not (non_blocking and is_pinned_cpu(dst)):  # into pageable memory, or blocking
             fakegpu.record_wait("copy-to-host", "Tensor.copy_", f"cuda:{src._index}")
-    elif on_cuda(dst) and not on_cuda(src) and not non_blocking and src.dim() > 0:
+    elif on_cuda(dst) and not on_cuda(src) and not non_blocking:
         # cudaMemcpyAsync then cudaStreamSynchronize: a blocking copy waits for the device.
         fakegpu.record_wait("blocking-copy-to-device", "Tensor.copy_", f"cuda:{dst._index}")
     func(_unwrap(dst), _unwrap(src), non_blocking)
