@@ -207,7 +207,8 @@ def device():
         "current_device_1": str(current.device), "moved_1": str(x.to("cuda:1").device),
         "cpu": str(x.cpu().device), "same_is_self": x.to("cuda:0") is x, "tensor": str(torch.tensor([1.0], device="cuda").device),
         "arange": [str(torch.arange(4, device="cuda").device), torch.arange(4, device="cuda").shape[0]],
-        "numpy": raised(x.numpy), "type": x.type(),
+        "numpy": raised(x.numpy),
+        "repr": repr(torch.zeros(2, device="cuda:1", dtype=torch.float16)), "type": x.type(),
     }
 
 
@@ -352,6 +353,7 @@ def test_a_cuda_tensor_knows_its_device_and_index(unit: tuple[dict[str, Any], Pa
         "to host memory first."
     )
     assert got["type"] == "torch.cuda.FloatTensor"
+    assert got["repr"] == "tensor([0., 0.], device='cuda:1', dtype=torch.float16)"
 
 
 def test_mixing_devices_raises_as_cuda_does(unit: tuple[dict[str, Any], Path]) -> None:

@@ -61,6 +61,10 @@ LIMITS = (
     "out=/resize_/set_ on a fake CUDA tensor that change its shape raise: a wrapper's sizes are fixed",
     "torch.compile and torch.set_default_device('cuda') are not supported",
     "memory counters are constants; tensors are not counted per device",
+    "torch.Generator(device='cuda') is a CPU generator (its .device says cpu), and a fake CUDA tensor "
+    "has no storage of its own: data_ptr() and untyped_storage() raise",
+    "numerics are the CPU kernels': fp16/bf16 results differ from CUDA's in the last bits; TF32 and "
+    "cudnn.benchmark change nothing",
 )
 aten = torch.ops.aten
 
@@ -110,7 +114,24 @@ class FakeCudaTensor(torch.Tensor):
         return self._index
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
-        return torch._tensor_str._str(self, tensor_contents=tensor_contents)
+        """As CUDA prints it (``tensor([...], device='cuda:0')``): printing reads the values, a wait."""
+        fakegpu.record_wait("copy-to-host", "Tensor.__repr__", f"cuda:{self._index}")
+        values, _, dtype = repr(self._elem).partition(", dtype=")
+        text = (
+            values.removesuffix(")")
+            + f", device='cuda:{self._index}'"
+            + (f", dtype={dtype[:-1]}" if dtype else "")
+        )
+        if self.grad_fn is not None:
+            text += f", grad_fn=<{type(self.grad_fn).__name__}>"
+        elif self.requires_grad:
+            text += ", requires_grad=True"
+        return text + ")"
+
+    def __format__(self, spec: str) -> str:
+        if self.dim() == 0:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
 
     # A traceable wrapper subclass: nn.Module.to swaps parameters in place (tied weights stay tied).
     def __tensor_flatten__(self) -> tuple[list[str], int]:
