@@ -444,8 +444,9 @@ def test_a_whole_run_waits_only_where_its_settings_say(
 
 
 def test_keras_says_what_waits_every_step_on_each_backend() -> None:
-    """tf.keras floats each step's logs on the main thread; Keras on torch decides loss scaling with
-    a Python ``if``; Keras on JAX waits for nothing; inference waits for its answer everywhere."""
+    """tf.keras floats each step's logs on the main thread; Keras on torch copies numbers to the device,
+    reads SGD's learning rate and decides loss scaling with a Python ``if``; Keras on JAX waits for
+    nothing; inference waits for its answer everywhere."""
     from benchtui_runners import keras_runner
 
     def waits(backend: str, **overrides: Any) -> str | None:
@@ -454,8 +455,16 @@ def test_keras_says_what_waits_every_step_on_each_backend() -> None:
 
     assert waits("tensorflow") == waits("tensorflow", precision="amp-fp16") == keras_runner.TF_LOGS_SYNC
     assert waits("jax") is None and waits("jax", precision="amp-fp16") is None
-    assert waits("torch") is None and waits("torch", precision="amp-bf16") is None
-    assert waits("torch", precision="amp-fp16") == keras_runner.TORCH_LOSS_SCALE_SYNC
+    # Keras on torch: blocking copies of Python numbers every step, SGD's learning rate read on the
+    # host, and under fp16 the loss scale's Python if (seen under the faithful GPU fake).
+    copies, sgd, scale = (
+        keras_runner.TORCH_BACKEND_SYNC,
+        keras_runner.TORCH_SGD_SYNC,
+        keras_runner.TORCH_LOSS_SCALE_SYNC,
+    )
+    assert waits("torch") == waits("torch", precision="amp-bf16") == f"{copies}; {sgd}"
+    assert waits("torch", optimizer="adam") == copies
+    assert waits("torch", precision="amp-fp16") == f"{copies}; {sgd}; {scale}"
     assert waits("tensorflow", task="inference") is None
 
 

@@ -14,6 +14,7 @@ import platform
 from typing import Any
 
 from benchtui_runners import custom as user
+from benchtui_runners.catalog import MODELS, custom_entry
 from benchtui_runners.config import (
     DeviceMissing,
     RunConfig,
@@ -219,6 +220,17 @@ TORCH_LOSS_SCALE_SYNC = (
     "LossScaleOptimizer's ops.cond is a Python if on the torch backend: it reads whether the "
     "gradients are finite (Tensor.__bool__) every step"
 )
+#: Seen under the faithful GPU fake (tests/test_fakegpu_faithful.py), Keras 3.15: its torch backend
+#: turns Python numbers into device tensors with torch.as_tensor(x, device=...) (a blocking copy,
+#: which waits for the queued work) in the loss's and the metrics' reductions, and its SGD passes the
+#: learning rate, a device tensor, as foreach's alpha (a number: .item()).
+TORCH_BACKEND_SYNC = (
+    "Keras's torch backend copies Python numbers to the device with blocking copies every step "
+    "(the loss's and the metrics' reductions, keras/src/backend/torch/core.py convert_to_tensor)"
+)
+TORCH_SGD_SYNC = (
+    "its SGD reads the learning rate on the host (.item()) every step (torch_sgd.py, foreach alpha)"
+)
 
 
 def step_waits(config: RunConfig, backend: str) -> str | None:
@@ -229,15 +241,23 @@ def step_waits(config: RunConfig, backend: str) -> str | None:
     tensorflow/core.py ``IS_THREAD_SAFE = False``), so ``pythonify_logs`` floats the step's loss
     on the main thread, whatever the callbacks. ``mixed_float16`` adds nothing there: the
     LossScaleOptimizer's ``ops.cond`` is in the graph (tf.cond; on JAX, lax.cond under jit). On
-    torch (eager) ``ops.cond`` is ``if pred:`` (keras/src/backend/torch/core.py). Inference
+    torch (eager) ``ops.cond`` is ``if pred:`` (keras/src/backend/torch/core.py), and every step
+    makes blocking copies of Python numbers and, with SGD, reads the learning rate. Inference
     returns every batch's outputs to the host by design, on every side, and is not counted.
     """
     if config.task != "train":
         return None
     if backend == "tensorflow":
         return TF_LOGS_SYNC
-    if backend == "torch" and config.precision == "amp-fp16":
-        return TORCH_LOSS_SCALE_SYNC
+    if backend == "torch":
+        waits = [TORCH_BACKEND_SYNC]
+        definition = MODELS[config.model].custom if config.model in MODELS else {}
+        own_optimizer = custom_entry((definition or {}).get("optimizers") or {}, config.framework)
+        if config.optimizer == "sgd" and not own_optimizer:
+            waits.append(TORCH_SGD_SYNC)
+        if config.precision == "amp-fp16":
+            waits.append(TORCH_LOSS_SCALE_SYNC)
+        return "; ".join(waits)
     return None
 
 
