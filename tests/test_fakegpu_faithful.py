@@ -311,23 +311,12 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def unit(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
-    script = tmp_path_factory.mktemp("unit") / "unit_checks.py"
-    script.write_text(UNIT)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(FAKEGPU),
-        "BENCHTUI_FAKE_GPU": "torch",
-        "BENCHTUI_FAKE_GPU_NAMES": f"{A100},{H100}",
-        "OMP_NUM_THREADS": "1",
-    }
-    for name in (
-        "CUDA_VISIBLE_DEVICES",
-        "BENCHTUI_FAKE_GPU_LOG",
-        "BENCHTUI_FAKE_GPU_WAITS",
-        "BENCHTUI_FAKE_GPU_PLANT",
-    ):
+def run_under_fake(
+    script: Path, env: dict[str, str], drop: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Run a check script with the fake on its path and none of the caller's fake settings; it must pass."""
+    env = {**os.environ, "PYTHONPATH": str(FAKEGPU), **env}
+    for name in (*drop, "BENCHTUI_FAKE_GPU_LOG", "BENCHTUI_FAKE_GPU_WAITS", "BENCHTUI_FAKE_GPU_PLANT"):
         env.pop(name, None)
     done = subprocess.run(
         [sys.executable, str(script)],
@@ -338,6 +327,15 @@ def unit(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def unit(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    script = tmp_path_factory.mktemp("unit") / "unit_checks.py"
+    script.write_text(UNIT)
+    env = {"BENCHTUI_FAKE_GPU": "torch", "BENCHTUI_FAKE_GPU_NAMES": f"{A100},{H100}", "OMP_NUM_THREADS": "1"}
+    done = run_under_fake(script, env, drop=("CUDA_VISIBLE_DEVICES",))
     return json.loads(done.stdout.splitlines()[-1]), script
 
 
@@ -462,18 +460,7 @@ print(json.dumps([[w["kind"], w["what"], w["source"]] for w in fakegpu.WAITS]))
 def test_jax_and_tensorflow_host_reads_are_recorded_with_their_line(tmp_path: Path) -> None:
     script = tmp_path / "jax_tf_checks.py"
     script.write_text(JAX_TF)
-    env = {**os.environ, "PYTHONPATH": str(FAKEGPU), "BENCHTUI_FAKE_GPU": "jax,tensorflow"}
-    for name in ("BENCHTUI_FAKE_GPU_LOG", "BENCHTUI_FAKE_GPU_WAITS", "BENCHTUI_FAKE_GPU_PLANT"):
-        env.pop(name, None)
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_under_fake(script, {"BENCHTUI_FAKE_GPU": "jax,tensorflow"})
     lines = {
         line.split("# wait: ")[1]: f"{script}:{number}"
         for number, line in enumerate(JAX_TF.splitlines(), start=1)
