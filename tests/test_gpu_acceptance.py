@@ -107,7 +107,8 @@ def test_budgeted_check_skips_a_missing_framework_and_stops_within_its_budget(tm
     # One markdown, one json, one archive of the sessions (nothing else left unpacked).
     md = (out / "acceptance-cpu.md").read_text()
     assert "keras-jax cannot run here: " in md and "not started" in md and f"of a {budget} s budget" in md
-    assert "benchtui run --headless" in md and "--name fp32" in md
+    for step in ran:  # which steps fit depends on the machine: each that ran is there with its command
+        assert f"## {step['label']}" in md and step["command"] in md and f"--name {step['key']} " in md
     with tarfile.open(out / "sessions.tar.gz") as tar:
         names = tar.getnames()
     for step in ran:
