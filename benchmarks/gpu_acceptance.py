@@ -86,7 +86,7 @@ class Step:
     label: str
     frameworks: list[str]
     plan: list[str] = field(default_factory=list)
-    command: list[str] = field(default_factory=list)  # not a session: a script run as it is
+    command: list[str] = field(default_factory=list)  # not a session: the doctor's or overhead.py's arguments
     estimate_s: float = 0.0  # its usual duration here (the budget starts a step only when this fits)
     model: str = ""  # whose packages the step needs beyond the frameworks'
     note: str = ""
@@ -463,41 +463,31 @@ def run_step(
         out["reason"] = f"the budget: about {step.estimate_s:.0f} s needed, {max(left, 0):.0f} s left"
         return out
     if step.key == "doctor":
-        return {**out, **_run_doctor(step, left)}
-    if step.command:
-        return {**out, **_run_script(step, frameworks, left)}
+        return {**out, **_run_command("benchtui", benchtui_cmd(step.command), step.command, left)}
+    if step.command:  # the harness overhead, on the frameworks that are here
+        args = list(step.command)
+        args[args.index("--frameworks") + 1] = ",".join(frameworks)
+        script = [sys.executable, str(ROOT / "benchmarks" / "overhead.py")]
+        return {**out, **_run_command("python benchmarks/overhead.py", [*script, *args], args, left)}
     return {**out, **_run_session(step, frameworks, sessions, left)}
 
 
-def _run_doctor(step: Step, limit: float) -> dict[str, Any]:
-    cmd = benchtui_cmd(step.command)
-    started = time.monotonic()
-    code, stdout, stderr, stopped = run_bounded(cmd, limit, child_env())
+def _ran(shown: str, args: list[str], code: int, started: float, stopped: bool) -> dict[str, Any]:
+    """What every step that ran reports: its command as a person would type it, exit, time, status."""
     return {
-        "command": "benchtui " + shlex.join(step.command),
+        "command": f"{shown} {shlex.join(args)}",
         "exit": code,
         "seconds": round(time.monotonic() - started, 1),
         "status": "stopped (budget)" if stopped else ("ok" if code == 0 else "failed"),
-        "output": stdout.strip().splitlines(),
-        "stderr": stderr.strip().splitlines()[-5:],
     }
 
 
-def _run_script(step: Step, frameworks: list[str], limit: float) -> dict[str, Any]:
-    args = list(step.command)
-    if "--frameworks" in args:
-        args[args.index("--frameworks") + 1] = ",".join(frameworks)
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "overhead.py"), *args]
+def _run_command(shown: str, cmd: list[str], args: list[str], limit: float) -> dict[str, Any]:
+    """A command that is not a session (the doctor, the overhead script): its output is its figures."""
     started = time.monotonic()
     code, stdout, stderr, stopped = run_bounded(cmd, limit, child_env())
     lines = stdout.strip().splitlines()
-    return {
-        "command": "python benchmarks/overhead.py " + shlex.join(args),
-        "exit": code,
-        "seconds": round(time.monotonic() - started, 1),
-        "status": "stopped (budget)" if stopped else ("ok" if code == 0 else "failed"),
-        "output": lines or stderr.strip().splitlines()[-3:],
-    }
+    return {**_ran(shown, args, code, started, stopped), "output": lines or stderr.strip().splitlines()[-3:]}
 
 
 def _run_session(step: Step, frameworks: list[str], sessions: Path, limit: float) -> dict[str, Any]:
@@ -518,13 +508,7 @@ def _run_session(step: Step, frameworks: list[str], sessions: Path, limit: float
     code, stdout, stderr, stopped = run_bounded(benchtui_cmd(args), limit, child_env())
     made = [p for p in sessions.iterdir() if p.is_dir() and p not in before]
     folder = max(made, key=lambda p: p.stat().st_mtime) if made else None
-    out: dict[str, Any] = {
-        "command": "benchtui " + shlex.join(args),
-        "exit": code,
-        "seconds": round(time.monotonic() - started, 1),
-        "status": "stopped (budget)" if stopped else ("ok" if code == 0 else "failed"),
-        "session": folder.name if folder else None,
-    }
+    out = {**_ran("benchtui", args, code, started, stopped), "session": folder.name if folder else None}
     if folder is None:
         lines = (stderr or stdout).strip().splitlines()
         out["error"] = lines[-1] if lines else f"exit {code}, no session"
@@ -548,9 +532,7 @@ def _run_session(step: Step, frameworks: list[str], sessions: Path, limit: float
     out["session_status"] = loaded.meta.get("status")
     out["memory"] = memory_check(loaded)
     out["gpu"] = gpu_conditions(loaded)
-    if stopped and out["status"] != "failed":
-        out["status"] = "stopped (budget)"
-    elif code != 0:
+    if code != 0 and not stopped:
         lines = [line for line in stderr.strip().splitlines() if line.strip()]
         out["error"] = lines[-1] if lines else f"exit {code}"
     return out
@@ -699,8 +681,6 @@ def step_markdown(step: dict[str, Any]) -> list[str]:
         lines += [f"error: {step['error']}", ""]
     if step.get("note"):
         lines += [step["note"][0].upper() + step["note"][1:] + ".", ""]
-    if step["key"] == "doctor" and step.get("output"):
-        return [*lines, "```", *step["output"], "```", ""]
     if step.get("output"):
         return [*lines, "```", *step["output"], "```", ""]
     if not step.get("rows"):

@@ -102,18 +102,18 @@ def run_peak(run: RunState) -> tuple[float, str] | None:
     precision = settings.get("precision") or config.get("precision")
     n = devices_used(run)
     names = [g.get("name") for g in assigned if g.get("name")]
-    if n > 1 and len(names) == n and len(set(names)) > 1:
-        # Different GPUs: the sum of each one's peak.
-        peaks = [gpu_peaks.peak_tflops(name, precision) for name in names]
-        if any(p is None for p in peaks):
-            return None
-        known = [p for p in peaks if p is not None]
-        total = sum(p[0] for p in known)
-        return total, f"{total:g} TFLOP/s over {n} GPUs: " + "; ".join(p[1] for p in known)
-    one = gpu_peaks.peak_tflops(device.get("name"), precision)
-    if one is None or n == 1:
-        return one
-    return one[0] * n, f"{n} × {one[1]}"
+    if not (n > 1 and len(names) == n and len(set(names)) > 1):
+        names = [device.get("name")] * n  # one kind of GPU: the run's own, n times
+    peaks = [gpu_peaks.peak_tflops(name, precision) for name in names]
+    known = [p for p in peaks if p is not None]
+    if len(known) < n:
+        return None
+    if n == 1:
+        return known[0]
+    total = sum(p[0] for p in known)
+    if len(set(names)) == 1:
+        return total, f"{n} × {known[0][1]}"
+    return total, f"{total:g} TFLOP/s over {n} GPUs: " + "; ".join(p[1] for p in known)
 
 
 def cell_efficiency(
