@@ -728,8 +728,8 @@ class Sampler:
             root = self._procs.get(pid)
             if root is None:
                 root = psutil.Process(pid)
-                self._procs = {pid: root}
-                self._cpu_seen = (time.monotonic(), _family_cpu_seconds([root]))
+                self._procs = {pid: root, **{c.pid: c for c in root.children(recursive=True)}}
+                self._cpu_seen = (time.monotonic(), _family_cpu_seconds(list(self._procs.values())))
                 return {"cpu_percent": None, "rss": root.memory_info().rss}
             with root.oneshot():
                 if root.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped: nothing to measure
