@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any, Literal, TypedDict
 
@@ -231,12 +232,7 @@ def parse_line(line: bytes | str) -> dict[str, Any]:
     line = line.strip()
     if not line:
         raise Malformed("empty line")
-    try:
-        event = loads_strict(line)
-    except json.JSONDecodeError as exc:
-        raise Malformed(f"not JSON: {exc.msg}") from exc
-    except RecursionError as exc:
-        raise Malformed("nested too deeply") from exc
+    event = loads_strict(line)
     if not isinstance(event, dict):
         raise Malformed("not an event object with a 'type'")
     return check_event(event)
@@ -276,10 +272,51 @@ def _finite_float(text: str) -> float:
 
 
 def loads_strict(text: str | bytes) -> Any:
-    """JSON without NaN or Infinity (not JSON: strict parsers refuse them) and without duplicate keys."""
-    return json.loads(
-        text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_no_duplicates
-    )
+    """JSON without NaN or Infinity (not JSON: strict parsers refuse them) and without duplicate keys.
+
+    Raises Malformed, with the reason, whatever the parser raised: not JSON, an integer longer than
+    Python converts (``sys.get_int_max_str_digits``: a ``ValueError``), nesting deeper than the
+    interpreter's recursion limit. Lone surrogates (``"\\ud800"``) come back as U+FFFD.
+    """
+    try:
+        value = json.loads(
+            text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_no_duplicates
+        )
+    except Malformed:
+        raise
+    except json.JSONDecodeError as exc:
+        raise Malformed(f"not JSON: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise Malformed("nested too deeply") from exc
+    except ValueError as exc:  # int_max_str_digits, bad UTF-8 in bytes
+        raise Malformed(f"not JSON: {str(exc)[:120]}") from exc
+    return scrub_surrogates(value)
+
+
+#: A UTF-16 surrogate: JSON's ``\\udXXX`` escapes make them; no UTF-8 encoder or terminal takes one alone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD.
+
+    What a JSON parser returns can hold them (``"\\ud800"`` is valid JSON; a path that was not
+    UTF-8 reaches a traceback that way); every writer of UTF-8 and every strict terminal fails on
+    them. Returns ``value`` itself when there is none (the common case costs one walk).
+    """
+    if isinstance(value, str):
+        return value if value.isascii() or not _SURROGATE.search(value) else _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        if all(
+            (type(k) is not str or k.isascii() or not _SURROGATE.search(k)) and scrub_surrogates(v) is v
+            for k, v in value.items()
+        ):
+            return value
+        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [scrub_surrogates(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
 
 
 def _number(value: Any, lo: float, hi: float, *, above: bool = False) -> str | None:
@@ -564,6 +601,7 @@ def plain_batch(event: dict[str, Any]) -> bool:
         and type(t) is float
         and type(v) is int
         and type(get("run", "")) is str
+        and get("run", "").isascii()  # a surrogate needs the slow path's scrub
         and 0 < epoch <= _MAX_EPOCH
         and 0 < step <= _MAX_COUNT
         and 0.0 < seconds <= _MAX_TIME  # False for NaN
@@ -583,6 +621,8 @@ def check_event(event: dict[str, Any]) -> dict[str, Any]:
     kind = event.get("type")
     if kind == "batch" and plain_batch(event):
         return event  # the common case, a million times in a long session: no per-field calls
+    event = scrub_surrogates(event)  # a file's line may come from a parser that kept them
+    kind = event.get("type")
     if not isinstance(kind, str) or len(kind) > 64:
         raise Malformed("not an event object with a 'type'")
     for name, check in _COMMON.items():
