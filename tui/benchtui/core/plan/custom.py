@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import importlib.machinery
 import json
+import os
+import stat
 import sys
 from collections.abc import Collection
 from pathlib import Path
@@ -21,6 +23,9 @@ from benchtui.core.plan.plan import PlanError
 from benchtui_runners import catalog
 
 MAX_MODEL_FILE_BYTES = 1 << 20
+#: The largest module whose top-level names are checked at plan time (a model file's own bound): a larger
+#: one is not read, and the run tells whether it defines the function.
+MAX_MODULE_BYTES = MAX_MODEL_FILE_BYTES
 
 
 def read_model_file(path: str | Path) -> dict[str, Any]:
@@ -128,7 +133,10 @@ def check_sources(definition: dict[str, Any], other_python: Collection[str] = ()
                     continue
                 where = f"{', '.join(paths)} or this Python's path" if paths else "this Python's path"
                 raise PlanError(f"{definition['name']}: {table}.{key}: no module {module} in {where}")
-            names = _top_level_names(found)
+            try:
+                names = _top_level_names(found)
+            except PlanError as exc:
+                raise PlanError(f"{definition['name']}: {table}.{key}: {exc}") from None
             if names is not None and attr.split(".")[0] not in names:
                 raise PlanError(
                     f"{definition['name']}: {table}.{key}: {found} defines no {attr.split('.')[0]}"
@@ -150,15 +158,40 @@ def _find(module: str, paths: list[str]) -> Path | None:
     return Path(spec.origin)
 
 
+def _module_source(file: Path) -> bytes | None:
+    """A module's bytes, or None when it is not a regular file of at most ``MAX_MODULE_BYTES`` (opened
+    without blocking: a FIFO put in its place between the finding and the reading never hangs)."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with open(fd, "rb") as fh:
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MODULE_BYTES:
+                return None
+            data = fh.read(MAX_MODULE_BYTES + 1)
+        except OSError:
+            return None
+    return data if len(data) <= MAX_MODULE_BYTES else None  # grew since fstat
+
+
 def _top_level_names(file: Path) -> set[str] | None:
     """The names a Python source file defines at its top level; None when that cannot be known
-    (not Python source, a ``*`` import, a module ``__getattr__``, a file that does not parse)."""
+    (not Python source, a ``*`` import, a module ``__getattr__``, a file that does not parse, one
+    larger than ``MAX_MODULE_BYTES``). PlanError for one nested too deeply for Python's parser."""
     if file.suffix != ".py":
         return None
-    try:
-        tree = ast.parse(file.read_bytes(), str(file))
-    except (OSError, SyntaxError, ValueError):
+    source = _module_source(file)
+    if source is None:
         return None
+    try:
+        tree = ast.parse(source, str(file))
+    except (SyntaxError, ValueError):
+        return None
+    except (MemoryError, RecursionError):
+        # The parser's own limits (its stack, the tree's depth): Python cannot import it either.
+        raise PlanError(f"cannot read {file}: too deeply nested for Python's parser") from None
     names: set[str] = set()
 
     def visit(body: list[ast.stmt]) -> bool:
