@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -25,7 +26,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -189,18 +190,46 @@ async def read_event_line(reader: asyncio.StreamReader) -> bytes | None:
 
 
 @dataclass
+class LogCopy:
+    """How the copying of a runner's output to its log went (``copy_log`` keeps it up to date)."""
+
+    read: int = 0  # bytes of output read from the runner's pipe
+    kept: int = 0  # bytes of that output the log surely took
+    meant: int = 0  # bytes of it the log should hold: its first ``cap``, and the last ``tail`` past the cap
+    error: str = ""  # why the log took no more (its first failed write); "" while it takes them
+
+    @property
+    def problem(self) -> str | None:
+        """What the log lost, in words (None when it holds all it should)."""
+        if not self.error:
+            return None
+        return (
+            f"the log could not be written after {self.kept} bytes ({self.error}): "
+            f"up to {self.meant - self.kept} bytes of output after them are missing from it"
+        )
+
+
+@dataclass
 class RunnerProcess:
     """A started runner: its process, the read end of its event pipe, and the copying of its log."""
 
     process: asyncio.subprocess.Process
     events: asyncio.StreamReader
     transport: asyncio.BaseTransport
-    log_task: asyncio.Future[None] | None = None
+    log_task: asyncio.Future[Any] | None = None
     output: asyncio.BaseTransport | None = None  # the read end of its stdout/stderr pipe
     #: Why ``lines`` stopped: "eof" (the pipe closed), "stalled" (the watchdog stopped the runner),
     #: "pipe held" (the runner exited, something else kept the pipe open past the grace).
     ending: str = ""
     stalled_after: float = 0.0
+    #: How the copying of its output to the log went (complete once ``finish_log`` returned).
+    log_copy: LogCopy = field(default_factory=LogCopy)
+
+    @property
+    def log_problem(self) -> str | None:
+        """What the log lost because it could not be written (a full disk), in words; None when it holds
+        what it should. Read it after ``finish_log``."""
+        return self.log_copy.problem
 
     @property
     def pid(self) -> int:
@@ -289,39 +318,68 @@ class RunnerProcess:
             self.output.close()
 
 
+def _write_all(log: IO[bytes], data: bytes) -> tuple[int, OSError | None]:
+    """Write and flush ``data`` whole (a raw file may take part of it per call): how many bytes the log
+    surely took, and the error that stopped it (None: it took them all). Bytes a buffered file accepted
+    but could not flush are not counted: whether they reached the disk is not known."""
+    view, taken = memoryview(data), 0
+    try:
+        while taken < len(data):
+            n = log.write(view[taken:])  # type: ignore[arg-type]  # a memoryview is bytes-like
+            if not n:  # a raw file that took nothing: it will take nothing more
+                return taken, OSError(errno.ENOSPC, "the log took no more bytes")
+            taken += n
+    except OSError as exc:
+        return taken, exc
+    try:
+        log.flush()
+    except OSError as exc:
+        return 0, exc
+    return taken, None
+
+
 async def copy_log(
-    stream: asyncio.StreamReader, log: IO[bytes], cap: int = LOG_CAP_BYTES, tail: int = LOG_TAIL_BYTES
-) -> None:
+    stream: asyncio.StreamReader,
+    log: IO[bytes],
+    cap: int = LOG_CAP_BYTES,
+    tail: int = LOG_TAIL_BYTES,
+    copied: LogCopy | None = None,
+) -> LogCopy:
     """Copy a runner's output to its log: the first ``cap`` bytes, then only the last ``tail`` bytes.
 
     The pipe is always drained (a runner blocked on a full pipe would stop training), even when
-    the log cannot be written (a full disk: the session's own writes report that).
+    the log cannot be written (a full disk): after the first failed write the log is left alone,
+    and ``copied`` (returned) says how much it took and how much it lost (``LogCopy.problem``).
     """
-    written = dropped = 0
+    copied = copied if copied is not None else LogCopy()
     last = bytearray()
-    writable = True
+
+    def put(data: bytes, output: int) -> None:
+        """Write ``data``, of which the last ``output`` bytes are the runner's (the rest: our note)."""
+        if copied.error:
+            return
+        taken, error = _write_all(log, data)
+        copied.kept += max(0, taken - (len(data) - output))
+        if error is not None:
+            copied.error = error.strerror or str(error)
+
     while chunk := await stream.read(1 << 16):
-        if written < cap:
-            head, chunk = chunk[: cap - written], chunk[cap - written :]
-            written += len(head)
-            if writable:
-                try:
-                    log.write(head)
-                    log.flush()
-                except OSError:
-                    writable = False
+        copied.read += len(chunk)
+        if copied.meant < cap:
+            head, chunk = chunk[: cap - copied.meant], chunk[cap - copied.meant :]
+            copied.meant += len(head)
+            put(head, len(head))
         if chunk:
-            dropped += len(chunk)
             last += chunk
             del last[:-tail]
-    if dropped and writable:
+    if copied.read > cap:
+        copied.meant += len(last)
         note = (
-            f"\n[benchtui] this log reached its cap of {cap} bytes: {dropped - len(last)} bytes were "
-            f"dropped; the last {len(last)} bytes follow\n"
+            f"\n[benchtui] this log reached its cap of {cap} bytes: {copied.read - cap - len(last)} bytes "
+            f"were dropped; the last {len(last)} bytes follow\n"
         )
-        with contextlib.suppress(OSError):
-            log.write(note.encode() + bytes(last))
-            log.flush()
+        put(note.encode() + bytes(last), len(last))
+    return copied
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -397,8 +455,9 @@ async def _spawn(
     out_transport, _ = await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(output), os.fdopen(out_read, "rb", buffering=0)
     )
-    log_task = asyncio.ensure_future(copy_log(output, log))
-    return RunnerProcess(process, reader, transport, log_task, out_transport)
+    copied = LogCopy()
+    log_task = asyncio.ensure_future(copy_log(output, log, copied=copied))
+    return RunnerProcess(process, reader, transport, log_task, out_transport, log_copy=copied)
 
 
 async def collect_events(proc: RunnerProcess) -> list[dict[str, Any]]:
