@@ -21,6 +21,7 @@ import errno
 import functools
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -49,6 +50,13 @@ INHERITED_HOOK_ENV = ("BENCHTUI_HOOKS_PID", FIFO_ENV)
 #: After a runner exits, how long its event pipe may stay open (a child of its own holds it) before
 #: the reading stops and the rest of its process group is killed.
 EXIT_GRACE_S = 2.0
+#: Each started process's environment holds a token of its own (``_spawn``). Every descendant inherits
+#: it, one that left the process group (``setsid``) or whose parent is gone too, so the end of a run
+#: finds them all in /proc (``run_processes``) and ends them: nothing a run started outlives it.
+RUN_TOKEN_ENV = "BENCHTUI_RUN_TOKEN"
+#: The most of a process's environment read when looking for a run's token (Linux caps a process's
+#: arguments and environment together at a quarter of its stack limit: 2 MiB by default).
+ENVIRON_READ_BYTES = 4 << 20
 
 
 class LocalLauncher:
@@ -224,6 +232,8 @@ class RunnerProcess:
     stalled_after: float = 0.0
     #: How the copying of its output to the log went (complete once ``finish_log`` returned).
     log_copy: LogCopy = field(default_factory=LogCopy)
+    #: Its environment's ``RUN_TOKEN_ENV``, which every process it starts inherits.
+    token: str = ""
 
     @property
     def log_problem(self) -> str | None:
@@ -283,21 +293,36 @@ class RunnerProcess:
                 exited.cancel()
 
     async def terminate(self, grace: float = 3.0) -> None:
-        """Stop the runner's whole process group: SIGTERM, then SIGKILL after ``grace``."""
+        """Stop the runner's whole process group and every process of its run that left the group:
+        SIGTERM, then SIGKILL after ``grace``."""
         if self.process.returncode is not None:
             return
-        _signal_group(self.process.pid, signal.SIGTERM)
-        _signal_group(self.process.pid, signal.SIGCONT)  # a stopped process handles SIGTERM only once woken
+        # SIGCONT: a stopped process handles SIGTERM only once woken.
+        self._signal_run(signal.SIGTERM, signal.SIGCONT)
         try:
             await asyncio.wait_for(self.process.wait(), grace)
         except asyncio.TimeoutError:
-            _signal_group(self.process.pid, signal.SIGKILL)
+            self._signal_run(signal.SIGKILL)
             await self.process.wait()
 
     def kill_now(self, force: bool = False) -> None:
-        """SIGKILL the group at once (the parent is going away; ``force``: even after the runner exited)."""
+        """SIGKILL the group and the rest of its run at once (the parent is going away; ``force``: even
+        after the runner exited)."""
         if force or self.process.returncode is None:
-            _signal_group(self.process.pid, signal.SIGKILL)
+            self._signal_run(signal.SIGKILL)
+
+    def _signal_run(self, *signals: int) -> None:
+        """Each of ``signals`` to the runner's process group, then to every other process of its run:
+        those that carry its token, and its descendants (while it is not reaped, its pid is its own)."""
+        for sig in signals:
+            _signal_group(self.process.pid, sig)
+        root = self.process.pid if self.process.returncode is None else None
+        for pid in run_processes(self.token, root):
+            for sig in signals:
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    break
 
     async def finish_log(self, grace: float = EXIT_GRACE_S) -> None:
         """Wait for the runner's output to be copied to its log (at most ``grace`` after it exited)."""
@@ -311,6 +336,9 @@ class RunnerProcess:
                 await self.log_task
 
     def close(self) -> None:
+        """The run is over: whatever of it is still running (a child that left the group, a daemon that
+        closed its pipes) is killed, and the pipes are closed."""
+        self._signal_run(signal.SIGKILL)
         self.transport.close()
         if self.log_task is not None and not self.log_task.done():
             self.log_task.cancel()
@@ -382,6 +410,45 @@ async def copy_log(
     return copied
 
 
+def run_processes(token: str, root: int | None = None) -> list[int]:
+    """The processes of a run, read from /proc: each whose environment holds ``token``, and each
+    descendant of ``root`` (which finds one started with an environment of its own while its parent
+    lives). Never this process; only this user's (all, for root); [] where there is no /proc."""
+    if not token:
+        return []
+    me, uid = os.getpid(), os.getuid()
+    needle = f"\0{RUN_TOKEN_ENV}={token}\0".encode()
+    found: set[int] = set()
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        pid = int(name)
+        try:
+            if uid and os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            if root is not None:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(pid)
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if needle in b"\0" + fh.read(ENVIRON_READ_BYTES):
+                    found.add(pid)
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+    stack = [root] if root is not None else []
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return sorted(found)
+
+
 def _signal_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)  # the runner leads its own process group
@@ -428,7 +495,10 @@ async def _spawn(
     # The runner's output goes through a pipe of our own, not asyncio's: asyncio's process.wait()
     # waits for its pipes to close too, and a grandchild holding stdout would then hold the run.
     out_read, out_write = os.pipe()
+    token = f"{os.getpid()}-{secrets.token_hex(8)}"
     try:
+        env = env_for(write_fd)
+        env.pop(RUN_TOKEN_ENV, None)  # a benchtui inside a watched command: its runs get tokens of their own
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=subprocess.DEVNULL,  # a child sharing the terminal would race the TUI for keys
@@ -436,7 +506,7 @@ async def _spawn(
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
             start_new_session=True,  # own process group: stop and kill reach its children too
-            env=env_for(write_fd),
+            env={RUN_TOKEN_ENV: token, **env},  # first: found at the start of every descendant's environment
             cwd=cwd,
         )
     except BaseException:
@@ -457,7 +527,7 @@ async def _spawn(
     )
     copied = LogCopy()
     log_task = asyncio.ensure_future(copy_log(output, log, copied=copied))
-    return RunnerProcess(process, reader, transport, log_task, out_transport, log_copy=copied)
+    return RunnerProcess(process, reader, transport, log_task, out_transport, log_copy=copied, token=token)
 
 
 async def collect_events(proc: RunnerProcess) -> list[dict[str, Any]]:
