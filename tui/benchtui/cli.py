@@ -8,12 +8,20 @@ up front, so ``benchtui --help`` answers at once; each command imports what it n
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import io
+import os
+import signal
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from benchtui.commands import EXIT_BAD_INPUT, EXIT_OK, BadInput, say
+from benchtui.core.fmt import FALLBACK, FALLBACK_KEEPING_BYTES, OutputError
 from benchtui.core.reporting.registry import WRITERS
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 
 class _Parser(argparse.ArgumentParser):
@@ -373,6 +381,19 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (sys.argv's when None); return the exit code."""
+    try:
+        try:
+            return _main(argv)
+        finally:  # what is still buffered fails here, not in the interpreter's own flush at exit
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:
+                    stream.flush()
+    except OutputError as exc:
+        return _output_failed(exc)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -400,5 +421,88 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+# -- stdout and stderr: whatever they cannot take ----------------------------------------------------
+class _Descriptor(io.FileIO):
+    """stdout's or stderr's file descriptor, whose failed writes say which stream failed (OutputError)."""
+
+    def __init__(self, fd: int, stream: str) -> None:
+        super().__init__(fd, "w", closefd=False)
+        self.stream = stream
+        self.name = f"<{stream}>"  # type: ignore[misc]  # what Python names its own
+
+    def write(self, data: ReadableBuffer, /) -> int:
+        try:
+            return super().write(data)
+        except OSError as exc:
+            error = OutputError(exc.errno, exc.strerror)
+            error.stream = self.stream
+            raise error from exc
+
+
+def _guarded(stream: TextIO, name: str) -> TextIO:
+    """``stream`` again, on the same descriptor, buffered as it was: a character its encoding lacks is
+    written as a stand-in (fmt.FALLBACK: ASCII for '·', an escape for a lone surrogate), a surrogate that
+    stands for a byte as that byte where the stream was surrogateescape (Python's choice for a POSIX
+    locale: a folder name that is not UTF-8 goes through a pipe as it is), and a failed write is an
+    OutputError that names the stream."""
+    stream.flush()
+    raw = _Descriptor(stream.fileno(), name)
+    binary = raw if isinstance(stream.buffer, io.RawIOBase) else io.BufferedWriter(raw)  # -u: unbuffered
+    errors = FALLBACK_KEEPING_BYTES if stream.errors == "surrogateescape" else FALLBACK
+    return io.TextIOWrapper(
+        binary,  # type: ignore[arg-type]
+        encoding=stream.encoding,
+        errors=errors,
+        line_buffering=bool(stream.line_buffering),
+        write_through=bool(getattr(stream, "write_through", False)),
+    )
+
+
+def _hold(fd: int) -> None:
+    """/dev/null on descriptor ``fd``: a stream that was closed, or has failed, takes no more output, and no
+    file opened later gets its number (a session file written to as "stdout" by whoever writes to 1)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
+
+
+def guard_output() -> int | None:
+    """Make the process's stdout and stderr take whatever benchtui writes (see ``_guarded``); an exit
+    code when stdout is closed (``>&-``: Python gives None), after one line on stderr."""
+    closed = None
+    for fd, name in ((2, "stderr"), (1, "stdout")):
+        stream = getattr(sys, name)
+        if stream is None:  # closed before benchtui started
+            _hold(fd)
+            if name == "stdout":
+                closed = EXIT_BAD_INPUT
+                continue
+            stream = open(fd, "w", closefd=False)  # noqa: SIM115 - the process's stderr, on /dev/null
+        elif stream is not getattr(sys, f"__{name}__"):
+            continue  # someone else's (a test's capture): theirs to handle
+        setattr(sys, name, _guarded(stream, name))
+    if closed is not None:
+        say("benchtui: error: cannot write to stdout: it is closed")
+    return closed
+
+
+def _output_failed(exc: OutputError) -> int:
+    """A write to stdout or stderr failed: what is still buffered for it goes to /dev/null (the Python
+    docs' way, so the interpreter's flush at exit fails no more); a reader that left (``| head``) ends the
+    command quietly with the status a shell gives a tool SIGPIPE killed; anything else is one line."""
+    _hold(1 if exc.stream == "stdout" else 2)
+    if exc.errno == errno.EPIPE:
+        return 128 + signal.SIGPIPE
+    if exc.stream == "stdout":
+        try:
+            say(f"benchtui: error: cannot write to stdout: {exc.strerror}")
+        except OutputError:
+            _hold(2)
+    return EXIT_BAD_INPUT
+
+
 def entry() -> NoReturn:
-    sys.exit(main())
+    """The ``benchtui`` command (and ``python -m benchtui``)."""
+    refused = guard_output()
+    sys.exit(refused if refused is not None else main())

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from benchtui.commands import EXIT_FAILED, EXIT_OK, BadInput, load, say
+from benchtui.core import fmt
 from benchtui.core.fmt import clean
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.reporting import files, terminal
@@ -30,16 +33,38 @@ def cmd_export(args: argparse.Namespace) -> int:
     if output is None and args.format == "html":
         output = str(files.default_output(loaded.path, "html"))
     if output is None or output == "-":
-        if args.per_batch:  # streamed: a long session's batches need not fit in memory
-            files.render(loaded, args.format, sys.stdout, per_batch=True)
-        else:  # built in memory first: a failure prints nothing half-done
-            buf = io.StringIO()
-            files.render(loaded, args.format, buf)
-            sys.stdout.write(buf.getvalue())
-        sys.stdout.flush()
+        with _document_errors(args.format):
+            if args.per_batch:  # streamed: a long session's batches need not fit in memory
+                files.render(loaded, args.format, sys.stdout, per_batch=True)
+            else:  # built in memory first: a failure prints nothing half-done
+                buf = io.StringIO()
+                files.render(loaded, args.format, buf)
+                sys.stdout.write(buf.getvalue())
+            sys.stdout.flush()
         return EXIT_OK
     print(clean(files.write_file(Path(output), loaded, args.format, args.per_batch)))
     return EXIT_OK
+
+
+#: How an export on stdout writes a character stdout's encoding lacks: in the format's own escape where it
+#: has one (the same text, read back: JSON's \u00b7, HTML's &#183;), else a stand-in (fmt.FALLBACK: '-' for
+#: '·' in ASCII, an escape for a lone surrogate). Never a surrogate's raw byte: the document stays valid.
+DOCUMENT_ERRORS = {"json": fmt.JSON_ESCAPE, "html": "xmlcharrefreplace"}
+
+
+@contextlib.contextmanager
+def _document_errors(format_: str) -> Iterator[None]:
+    """stdout with the export's own error handler (``DOCUMENT_ERRORS``) while the export is written."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is None:  # not a text file of its own (a test's StringIO): written as it takes it
+        yield
+        return
+    errors = sys.stdout.errors
+    reconfigure(errors=DOCUMENT_ERRORS.get(format_, fmt.FALLBACK))
+    try:
+        yield
+    finally:
+        reconfigure(errors=errors)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

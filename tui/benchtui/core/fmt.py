@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
+import functools
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -190,3 +193,114 @@ def clean_tree(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [clean_tree(v) for v in value]
     return value
+
+
+# -- output that cannot take every character ---------------------------------------------------
+# A stdout in ASCII or Latin-1 (PYTHONIOENCODING, or the C locale without UTF-8 mode) cannot encode
+# the '·' and '–' benchtui prints; a lone surrogate (a folder name that is not UTF-8, a string escaped
+# in a JSON file) has no encoding at all. Neither may stop a command: the error handlers below give
+# each such character a stand-in, and benchtui's streams and export files use them.
+#: ASCII for the characters benchtui's own text uses, where the output cannot encode them.
+ASCII_STAND_INS = {
+    "·": "-",
+    "–": "-",
+    "—": "-",
+    "−": "-",
+    "×": "x",
+    "…": "...",
+    "≠": "!=",
+    "≥": ">=",
+    "≤": "<=",
+    "→": "->",
+    "÷": "/",
+    "±": "+/-",
+    "≈": "~",
+    "°": "deg",
+    "µ": "u",
+    "✓": "v",
+    "✗": "x",
+    "●": "*",
+    "▲": "^",
+    "│": "|",
+    "─": "-",
+    "━": "-",
+    "┃": "|",
+}
+#: Error handlers (``str.encode(encoding, errors=...)``, a stream's ``errors``): a stand-in for each
+#: character the encoding lacks (``stand_in``); the same, but a surrogate that stands for a byte (a
+#: file name read with surrogateescape) written as that byte, as the stream's own surrogateescape
+#: would; JSON's own escape (``\u00b7``), which a JSON reader reads back as the same character.
+FALLBACK, FALLBACK_KEEPING_BYTES, JSON_ESCAPE = (
+    "benchtui.fallback",
+    "benchtui.surrogateescape",
+    "benchtui.json",
+)
+
+
+class OutputError(OSError):
+    """A write to benchtui's stdout or stderr failed: its reader is gone (EPIPE), its disk full."""
+
+    stream = "stdout"  #: which: "stdout" or "stderr"
+
+
+@functools.lru_cache(maxsize=4096)
+def stand_in(char: str, encoding: str) -> str:
+    """What ``char`` is written as where ``encoding`` cannot encode it: its ``ASCII_STAND_INS``, else its
+    compatibility form without accents ('é' -> 'e', a full-width '＋' -> '+'), else its Python escape
+    ('\\u65e5', a lone surrogate '\\udce9'): never dropped, never a '?' that hides what it was."""
+    undecorated = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+    for candidate in (ASCII_STAND_INS.get(char), undecorated):
+        if candidate and candidate != char:
+            try:
+                candidate.encode(encoding)
+            except (UnicodeError, LookupError):
+                continue
+            return candidate
+    return char.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def _encoding_error(exc: UnicodeError) -> UnicodeEncodeError:
+    if not isinstance(exc, UnicodeEncodeError):  # only ever named for encoding
+        raise exc
+    return exc
+
+
+def _fallback(exc: UnicodeError) -> tuple[str, int]:
+    err = _encoding_error(exc)
+    return "".join(stand_in(c, err.encoding) for c in err.object[err.start : err.end]), err.end
+
+
+def _stands_for_a_byte(char: str) -> bool:
+    return "\udc80" <= char <= "\udcff"  # what surrogateescape makes of a byte that is not UTF-8
+
+
+def _fallback_keeping_bytes(exc: UnicodeError) -> tuple[str | bytes, int]:
+    err = _encoding_error(exc)
+    text, end = err.object, err.start
+    if _stands_for_a_byte(text[end]):
+        while end < err.end and _stands_for_a_byte(text[end]):
+            end += 1
+        return bytes(ord(c) - 0xDC00 for c in text[err.start : end]), end
+    while end < err.end and not _stands_for_a_byte(text[end]):
+        end += 1
+    return "".join(stand_in(c, err.encoding) for c in text[err.start : end]), end
+
+
+def _json_escape(exc: UnicodeError) -> tuple[str, int]:
+    """JSON's escape for each character (a pair of them above U+FFFF): non-ASCII text in a JSON document
+    is only ever inside a string, where the escape reads back as the character (a lone surrogate too)."""
+    err = _encoding_error(exc)
+    parts = []
+    for char in err.object[err.start : err.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            parts.append(f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}")
+        else:
+            parts.append(f"\\u{code:04x}")
+    return "".join(parts), err.end
+
+
+codecs.register_error(FALLBACK, _fallback)
+codecs.register_error(FALLBACK_KEEPING_BYTES, _fallback_keeping_bytes)
+codecs.register_error(JSON_ESCAPE, _json_escape)

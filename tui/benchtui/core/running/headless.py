@@ -98,14 +98,28 @@ def run_headless(
         err = Console(stderr=True, width=200)
     session = start_session(plan, writer=writer, use_nvml=use_nvml)
     engine = session.engine
+    gone: list[fmt.OutputError] = []  # stderr's failure, once: its reader left, or its disk is full
+
+    def say(text: str, **kwargs: Any) -> None:
+        """A line of progress on stderr. Where stderr fails, nobody sees the session any more: it stops as
+        if its terminal had closed ("interrupted", what was recorded kept), and the failure is raised once
+        the session is saved (cli: quiet for a reader that left, one line for the rest)."""
+        if gone:
+            return
+        try:
+            err.print(text, **kwargs)  # the progress display's console: printed above the bar
+        except fmt.OutputError as exc:
+            gone.append(exc)
+            engine.cancel()
+
     watch = bool(plan.watch)
     warning = "" if watch else _long_on_cpu(plan, session.sampler.gpus())
     if warning:  # said, never refused: scripts start long plans on purpose
-        err.print(f"[yellow]benchtui: warning: {_shown(warning)}[/]", soft_wrap=True)
-    err.print(f"[bold]benchtui[/] session [cyan]{_shown(writer.path)}[/] · {_shown(session.sampler.status)}")
+        say(f"[yellow]benchtui: warning: {_shown(warning)}[/]", soft_wrap=True)
+    say(f"[bold]benchtui[/] session [cyan]{_shown(writer.path)}[/] · {_shown(session.sampler.status)}")
     if watch:
         what = command_text(plan.watch.get("command") or [])
-        err.print(
+        say(
             f"watching [bold]{_shown(what)}[/] · Ctrl+C stops it (its whole process group)"
             if what
             else "watching telemetry only · Ctrl+C ends the session"
@@ -126,13 +140,13 @@ def run_headless(
         kind = event.get("type")
         run_id = event.get("run")
         if kind == "probe":
-            progress.console.print(_probe_line(event))
+            say(_probe_line(event))
             return
         if kind == "batch_choice":
             chosen = ", ".join(
                 f"{catalog.FRAMEWORK_LABELS.get(fw, fw)} {b}" for fw, b in event["chosen"].items()
             )
-            progress.console.print(
+            say(
                 f"[bold]batch for {_shown(event['model'])}[/] ({_shown(event['policy'])}): "
                 f"{_shown(chosen or 'none fits')}"
             )
@@ -155,10 +169,10 @@ def run_headless(
                     total=run.steps_per_epoch,
                 )
             elif kind == "epoch":
-                progress.console.print(_epoch_line(run, event))
+                say(_epoch_line(run, event))
             elif kind == "run_end":
                 progress.update(current, visible=False)
-                progress.console.print(_run_line(engine.model, run_id))
+                say(_run_line(engine.model, run_id))
             return
         if kind == "run_start":
             progress.update(current, description=f"{shown} starting", completed=0, total=1, visible=True)
@@ -173,7 +187,7 @@ def run_headless(
             )
         elif kind == "run_end":
             progress.update(overall, completed=engine.model.done_runs)
-            progress.console.print(_run_line(engine.model, run_id))
+            say(_run_line(engine.model, run_id))
 
     engine.listener = listener
     progress.update(overall, total=len(engine.specs), visible=not watch)
@@ -186,9 +200,16 @@ def run_headless(
     with progress:
         status = asyncio.run(main())
 
+    refused: fmt.OutputError | None = None
     if on_summary is not None:
-        on_summary(engine.model.summary(), f"benchtui · {writer.path.name}")
-    err.print(f"session {_shown(status)}: [cyan]{_shown(writer.path)}[/]")
+        try:
+            on_summary(engine.model.summary(), f"benchtui · {writer.path.name}")
+        except fmt.OutputError as exc:  # stdout took no table: where the session is still goes to stderr
+            refused = exc
+    say(f"session {_shown(status)}: [cyan]{_shown(writer.path)}[/]")
     if engine.model.malformed:
-        err.print(f"[yellow]{engine.model.malformed} malformed event line(s) were skipped (see logs/)[/]")
+        say(f"[yellow]{engine.model.malformed} malformed event line(s) were skipped (see logs/)[/]")
+    failure = gone[0] if gone else refused
+    if failure is not None:  # said by the command line: quiet for a reader that left, else one line
+        raise failure
     return exit_code(status)
