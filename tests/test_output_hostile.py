@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -265,6 +266,136 @@ def test_a_headless_run_whose_table_cannot_be_written_still_says_where_the_sessi
     assert json.loads((folder / "session.json").read_text())["status"] == "complete"
 
 
+# -- 12. an export into a folder that refuses writes ------------------------------------------------
+#: A read-only file system, at the narrowest boundary: every call that would create, replace or remove a
+#: file under the folder fails with EROFS, as the kernel answers on a read-only mount (tests run as root
+#: here, where a folder's mode stops nothing, and no read-only mount can be made without privileges).
+READ_ONLY_SHIM = textwrap.dedent(
+    """
+    import builtins, errno, io, os, sys
+    folder = os.path.realpath(sys.argv.pop(1))
+
+    def inside(path):
+        return isinstance(path, (str, bytes, os.PathLike)) and os.path.realpath(os.fsdecode(path)).startswith(
+            folder + os.sep
+        )
+
+    def refuse(path):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+
+    def guard(real, writes):
+        def call(path, *args, **kwargs):
+            if inside(path) and writes(*args, **kwargs):
+                refuse(path)
+            return real(path, *args, **kwargs)
+        return call
+
+    def open_writes(mode="r", *args, **kwargs):
+        return any(c in mode for c in "wax+")
+
+    def os_open_writes(flags, *args, **kwargs):
+        return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+
+    builtins.open = io.open = guard(io.open, open_writes)
+    os.open = guard(os.open, os_open_writes)
+    os.unlink = os.remove = guard(os.unlink, lambda *a, **k: True)
+    os.replace = os.rename = guard(os.replace, lambda *a, **k: True)
+    from benchtui.cli import entry
+    sys.argv[0] = "benchtui"
+    entry()
+    """
+)
+
+
+@pytest.mark.parametrize("format_", ["md", "csv", "json", "html"])
+def test_an_export_into_a_read_only_folder_is_one_line(root: Path, tmp_path: Path, format_: str) -> None:
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    target = folder / f"out.{format_}"
+    args = ("export", _session(root, "plain"), "--format", format_, "-o", str(target))
+    result = subprocess.run(
+        [sys.executable, "-c", READ_ONLY_SHIM, str(folder), *args],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    _one_line(result.stderr, f"cannot write {target}", "Read-only file system")
+    assert list(folder.iterdir()) == []
+
+
+def _without_root_s_pass() -> list[str]:
+    """A prefix that runs a command without root's licence to pass permissions (CAP_DAC_OVERRIDE), so a
+    folder's mode stops it as it stops a user; none needed for a user, and a skip where none can be had."""
+    if os.geteuid() != 0:
+        return []
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-dac_override"]
+    try:
+        subprocess.run([*drop, "true"], check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("root here, and setpriv cannot drop its licence to pass permissions")
+    return drop
+
+
+def test_an_export_into_a_folder_without_permission_is_one_line(root: Path, tmp_path: Path) -> None:
+    """A real refusal from the kernel (EACCES), for the write and for the cleanup's removal alike."""
+    folder = tmp_path / "no-entry"
+    folder.mkdir()
+    folder.chmod(0o444)  # not even searchable: creating and removing a name in it both fail
+    target = folder / "out.md"
+    try:
+        result = subprocess.run(
+            [*_without_root_s_pass(), sys.executable, "-m", "benchtui", "export", _session(root, "plain")]
+            + ["--format", "md", "-o", str(target)],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        folder.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    _one_line(result.stderr, f"cannot write {target}", "Permission denied")
+    assert list(folder.iterdir()) == []
+
+
+def test_the_temporary_file_of_an_export_never_follows_a_link(root: Path, tmp_path: Path) -> None:
+    """A session folder comes from anyone, and an html export goes into it by default: a link planted
+    where the export's temporary file would be (its name once known: the process id) is never followed."""
+    session = Path(_session(root, "plain"))
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        link = os.path.join({str(session)!r}, f".report.html.tmp{{os.getpid()}}")
+        os.symlink({str(victim)!r}, link)
+        from benchtui.cli import main
+        try:
+            code = main(["export", {str(session)!r}, "--format", "html"])
+        finally:
+            if os.path.lexists(link):
+                os.unlink(link)
+        sys.exit(code)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, cwd=ROOT, timeout=120, check=False
+    )
+    _quiet(result)
+    assert result.returncode == 0, result.stderr
+    report = session / "report.html"
+    try:
+        assert victim.read_text() == "mine\n"
+        assert not report.is_symlink()
+        assert report.read_text(encoding="utf-8").lower().startswith("<!doctype html>")
+    finally:
+        report.unlink()
+
+
 # -- 9. lone surrogates --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def surrogates(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -275,6 +406,21 @@ def surrogates(tmp_path_factory: pytest.TempPathFactory) -> Path:
     meta["name"] = "lone \ud800 surrogate"  # written as the JSON escape \ud800: valid JSON, not valid text
     (path / "session.json").write_text(json.dumps(meta))
     return path
+
+
+@pytest.mark.parametrize("format_", ["md", "csv", "json", "html"])
+def test_a_lone_surrogate_never_stops_an_export_to_a_file(
+    surrogates: Path, tmp_path: Path, format_: str
+) -> None:
+    target = tmp_path / f"out.{format_}"
+    result = _cli("export", str(surrogates), "--format", format_, "-o", str(target))
+    _quiet(result)
+    assert result.returncode == 0, result.stderr
+    text = target.read_bytes().decode("utf-8")  # strict: the file is UTF-8
+    if format_ == "json":  # the JSON escape: read back, the same string as the folder's name
+        assert json.loads(text)["session"]["folder"] == NOT_UTF8
+    if format_ in ("md", "html"):
+        assert "caf\\udce9" in text  # the byte the folder's name holds, said
 
 
 @pytest.mark.parametrize("what", ["show", "md", "json", "sessions"])

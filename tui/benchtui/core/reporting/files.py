@@ -3,7 +3,9 @@ and reading a file of the session folder for a report, safely."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,20 +101,39 @@ def default_output(session: Path, fmt: str, per_batch: bool = False) -> Path:
 
 
 def write_file(path: Path, loaded: LoadedSession, fmt: str, per_batch: bool = False) -> Path:
-    """Write through a temporary file so a failed export leaves no half file behind (SessionError if unwritable)."""
+    """Write through a temporary file so a failed export leaves no half file behind (SessionError if unwritable).
+
+    The temporary file is made new (O_EXCL, O_NOFOLLOW) under a name no one can guess: an html export
+    goes into the session folder by default, and a session folder can come from anyone, with a link
+    where a predictable name would be. The file is UTF-8; a lone surrogate (a folder name that is not
+    UTF-8) is written as its escape (``\\udce9``), which keeps the file valid and, in JSON, reads back
+    as the same string.
+    """
     writer_for(fmt, per_batch)  # an unknown format fails before any file is made
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fd = os.open(tmp, flags, 0o666)
+    except OSError as exc:  # nothing made, nothing to remove
+        raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as fh:
             render(loaded, fmt, fh, per_batch)
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from exc
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise
     return path
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a failed export's temporary file, if the folder lets us: one that refused the write can
+    refuse the removal too (EROFS, EACCES), and the error to say is the write's."""
+    with contextlib.suppress(OSError):
+        tmp.unlink()
 
 
 def export_session(
