@@ -3,10 +3,72 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
+import time
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 from benchtui.commands import BadInput, say
+
+#: What stops a headless run: Ctrl+C, kill, the terminal closing.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal that came before the engine's event loop handles them (``EarlySignals``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class EarlySignals:
+    """A headless run's stop signals from its first moment until the engine's loop takes them over
+    (``session_run.stop_on_signals`` replaces these handlers), and again once that loop is gone; the
+    handlers found are put back on leaving (``with EarlySignals() as signals``).
+
+    Each raises ``Interrupted`` where the process is, as Python's own SIGINT handler raises
+    KeyboardInterrupt; inside ``held()`` (a session folder being made, or finished) one is only
+    noted, so no folder is ever left half made or half finished.
+    """
+
+    def __init__(self) -> None:
+        self.pending: int | None = None
+        self._holding = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> EarlySignals:
+        self._previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._holding:
+            self.pending = self.pending or signum
+            return
+        raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def held(self, then_raise: bool = True) -> Iterator[None]:
+        """Signals are only noted inside; one that came is raised as it ends (``then_raise``)."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+        if then_raise and self.pending is not None:
+            raise Interrupted(self.pending)
 
 
 def _csv(text: str) -> list[str]:
@@ -186,30 +248,84 @@ def check_device(device: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    plan = plan_from_args(args)
-    check_devices(plan)
-    return start(plan, args)
+    # Headless, the signal handlers come first: a signal from now on ends the run cleanly, whenever it comes.
+    with EarlySignals() if args.headless else contextlib.nullcontext() as signals:
+        plan = plan_from_args(args)
+        check_devices(plan)
+        return start(plan, args, signals)
 
 
-def start(plan: Any, args: argparse.Namespace) -> int:
-    """Run a checked plan headless (progress on stderr, the table on stdout), or in the app."""
-    from benchtui.core.store.session import SessionWriter, usable_sessions_dir
+def start(plan: Any, args: argparse.Namespace, signals: EarlySignals | None = None) -> int:
+    """Run a checked plan headless (progress on stderr, the table on stdout), or in the app.
+
+    Headless, ``signals`` are the handlers the command installed first (installed here when None).
+    """
+    from benchtui.core.store.session import usable_sessions_dir
 
     if args.headless:
-        from benchtui.core.reporting.terminal import print_result
-        from benchtui.core.running.headless import run_headless
-
-        writer = SessionWriter.create(plan, args.sessions_dir)
-        code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=print_result)
-        if writer.failure:
-            say(
-                f"benchtui: error: {writer.failure} in {writer.path}: the session stopped; what was written is kept"
-            )
-        return code
+        if signals is None:
+            with EarlySignals() as signals:
+                return _start_headless(plan, args, signals)
+        return _start_headless(plan, args, signals)
     from benchtui.app import run_app
 
     usable_sessions_dir(args.sessions_dir)  # the app makes the folder later: say it now, nothing started
     return run_app(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=not args.no_nvml)
+
+
+def _start_headless(plan: Any, args: argparse.Namespace, signals: EarlySignals) -> int:
+    """The session made (whole or not at all), run, and its table printed; interrupted whenever a signal comes."""
+    from benchtui.core.reporting.terminal import print_result
+    from benchtui.core.running.headless import run_headless
+    from benchtui.core.store.session import SessionWriter
+
+    def on_summary(summary: dict[str, Any], title: str) -> None:
+        signals.install()  # the engine's loop is gone, and its handlers with it
+        print_result(summary, title)
+
+    writer: SessionWriter | None = None
+    try:
+        with signals.held():  # the folder is made whole, or not at all
+            writer = SessionWriter.create(plan, args.sessions_dir)
+        code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=on_summary)
+    except KeyboardInterrupt:  # before the engine's loop took the signals over, or after it
+        signals.install()
+        if writer is None or writer.closed:  # no folder yet, or the session already finished
+            return 130
+        with signals.held(then_raise=False):
+            end_unstarted(plan, writer)
+        say(f"benchtui: session interrupted before it started: {writer.path}")
+        return 130
+    if writer.failure:
+        say(
+            f"benchtui: error: {writer.failure} in {writer.path}: the session stopped; what was written is kept"
+        )
+    return code
+
+
+def end_unstarted(plan: Any, writer: Any) -> None:
+    """Finish a session that was interrupted before its engine started: each run recorded as the engine
+    records the runs an interrupted session never reached, the session "interrupted"."""
+    from benchtui.core.model.summary import SessionModel
+    from benchtui.core.plan.plan import run_order
+    from benchtui.core.store.session import StorageError
+    from benchtui_runners import catalog
+
+    model = SessionModel(plan)
+    for spec in run_order(plan):
+        ok, why = (True, "") if plan.watch else catalog.available(spec.framework, spec.model)
+        status, reason = ("skipped", "session interrupted before this run") if ok else ("unavailable", why)
+        event = {
+            "type": "run_end",
+            "t": time.monotonic(),
+            "run": spec.run_id,
+            "status": status,
+            "reason": reason,
+        }
+        model.apply(event)
+        with contextlib.suppress(StorageError):
+            writer.append(event)
+    writer.finish("interrupted", model.summary())
 
 
 def cmd_app(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 
@@ -22,9 +23,11 @@ def watched_command(words: list[str]) -> list[str]:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from benchtui.commands.run import start
+    from benchtui.commands.run import EarlySignals, start
     from benchtui.core.plan.plan import watch_plan
 
-    command = watched_command(args.argv)
-    plan = watch_plan(command, os.getcwd(), name=args.name or "", interval=args.interval)
-    return start(plan, args)
+    # Headless, the signal handlers come first: a signal from now on ends the watch cleanly, whenever it comes.
+    with EarlySignals() if args.headless else contextlib.nullcontext() as signals:
+        command = watched_command(args.argv)
+        plan = watch_plan(command, os.getcwd(), name=args.name or "", interval=args.interval)
+        return start(plan, args, signals)
