@@ -187,3 +187,40 @@ def test_a_runners_escaped_child_ends_with_its_run(
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert _gone_soon(_escaped(pid_file)), f"a runner's escaped child ({mode}) outlived its run"
     assert only_session(root).is_dir()
+
+
+def test_a_runs_processes_are_found_by_token_and_by_descent(tmp_path: Path) -> None:
+    """The runner, its child (both carry the run's token) and that child's child, started with an empty
+    environment: the token finds the first two wherever they are; descent from the runner finds the
+    third while its parents live."""
+    from benchtui.core.running.launcher import RUN_TOKEN_ENV, run_processes
+
+    token = f"test-{os.getpid()}-{time.monotonic_ns()}"
+    pid_file = tmp_path / "pids"
+    inner = textwrap.dedent(
+        f"""
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], env={{}})
+        with open({str(pid_file)!r} + ".tmp", "w") as fh:
+            fh.write(f"{{os.getpid()}} {{child.pid}}")
+        os.replace({str(pid_file)!r} + ".tmp", {str(pid_file)!r})
+        time.sleep(300)
+        """
+    )
+    outer = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {inner!r}])"
+    runner = subprocess.Popen(
+        [sys.executable, "-c", outer], env={**os.environ, RUN_TOKEN_ENV: token}, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists():
+            assert runner.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        child, grandchild = map(int, pid_file.read_text().split())
+        assert run_processes(token) == sorted([runner.pid, child])  # the grandchild has no token
+        assert run_processes(token, runner.pid) == sorted([runner.pid, child, grandchild])
+        assert run_processes("") == [] and run_processes(token + "x", None) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait()

@@ -440,13 +440,13 @@ def run_processes(token: str, root: int | None = None) -> list[int]:
                     found.add(pid)
         except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
             continue
-    stack = [root] if root is not None else []
+    stack, seen = ([root], {root}) if root is not None else ([], set())
     while stack:
         for child in children.get(stack.pop(), ()):
-            if child not in found:
-                found.add(child)
+            if child not in seen:
+                seen.add(child)
                 stack.append(child)
-    return sorted(found)
+    return sorted(found | (seen - {root}))
 
 
 def _signal_group(pid: int, sig: int) -> None:
