@@ -12,11 +12,13 @@ import asyncio
 import json
 import signal
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchtui.core.model.runs import RunState
+from benchtui.core.model.status import RunStatus
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.devices import Placement, place
 from benchtui.core.plan.plan import Plan, RunSpec, run_order
@@ -32,7 +34,7 @@ from benchtui.core.running.launcher import (
 from benchtui.core.running.sampler import Sampler
 from benchtui.core.running.source import Listener, SessionSource
 from benchtui.core.store.session import SessionWriter, StorageError
-from benchtui.core.wire.events import MAX_LINE_BYTES, Malformed, parse_line
+from benchtui.core.wire.events import MAX_LINE_BYTES, PARENT_ONLY, Malformed, parse_line
 from benchtui_runners import catalog
 from benchtui_runners.config import RunConfig, usable_cores
 
@@ -111,6 +113,8 @@ class Engine(Pausable):
         self.placement = Placement("unchecked", plan.device)
         #: What made the session stop writing (a full disk, ...); the session ends "failed" with it.
         self.storage_error: StorageError | None = None
+        #: An exception of benchtui's own that ended the session ("failed" with it); "" while none did.
+        self.error = ""
 
     # -- what a view reads (SessionSource) ---------------------------------------------
     is_replay = False
@@ -190,12 +194,12 @@ class Engine(Pausable):
     # -- the plan ---------------------------------------------------------------------
     async def run(self) -> str:
         """Run the whole plan; return the session status (complete / failed / interrupted)."""
-        self._begin()
-        # A model its framework lacks (PNASNet in Keras) is unavailable from the start: never queued as
-        # a run to come, never "skipped" when the session stops before its turn.
-        lacking = {spec.run_id: catalog.available(spec.framework, spec.model) for spec in self.specs}
         unavailable: dict[tuple[str, str], str] = {}  # cells whose runner said so: their other runs too
         try:
+            self._begin()
+            # A model its framework lacks (PNASNet in Keras) is unavailable from the start: never queued as
+            # a run to come, never "skipped" when the session stops before its turn.
+            lacking = {spec.run_id: catalog.available(spec.framework, spec.model) for spec in self.specs}
             for spec in self.specs:
                 ok, reason = lacking[spec.run_id]
                 if not ok:
@@ -235,11 +239,36 @@ class Engine(Pausable):
         except asyncio.CancelledError:
             self._cancelled = True  # the task itself was cancelled: the session is interrupted
             raise
+        except Exception as exc:  # noqa: BLE001 - benchtui's own fault: said in the session, never "complete"
+            self.crashed(exc)
         finally:
             if self.current is not None:  # cancelled from outside (task cancel): leave no process
                 self.current.kill_now()
             self._end()
         return self.status
+
+    def crashed(self, exc: BaseException) -> None:
+        """An exception of benchtui's own escaped the plan: the session ends "failed" with its reason (in
+        session.json's ``failure``, the traceback in ``error_traceback``), the run it stopped "failed",
+        every run not started "skipped". What was recorded stays as it was."""
+        if self.error:
+            return
+        self.error = f"benchtui stopped on an internal error: {type(exc).__name__}: {str(exc)[:300]}"
+        self.writer.meta["failure"] = self.error
+        self.writer.meta["error_traceback"] = "".join(traceback.format_exception(exc))[-16000:]
+        for run_id, state in self.model.runs.items():
+            if state.finished:
+                continue
+            status, reason = (
+                ("skipped", "the session failed before this run: " + self.error)
+                if state.status is RunStatus.QUEUED
+                else ("failed", self.error)
+            )
+            try:
+                self._parent_event("run_end", run_id, status=status, reason=reason)
+            except Exception:  # noqa: BLE001 - the listener may be what failed: recorded without it
+                self.listener = None
+                self._parent_event("run_end", run_id, status=status, reason=reason)
 
     def _begin(self) -> None:
         """The session starts: its device chosen and recorded, the sampler sampling into it."""
@@ -259,16 +288,21 @@ class Engine(Pausable):
 
     def _end(self) -> None:
         """The session ends: sampling stopped, its status and summary written."""
-        if self.sampler is not None:
-            self.sampler.stop()
-            # Clocks and throttle reasons at the end too: did the GPU slow down during the session?
-            self.writer.meta["gpus_end"] = self.sampler.gpus()
+        try:
+            if self.sampler is not None:
+                self.sampler.stop()
+                # Clocks and throttle reasons at the end too: did the GPU slow down during the session?
+                self.writer.meta["gpus_end"] = self.sampler.gpus()
+            summary = self.model.summary()
+        except Exception as exc:  # noqa: BLE001 - the session is still finished, "failed" with the reason
+            self.crashed(exc)
+            summary = {"failure": self.error}
         self.status = self._final_status()
-        self.writer.finish(self.status, self.model.summary())
+        self.writer.finish(self.status, summary)
 
     def _final_status(self) -> str:
         states = [r.status for r in self.model.runs.values()]
-        if self.storage_error is not None:
+        if self.storage_error is not None or self.error:
             return "failed"
         if self._cancelled:
             return "interrupted"
@@ -529,6 +563,8 @@ class Engine(Pausable):
                 if line is None:
                     raise Malformed(f"a line longer than {MAX_LINE_BYTES} bytes")
                 event = parse_line(line)
+                if event["type"] in PARENT_ONLY:
+                    raise Malformed(f"a {event['type']!r} event is the parent's to write, not a runner's")
             except Malformed as exc:
                 malformed += 1
                 note = f"[benchtui] malformed event line ({exc}): {(line or b'')[:200]!r}\n"

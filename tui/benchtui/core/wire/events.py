@@ -212,6 +212,11 @@ PARENT_EVENTS: dict[str, type] = {
 }
 
 
+#: Types only the parent writes (its own events, the sampler's, the batch search's, the session's end):
+#: a runner's line of one of these is malformed, never recorded as the parent's.
+PARENT_ONLY = frozenset((*PARENT_EVENTS, "session_end", "probe_start", "probe", "batch_choice"))
+
+
 class Malformed(ValueError):
     """A line that is not a wire event."""
 
