@@ -147,10 +147,10 @@ def test_peak_fraction_on_a_known_gpu_by_precision() -> None:
         plan,
         {
             ("torch", 1): _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="amp-bf16"),
-            ("tensorflow", 1): _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="fp32"),
+            ("tensorflow", 1): _run("r", [4.0, 2.0, 2.0], per_step=50e12, device=H100, precision="fp32"),
         },
     )
-    # 4 steps x 100e12 FLOPs in 4 s = 100 TFLOP/s; H100 SXM dense peaks: BF16 989.5, FP32 67.
+    # 4 steps x 100e12 FLOPs in 4 s = 100 TFLOP/s (50 at FP32); H100 SXM dense peaks: BF16 989.5, FP32 67.
     bf16 = model.row("torch", "resnet50")
     assert bf16["achieved_tflops"] == pytest.approx(100.0)
     assert bf16["peak_tflops"] == pytest.approx(989.5)
@@ -158,7 +158,19 @@ def test_peak_fraction_on_a_known_gpu_by_precision() -> None:
     assert "H100 SXM" in bf16["peak_source"] and "BF16" in bf16["peak_source"]
     fp32 = model.row("tensorflow", "resnet50")
     assert fp32["peak_tflops"] == pytest.approx(67.0)
-    assert fp32["peak_fraction"] == pytest.approx(100.0 / 67.0)
+    assert fp32["peak_fraction"] == pytest.approx(50.0 / 67.0)
+
+
+def test_a_rate_above_the_gpus_peak_is_refused() -> None:
+    """100 TFLOP/s at FP32 on an H100 (peak 67): the count is wrong, whatever it says."""
+    plan = _plan(runs=1)
+    model = _model(
+        plan, {("torch", 1): _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="fp32")}
+    )
+    row = model.row("torch", "resnet50")
+    assert row["achieved_tflops"] is None and row["peak_fraction"] is None and row["flops_per_step"] is None
+    assert "above its GPU's peak of 67 TFLOP/s" in row["flops_reason"]
+    assert [w["kind"] for w in row["warnings"]] == ["flops-refused"]
 
 
 def test_failed_count_is_reported_and_missing_count_is_none() -> None:
@@ -248,7 +260,7 @@ def _data_parallel_run(run: str, counted_batch: int, gpus: list[str]) -> list[di
 
 @pytest.mark.parametrize("counted_batch", [8, 16], ids=["one-replica-count", "global-count"])
 def test_percent_of_peak_of_a_data_parallel_run_is_over_every_gpu_it_used(counted_batch: int) -> None:
-    plan = _plan(frameworks=["torch"], runs=1, devices=2)
+    plan = _plan(frameworks=["torch"], runs=1, devices=2, samples=32)  # 2 steps of 2 x 8 an epoch
     model = _model(plan, {("torch", 1): _data_parallel_run("r", counted_batch, [H100["name"]] * 2)})
     row = model.row("torch", "resnet50")
     # 2 GPUs x 8 images a step, 4 steps in epochs 2..3 (4 s): 64 images in 4 s = 16 images/s;
@@ -267,7 +279,7 @@ def test_percent_of_peak_of_a_data_parallel_run_is_over_every_gpu_it_used(counte
 
 
 def test_the_peak_of_a_run_over_different_gpus_is_the_sum_of_theirs() -> None:
-    plan = _plan(frameworks=["torch"], runs=1, devices=2)
+    plan = _plan(frameworks=["torch"], runs=1, devices=2, samples=32)  # 2 steps of 2 x 8 an epoch
     a100 = "NVIDIA A100-SXM4-80GB"
     model = _model(plan, {("torch", 1): _data_parallel_run("r", 8, [H100["name"], a100])})
     row = model.row("torch", "resnet50")

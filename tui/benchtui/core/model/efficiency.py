@@ -116,6 +116,45 @@ def run_peak(run: RunState) -> tuple[float, str] | None:
     return total, f"{total:g} TFLOP/s over {n} GPUs: " + "; ".join(p[1] for p in known)
 
 
+#: TFLOP/s no device of a kind reaches when its own peak is not known (dense, per device): a CPU (the
+#: largest two-socket servers with matrix units are in the hundreds), a GPU (the largest are a few
+#: thousand at FP8). A FLOP count that gives more is wrong, whatever it says.
+CEILING_TFLOPS = {"cpu": 1_000.0, "cuda": 10_000.0}
+#: How far above its datasheet peak a measured rate may be before it is refused (clocks, counting
+#: conventions that differ by a few percent).
+PEAK_SLACK = 1.10
+
+
+def flops_ceiling(run: RunState) -> tuple[float, str]:
+    """(TFLOP/s, what it is) that ``run``'s achieved rate cannot exceed: its GPUs' peak with some slack
+    when known, else what no device of its kind reaches, times the devices it used."""
+    peak = run_peak(run)
+    if peak is not None:
+        return peak[0] * PEAK_SLACK, f"its GPU's peak of {peak[0]:g} TFLOP/s ({peak[1]})"
+    kind = run.device_kind if run.device_kind in CEILING_TFLOPS else "cuda"
+    n = devices_used(run)
+    limit = CEILING_TFLOPS[str(kind)] * n
+    return limit, f"{limit:g} TFLOP/s, more than any {'CPU' if kind == 'cpu' else 'GPU'}" + (
+        f" × {n}" if n > 1 else ""
+    )
+
+
+def refused_flops(runs: Sequence[RunState]) -> str:
+    """Why the FLOP counts of ``runs`` are refused ("" when they are believable): a count whose rate is
+    above its device's peak (``flops_ceiling``) is not physics, and no efficiency figure is made from it."""
+    for run in runs:
+        achieved = run_tflops(run)
+        if achieved is None:
+            continue
+        limit, what = flops_ceiling(run)
+        if achieved > limit:
+            return (
+                f"FLOP count refused: {run.spec.run_id}'s count of {job_flops_per_step(run):.3g} per step "
+                f"would make {achieved:.3g} TFLOP/s, above {what}"
+            )
+    return ""
+
+
 def cell_efficiency(
     runs: Sequence[RunState],
     images_per_s: float | None = None,
@@ -127,19 +166,20 @@ def cell_efficiency(
     time) and its 95% interval: with one FLOP count for every run, achieved TFLOP/s and
     its interval are those scaled by FLOPs per image, so they tell the same story.
     """
+    refused = refused_flops(runs)
     events = [r.flops for r in runs if r.flops]
-    counted = [f for f in events if f.get("per_step")]
+    counted = [] if refused else [f for f in events if f.get("per_step")]
     per_step = [float(f["per_step"]) for f in counted]
     per_image = [float(f["per_image"]) for f in counted if f.get("per_image")]
-    achieved = [v for v in (run_tflops(r) for r in runs) if v is not None]
+    achieved = [] if refused else [v for v in (run_tflops(r) for r in runs) if v is not None]
     out: dict[str, Any] = {
         "flops_per_step": mean(per_step) if per_step else None,
         "flops_per_image": mean(per_image) if per_image else None,
         "flops_method": str(counted[0].get("method") or "") if counted else "",
         "flops_counted": str(counted[0].get("counted") or "") if counted else "",
-        "flops_reason": ""
-        if counted
-        else str(next((f.get("reason") for f in events if f.get("reason")), "")),
+        "flops_reason": refused
+        or ("" if counted else str(next((f.get("reason") for f in events if f.get("reason")), ""))),
+        "flops_refused": refused,
         "achieved_tflops": mean(achieved) if achieved else None,  # replaced below when counts agree
         "achieved_tflops_spread": describe(achieved),
         "achieved_tflops_ci": None,
@@ -153,7 +193,7 @@ def cell_efficiency(
     if same_count and images_ci and images_ci[0] is not None and images_ci[1] is not None:
         out["achieved_tflops_ci"] = [images_ci[0] * per_image[0] / TERA, images_ci[1] * per_image[0] / TERA]
     peak = next((p for p in (run_peak(r) for r in runs) if p is not None), None)
-    if peak is not None:
+    if peak is not None and not refused:
         out["peak_tflops"], out["peak_source"] = peak
         if out["achieved_tflops"] is not None:
             out["peak_fraction"] = out["achieved_tflops"] / peak[0]
@@ -183,7 +223,8 @@ def live_tflops(run: RunState, cell: Sequence[RunState], window: int = 20) -> fl
         return None
     recent = run.batch_seconds[max(1, n - window) :]
     total = sum(recent)
-    return per_step * len(recent) / total / TERA if total > 0 else None
+    value = per_step * len(recent) / total / TERA if total > 0 else None
+    return value if value is None or value <= flops_ceiling(run)[0] else None  # a count past physics
 
 
 def live_figures(run: RunState, cell: Sequence[RunState]) -> dict[str, Any]:

@@ -103,6 +103,8 @@ class CautionKind(str, Enum):
     MISSING_DATA = "missing-data"  # epochs or steps of a run are missing from its events
     ARCHITECTURE = "architecture"  # the frameworks do not build the same network (parameters or FLOPs differ)
     PROFILE = "profile"  # --profile: a run's profile failed or its trace was dropped (the run itself counts)
+    PARTIAL = "partial"  # no run finished: the figures are what runs cut short completed before they stopped
+    FLOPS_REFUSED = "flops-refused"  # a FLOP count that would put the run above its device's peak
 
     def __str__(self) -> str:
         return self.value

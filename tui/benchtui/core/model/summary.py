@@ -47,6 +47,10 @@ HEADLINE = (
 #: Latency per batch (forward only for inference, a training step otherwise): these quantiles of
 #: the batch times after warm-up, as ``latency_p50_s`` and so on.
 LATENCY_QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
+#: Most steps one batch line of a watched command may stand for when its hooks gave no steps per epoch
+#: (a window is about 0.3 s of steps: a million is a microsecond a step). A plan's run is bounded by
+#: its own steps per epoch.
+MAX_WATCH_WINDOW = 1 << 20
 #: A watch session's row when its run sent no timing: the reason every view prints for it.
 NO_TIMINGS = (
     "no timings: the command sent no batch or epoch (it does not use benchtui's timing hooks, StepTimer "
@@ -155,6 +159,15 @@ class SessionModel:
         self.current = run.spec.run_id
 
     def _on_hello(self, run: RunState, event: HelloEvent) -> None:
+        if run.hello:
+            raise ValueError("a second hello: the first is kept")
+        if not self.plan.watch:  # an epoch has at most the plan's samples (a last partial batch is dropped)
+            for name in ("steps_per_epoch", "samples_per_epoch"):
+                said = event.get(name)
+                if isinstance(said, int) and said > self.plan.samples:
+                    raise ValueError(
+                        f"hello.{name} {said} is more than the plan's {self.plan.samples} samples"
+                    )
         run.hello = dict(event)
         run.status = RunStatus.RUNNING if self.plan.watch else RunStatus.BUILDING
 
@@ -167,6 +180,19 @@ class SessionModel:
             run.status = RunStatus.RUNNING
             run.current_epoch = 1
 
+    def _check_window(self, run: RunState, step: int, steps: int) -> None:
+        """A window ends inside its epoch: at its runner's steps per epoch (its hello's, itself at most the
+        plan's samples), so what one line stands for is bounded by the plan, never by the line. A watched
+        command's hooks may give no count: its windows hold at most ``MAX_WATCH_WINDOW`` steps."""
+        said = run.hello.get("steps_per_epoch")
+        bound = (
+            said if isinstance(said, int) and said > 0 else (None if self.plan.watch else self.plan.samples)
+        )
+        if bound is not None and step > bound:
+            raise ValueError(f"step {step} is beyond the epoch's {bound} steps")
+        if self.plan.watch and steps > MAX_WATCH_WINDOW:
+            raise ValueError(f"a window of {steps} steps (at most {MAX_WATCH_WINDOW})")
+
     def _on_batch(self, run: RunState, event: BatchEvent) -> None:
         # A window of steps: each of its steps took the window's mean (benchtui_runners.timing).
         steps = int(event.get("steps") or 1)
@@ -175,6 +201,7 @@ class SessionModel:
         seconds, epoch, step = float(event["seconds"]), int(event["epoch"]), int(event["step"])
         if (run.epochs_planned and epoch > run.epochs_planned) or step < steps:
             raise ValueError("a step outside the plan")
+        self._check_window(run, step, steps)  # what a window may hold is the plan's, not the line's
         # Steps by their numbers: a window that does not start where the last one ended means
         # lost lines; the gap is counted and said, never filled in.
         before = run.current_step if epoch == run.current_epoch else 0
@@ -198,6 +225,8 @@ class SessionModel:
         epoch = int(event["epoch"])
         if run.epochs_planned and epoch > run.epochs_planned:
             raise ValueError("an epoch outside the plan")
+        if epoch in run.epoch_times:
+            raise ValueError(f"epoch {epoch} again: the first is kept")
         run.epoch_times[epoch] = float(event["seconds"])
         run.epoch_samples[epoch] = int(event.get("samples") or 0)
 
@@ -311,9 +340,19 @@ class SessionModel:
             row["reason"] = next(r.reason or str(r.status) for r in runs if r.status in FINAL)
         else:
             row["status"] = CellStatus.PENDING
+        partial: list[RunState] = []
         if self.plan.watch:
             ok = self.measured_runs(framework, model)
             row["runs"] = len(ok)
+        elif row["status"] == CellStatus.INCOMPLETE:
+            # No run finished: what the runs cut short measured before they stopped (their epochs done,
+            # their build) is shown, said as such; never a ratio or a verdict (those take finished runs).
+            partial = [r for r in runs if r.status in CUT_SHORT and r.epoch_times]
+            partial += [
+                r for r in runs if r.status in CUT_SHORT and not r.epoch_times and r.phase_seconds("build")
+            ]
+            ok = partial
+        row["partial_runs"] = len(partial)
         per_run = [r.figures() for r in ok]
         row["spread"] = {}
         for name in HEADLINE:
@@ -338,6 +377,18 @@ class SessionModel:
         row["warmup_s"] = [s for _, s in cuts]
         row["steady_images_per_s"] = analysis.steady_throughput(ok)
         row["warnings"] = analysis.cell_warnings(ok, row["spread"], row["batch"])
+        if partial:
+            done = ", ".join(
+                f"{r.spec.run_id}: {len(r.epoch_times)} of {self.plan.epochs} epoch(s)" for r in partial[:3]
+            )
+            row["warnings"].insert(
+                0,
+                caution(
+                    CautionKind.PARTIAL,
+                    f"from run(s) cut short ({row.get('reason') or 'interrupted'}): what they completed "
+                    f"before they stopped ({done}); not the plan's full protocol",
+                ),
+            )
         gaps = [(r, r.missing_epochs()) for r in ok]
         gaps = [(r, missing) for r, missing in gaps if missing or r.missing_steps]
         if gaps:
@@ -390,6 +441,8 @@ class SessionModel:
         row["memory_source"] = ok[0].memory_source if ok else ""
         # Compute efficiency (additive): FLOPs per step, achieved TFLOP/s, % of the GPU's peak.
         eff = efficiency.cell_efficiency(ok, row["images_per_s"], row["ci"].get("images_per_s"))
+        if refused := eff.pop("flops_refused"):
+            row["warnings"].append(caution(CautionKind.FLOPS_REFUSED, refused))
         row["spread"]["achieved_tflops"] = eff.pop("achieved_tflops_spread")
         row["ci"]["achieved_tflops"] = eff.pop("achieved_tflops_ci")
         row.update(eff)
