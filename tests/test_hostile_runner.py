@@ -174,6 +174,35 @@ def test_an_interrupted_runs_completed_epochs_are_shown(tmp_path: Path, hostile_
     assert json.dumps(exported).count("partial_runs") >= 1
 
 
+def test_a_log_the_disk_refuses_is_said_in_the_session(
+    tmp_path: Path, hostile_python: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's log on /dev/full (ENOSPC from the kernel): the run itself is fine, its row says what the
+    log lost, and nothing raises at the log's close."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    plan = Plan(
+        frameworks=["torch"],
+        models=["resnet50"],
+        image_size=32,
+        samples=32,
+        batch_sizes={"resnet50": 8},
+        epochs=2,
+        runs=1,
+        device="cpu",
+        python={"torch": str(hostile_python)},
+    ).validate()
+    monkeypatch.setenv("BENCHTUI_HOSTILE", "chatter")
+    session = start_session(plan, tmp_path / "sessions", use_nvml=False)
+    monkeypatch.setattr(session.writer, "log_path", lambda run_id: Path("/dev/full"))
+    assert asyncio.run(session.engine.run()) == "complete"
+    end = run_end_of(session.path)
+    assert end["status"] == "ok" and "No space left on device" in end["log_problem"]
+    row = strict_json(session.path / "summary.json")["rows"][0]  # type: ignore[index]
+    assert [w["kind"] for w in row["warnings"]] == ["log-cut"]
+    assert "log is incomplete" in benchtui("show", str(session.path)).stdout
+
+
 # -- benchtui's own faults: the session says "failed", with the reason --------------------------------
 STAGES = ("begin", "start_runner", "apply", "listener", "summary")
 

@@ -10,6 +10,7 @@ ignores everything but ``--config``. Modes (comma-separated):
   stall        sends its hello and first step, then stops itself (SIGSTOP)
   grandchild   leaves a child that holds the event pipe open for 10 minutes, then exits
   flood        writes 80 MB to stdout before training
+  chatter      writes 64 KB to stdout before training
   overlong     one 2 MiB event line before training
   control      fails with an error whose message holds terminal escape sequences
   exit-early   exits with code 3 after the first epoch
@@ -50,6 +51,8 @@ def main() -> int:
         chunk = b"x" * 1023 + b"\n"
         for _ in range(80 * 1024):
             os.write(1, chunk)
+    if "chatter" in MODES:
+        os.write(1, (b"x" * 1023 + b"\n") * 64)
     if "overlong" in MODES:
         put(b'{"type":"error","message":"' + b"y" * (2 << 20) + b'"}\n')
     bs, epochs = int(CONFIG["batch_size"]), int(CONFIG["epochs"])

@@ -38,6 +38,7 @@ class RunState:
     peak_bytes: int | None = None
     memory_source: str = ""
     malformed: int = 0
+    log_problem: str = ""  # what the run's log lost (a full disk), from its run_end
     done: bool = False
     # CPU that other processes used while this run trained (cores), from the sampler.
     other_cpu_sum: float = 0.0

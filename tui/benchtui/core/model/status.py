@@ -104,6 +104,7 @@ class CautionKind(str, Enum):
     ARCHITECTURE = "architecture"  # the frameworks do not build the same network (parameters or FLOPs differ)
     PROFILE = "profile"  # --profile: a run's profile failed or its trace was dropped (the run itself counts)
     PARTIAL = "partial"  # no run finished: the figures are what runs cut short completed before they stopped
+    LOG_CUT = "log-cut"  # a run's log could not be written whole (a full disk): what it lost
     FLOPS_REFUSED = "flops-refused"  # a FLOP count that would put the run above its device's peak
 
     def __str__(self) -> str:

@@ -273,6 +273,7 @@ class SessionModel:
         if event.get("reason"):
             run.reason = str(event["reason"])
         run.malformed = int(event.get("malformed") or 0)
+        run.log_problem = str(event.get("log_problem") or "")
         if isinstance(event.get("other_cpu_cores"), (int, float)):
             run.other_cpu_recorded = float(event["other_cpu_cores"])
         if isinstance(event.get("other_gpu_processes"), int):
@@ -427,6 +428,15 @@ class SessionModel:
                     f"{max(others)} other process(es) used the GPU during a run"
                     + (f" ({mem / 2**20:.0f} MiB)" if mem else "")
                     + ": its times measure the sharing as much as the framework",
+                )
+            )
+        lost = [r for r in runs if r.log_problem]
+        if lost:
+            row["warnings"].append(
+                caution(
+                    CautionKind.LOG_CUT,
+                    f"run {lost[0].spec.run_id}'s log is incomplete: {lost[0].log_problem}"
+                    + (f"; {len(lost) - 1} other run(s) too" if len(lost) > 1 else ""),
                 )
             )
         # --profile: a profile that failed or a trace dropped is a note on the row, never a failed run.

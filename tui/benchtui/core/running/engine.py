@@ -388,7 +388,7 @@ class Engine(Pausable):
         error: dict[str, Any] = {}
         done: dict[str, Any] = {}
         try:
-            log = open(self.writer.log_path(probe_id), "ab")  # noqa: SIM115 - closed below
+            log = open(self.writer.log_path(probe_id), "ab", buffering=0)  # noqa: SIM115 - closed below
         except OSError as exc:
             self.storage_failed(self.writer.failed_write(exc, "a probe's log"))
             return "error"
@@ -462,7 +462,8 @@ class Engine(Pausable):
         python = self.plan.python_for(spec.framework)
         self._stop_current = False
         try:
-            log = open(self.writer.log_path(spec.run_id), "ab")  # noqa: SIM115 - closed below
+            # Unbuffered: what a full disk refused is said (log_problem), never raised again at close.
+            log = open(self.writer.log_path(spec.run_id), "ab", buffering=0)  # noqa: SIM115 - closed below
         except OSError as exc:
             self.storage_failed(self.writer.failed_write(exc, "a runner's log"))
             self._parent_event("run_end", spec.run_id, status="failed", reason=f"no log: {exc.strerror}")
@@ -528,12 +529,19 @@ class Engine(Pausable):
             status, reason = "ok", ""
         else:
             status, reason = "failed", describe_exit(returncode)
-        self._end_run(spec, status, reason, returncode, malformed)
+        self._end_run(spec, status, reason, returncode, malformed, proc.log_problem)
 
     def _end_run(
-        self, spec: RunSpec, status: str, reason: str, returncode: int | None, malformed: int
+        self,
+        spec: RunSpec,
+        status: str,
+        reason: str,
+        returncode: int | None,
+        malformed: int,
+        log_problem: str | None = None,
     ) -> None:
-        """The run's ``run_end``: how it ended, and what the sampler saw while it ran."""
+        """The run's ``run_end``: how it ended, what the sampler saw while it ran, and what its log lost
+        when the log could not be written (``RunnerProcess.log_problem``)."""
         state = self.model.runs[spec.run_id]
         self._parent_event(
             "run_end",
@@ -542,6 +550,7 @@ class Engine(Pausable):
             reason=reason,
             returncode=returncode,
             malformed=malformed,
+            **({"log_problem": log_problem} if log_problem else {}),
             other_cpu_cores=state.other_cpu,  # what the sampler saw; loading must not need the samples
             other_gpu_processes=state.other_gpu_procs,
             other_gpu_memory=state.other_gpu_mem,

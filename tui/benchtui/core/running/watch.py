@@ -92,8 +92,8 @@ class WatchEngine(Engine):
         self._ending = asyncio.Event()
         if self._ended:  # ended before it began
             self._ending.set()
-        self._begin()
         try:
+            self._begin()
             if self.command:
                 await self._watch_command()
             else:
@@ -101,6 +101,8 @@ class WatchEngine(Engine):
         except asyncio.CancelledError:
             self._cancelled = True  # the task itself was cancelled: benchtui is going away
             raise
+        except Exception as exc:  # noqa: BLE001 - benchtui's own fault: said in the session, never "ok"
+            self.crashed(exc)
         finally:
             if self.current is not None:  # leave no process behind, whatever happened
                 self.current.kill_now()
@@ -125,7 +127,7 @@ class WatchEngine(Engine):
         )
 
     def _final_status(self) -> str:
-        if self.storage_error is not None:
+        if self.storage_error is not None or self.error:
             return str(SessionStatus.FAILED)
         return str(FINAL.get(self.model.runs[self.spec.run_id].status, SessionStatus.FAILED))
 
@@ -160,7 +162,7 @@ class WatchEngine(Engine):
             self._end_run(spec, "stopped", "stopped before the command started", None, 0)
             return
         try:
-            log = open(self.writer.log_path(spec.run_id), "ab")  # noqa: SIM115 - closed below
+            log = open(self.writer.log_path(spec.run_id), "ab", buffering=0)  # noqa: SIM115 - closed below
         except OSError as exc:
             self.storage_failed(self.writer.failed_write(exc, "the command's log"))
             self._started()
@@ -205,7 +207,7 @@ class WatchEngine(Engine):
             status, reason = "ok", ""
         else:
             status, reason = "failed", exit_words(returncode)
-        self._end_run(spec, status, reason, returncode, malformed)
+        self._end_run(spec, status, reason, returncode, malformed, proc.log_problem)
 
     def _on_event(self, spec: RunSpec, event: dict[str, Any]) -> None:
         """The hooks' hello names the command's framework: the run, the plan and the session take it, so

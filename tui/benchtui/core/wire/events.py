@@ -163,6 +163,7 @@ class RunEndEvent(_Event, total=False):
     other_gpu_processes: int
     other_gpu_memory: int
     per_gpu: list[dict[str, Any]]  # data parallel: {index, util, mem_max, power_w, samples} per GPU
+    log_problem: str  # what the run's log lost because it could not be written (absent: nothing)
     # Means over the samples taken while the run trained (its GPUs), as the sampler read them:
     # NVML's utilization (a kernel was running) and, where readable, the profiling counters (%).
     gpu_util: float
@@ -525,6 +526,7 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
         "reason": _text(_LONG_TEXT),
         "returncode": _int(-(2**31), 2**31),
         "malformed": _COUNT,
+        "log_problem": _text(_LONG_TEXT),
         "other_cpu_cores": _float(0.0, 1e6),
         "other_gpu_processes": _COUNT,
         "other_gpu_memory": _COUNT,
