@@ -114,4 +114,4 @@ def test_a_huge_module_is_not_read_whole(tmp_path: Path) -> None:
     result = _check_in_fresh_process(folder, "huge:build")
     assert result["outcome"] == "ok", result  # what it defines cannot be known here: the run will tell
     assert isinstance(result["peak_mb"], float) and result["peak_mb"] < 200, result
-    assert isinstance(result["seconds"], float) and result["seconds"] < 1.0, result
+    # Its time is a benchmark's business (busy CI machines): memory says it was never read.
