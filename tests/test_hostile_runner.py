@@ -55,6 +55,39 @@ def test_any_parser_error_is_one_malformed_line() -> None:
     event["message"].encode("utf-8")
 
 
+HUGE_INT_SCRIPT = """
+import json, os, time
+fd = int(os.environ["BENCHTUI_EVENT_FD"])
+os.write(fd, b'{"type":"batch","epoch":1,"step":1,"seconds":0.1,"samples":' + b"9" * 5000 + b"}\\n")
+os.write(fd, (json.dumps({"type": "hello", "t": time.monotonic(), "framework": "torch"}) + "\\n").encode())
+print("after the line")
+"""
+
+
+def test_a_huge_integer_is_one_bad_line_for_watch_and_for_every_collector(tmp_path: Path) -> None:
+    """``benchtui watch`` and ``collect_events`` (doctor, parity) read the same pipe through parse_line."""
+    from benchtui.core.running.launcher import collect_events, start_command
+
+    script = tmp_path / "huge.py"
+    script.write_text(HUGE_INT_SCRIPT)
+    root = tmp_path / "sessions"
+    proc = benchtui("watch", "--headless", "--sessions-dir", str(root), "--", sys.executable, str(script))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    session = only_session(root)
+    assert json.loads((session / "session.json").read_text())["status"] == "complete"
+    assert run_end_of(session)["malformed"] == 1
+
+    async def collect() -> list[dict[str, Any]]:
+        with open(tmp_path / "log", "wb") as log:
+            started = await start_command([sys.executable, str(script)], log, tmp_path)
+            try:
+                return await collect_events(started)
+            finally:
+                started.close()
+
+    assert [e["type"] for e in asyncio.run(collect())] == ["hello"]
+
+
 def test_an_integer_past_pythons_limit_is_one_malformed_line(tmp_path: Path, hostile_python: Path) -> None:
     good, good_session, _ = run_hostile(tmp_path / "good", hostile_python, "")
     proc, session, _ = run_hostile(tmp_path / "bad", hostile_python, "huge-int")
