@@ -97,6 +97,13 @@ def test_an_integer_past_pythons_limit_is_one_malformed_line(tmp_path: Path, hos
     assert figures(session) == figures(good_session)
 
 
+def test_a_huge_integer_in_a_batch_size_probe_is_one_bad_line(tmp_path: Path, hostile_python: Path) -> None:
+    proc, session, _ = run_hostile(tmp_path, hostile_python, "huge-int", "--batch-size", "auto")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    probes = [e for e in events_of(session) if e["type"] == "probe"]
+    assert probes and all(p["result"] == "ok" for p in probes)
+
+
 def test_a_runner_cannot_send_the_parents_events(tmp_path: Path, hostile_python: Path) -> None:
     good, good_session, _ = run_hostile(tmp_path / "good", hostile_python, "")
     proc, session, _ = run_hostile(tmp_path / "bad", hostile_python, "parent-types")
