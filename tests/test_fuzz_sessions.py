@@ -6,6 +6,13 @@ offsets, bytes replaced, fields of session.json given wrong types) and every rea
 each copy: ``show``, every export, ``compare`` and a replay. Each must end with exit 0 or 2
 and no exception; a damaged events.jsonl must be said in a warning; and the figures of every
 run whose lines were not touched must be exactly those of the undamaged session.
+
+Then each of session.json, summary.json and events.jsonl is made something a writer never
+makes (a FIFO, a folder, a link to /dev/zero or to a file, a 20 GB hole, a file at and just over
+its bound, a line nested 100,000 deep) and every reader runs on it in a fresh process, as a user
+runs it: ``sessions``, ``show``, every export, ``compare``, a replay and the sessions screen's
+loading. Each must end well within a timeout (a hang fails, never blocks), within 200 MB, with a
+listing or a warning (exit 0) or one line (exit 2), never a traceback.
 """
 
 from __future__ import annotations
@@ -14,9 +21,14 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 import random
 import shutil
+import subprocess
 import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +36,14 @@ import pytest
 
 from benchtui.cli import main
 from benchtui.core.running.replay import Replayer
-from benchtui.core.store.session import SessionError, load_session
-from conftest import benchtui, only_session
+from benchtui.core.store.session import (
+    MAX_EVENT_LINE_BYTES,
+    MAX_META_BYTES,
+    MAX_SUMMARY_BYTES,
+    SessionError,
+    load_session,
+)
+from conftest import ROOT, benchtui, only_session
 
 HOSTILE = Path(__file__).parent / "data" / "hostile_runner.py"
 MEASURED = ("mean_epoch_s", "first_epoch_s", "mean_epoch_excl_first_s", "images_per_s")
@@ -35,7 +53,11 @@ WRONG = [None, 7, -1, 1e308, "text", [], {}, True, [1, "x"], {"a": None}]
 
 @pytest.fixture(scope="module")
 def real_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("fuzz")
+    return record_session(tmp_path_factory.mktemp("fuzz"))
+
+
+def record_session(tmp: Path) -> Path:
+    """A session written by the real engine, through a stand-in runner (2 frameworks x 2 runs x 3 epochs)."""
     python = tmp / "python"
     python.write_text(f'#!/bin/sh\nexec {sys.executable} {HOSTILE} "$@"\n')
     python.chmod(0o755)
@@ -286,3 +308,285 @@ def test_wrong_types_in_every_event_field(real_session: Path, tmp_path: Path, pa
             damaged |= set(figures)
         check(path, real_session, damaged, figures, warn=False)
         shutil.rmtree(path.parent)
+
+
+# -- files a writer never makes: every reader, bounded in time and memory ------------------------
+GIB = 1 << 30
+#: What a reader may take on any folder (the issue's bounds). The tests hold the memory bound and a
+#: timeout that only catches hangs; benchmarks/hostile_readers.py measures each reader's time.
+READER_S, READER_MB, HANG_S = 1.0, 200, 10.0
+#: A reader that tries to take a 20 GB file in fails fast under this cap instead of swapping.
+ADDRESS_CAP = 4 * GIB
+#: The sessions screen's loading: the list (read on the UI thread as the screen mounts), then each
+#: session's summary as its worker draws it (the screen shows one it cannot read as a red line).
+_SCREEN = """
+def screen(root):
+    from pathlib import Path
+    from benchtui.core.store.session import SessionError, list_sessions
+    from benchtui.screens.sessions import summary_view
+    for info in list_sessions(root):
+        print(info["status"], info["name"], info.get("error", ""))
+        try:
+            summary_view(Path(info["path"]), 100)
+        except SessionError as exc:
+            print(f"Cannot read {info['name']}: {exc}")
+    return 0
+"""
+#: A replay's reading (what the live screen plays), every event applied without waiting.
+_REPLAY = """
+def replay(path):
+    import sys
+    from benchtui.core.running.replay import replay_all
+    from benchtui.core.store.session import SessionError
+    try:
+        replay_all(path)
+    except SessionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+"""
+#: Readers run one after another in one fresh process: a command line's through ``main`` (what
+#: ``python -m benchtui`` runs), the others by name. Prints each one's exit, output, wall time and the
+#: process's peak memory after it, as JSON.
+_READ_ALL = (
+    _SCREEN
+    + _REPLAY
+    + r"""
+import contextlib, io, json, resource, sys, time, traceback
+from benchtui.cli import main
+named = {"screen": screen, "replay": replay}
+results = {}
+for name, args in json.loads(sys.argv[1]).items():
+    out, err = io.StringIO(), io.StringIO()
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = named[args[1]](args[2]) if args[0] == ":" else main(args)
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            rc = 1
+    wall = time.perf_counter() - started
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    results[name] = {"rc": rc, "wall_s": wall, "rss_mb": rss, "out": out.getvalue()[-20000:], "err": err.getvalue()[-20000:]}
+print(json.dumps(results))
+"""
+)
+
+
+@dataclass
+class Read:
+    """One reader's run on one folder."""
+
+    reader: str
+    rc: int | None  # None: it did not end before the timeout
+    wall_s: float
+    rss_mb: float  # the peak of its process (in one process with others: the peak so far)
+    out: str
+    err: str
+
+
+def _child(args: list[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
+    """``args`` in a fresh process from the repository, under the address-space cap; None at the timeout."""
+
+    def cap() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_CAP, ADDRESS_CAP))
+
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "COLUMNS": "120"}
+    try:
+        return subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=cap,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def read_all(readers: dict[str, list[str]], timeout: float = HANG_S) -> dict[str, Read]:
+    """Every reader in one fresh process (one start-up for all): exits, outputs, wall times, memory.
+
+    A reader that hangs holds up the rest: every reader after it is reported as not having ended.
+    """
+    proc = _child([sys.executable, "-c", _READ_ALL, json.dumps(readers)], timeout + 5 * len(readers))
+    if proc is None:
+        return {name: Read(name, None, timeout, 0.0, "", "") for name in readers}
+    assert proc.returncode == 0 and proc.stdout, proc.stderr[-3000:]
+    return {name: Read(name, **got) for name, got in json.loads(proc.stdout.splitlines()[-1]).items()}
+
+
+def measured(reader: str, args: list[str], timeout: float = HANG_S) -> Read:
+    """One reader in a fresh process of its own, as a user runs it: its exit, output, wall time
+    (start-up included) and peak memory."""
+    argv = [sys.executable, "-c", _READ_ALL, json.dumps({reader: args})]
+    started = time.perf_counter()
+    proc = _child(argv, timeout)
+    wall = time.perf_counter() - started
+    if proc is None:
+        return Read(reader, None, wall, 0.0, "", "")
+    assert proc.returncode == 0 and proc.stdout, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.splitlines()[-1])[reader]
+    return Read(reader, **{**got, "wall_s": wall})
+
+
+def readers(bad: Path, good: Path, out: Path) -> dict[str, list[str]]:
+    """Every reader of a session folder: the command line's (its arguments), a replay and the sessions screen."""
+    return {
+        "sessions": ["sessions", "--sessions-dir", str(bad.parent)],
+        "show": ["show", str(bad)],
+        **{
+            f"export {fmt}": ["export", str(bad), "--format", fmt, "-o", str(out / f"x.{fmt}")]
+            for fmt in ("md", "csv", "json", "html")
+        },
+        "export --per-batch": [
+            "export",
+            str(bad),
+            "--format",
+            "csv",
+            "--per-batch",
+            "-o",
+            str(out / "b.csv"),
+        ],
+        "compare": ["compare", str(good), str(bad)],
+        "replay": [":", "replay", str(bad)],
+        "sessions screen": [":", "screen", str(bad.parent)],
+    }
+
+
+def _hole(path: Path, data: bytes) -> None:
+    """A 20 GB file with no newline: a hole (sparse: no disk), what a crash or a truncate leaves."""
+    path.write_bytes(b"")
+    os.truncate(path, 20 * GIB)
+
+
+def _tail_hole(path: Path, data: bytes) -> None:
+    """The file as it was, then a 20 GB hole."""
+    path.write_bytes(data)
+    os.truncate(path, len(data) + 20 * GIB)
+
+
+def _link_to_file(path: Path, data: bytes) -> None:
+    """A link to a file holding exactly what was there (refused: a writer never makes a link)."""
+    real = path.with_name(path.name + ".real")
+    real.write_bytes(data)
+    path.symlink_to(real)
+
+
+#: The most bytes each file may have (events.jsonl: the most one of its lines may have).
+BOUNDS = {
+    "session.json": MAX_META_BYTES,
+    "summary.json": MAX_SUMMARY_BYTES,
+    "events.jsonl": MAX_EVENT_LINE_BYTES,
+}
+
+
+def _sized(path: Path, data: bytes, over: int) -> None:
+    """At its bound (``over`` 0) or a byte past it: a JSON file padded with spaces; events.jsonl with
+    one line of that length (not JSON) before its own lines."""
+    bound = BOUNDS[path.name] + over
+    if path.suffix == ".json":
+        body = data.rstrip()
+        path.write_bytes(body + b" " * (bound - len(body)))
+    else:
+        path.write_bytes(b"x" * bound + b"\n" + data)
+
+
+def _densest(path: Path, data: bytes) -> None:
+    """At its bound with what costs the most memory parsed, ``[{},{},...]`` (about 25 times its bytes),
+    in a file that is otherwise whole: what a reader must take in."""
+    if path.suffix == ".json":
+        head = json.dumps(json.loads(data))[:-1].encode() + b', "pad": ['
+    else:
+        head = b'{"type":"note","t":1.0,"run":null,"pad":['
+    room = BOUNDS[path.name] - len(head) - len(b"{}]}")
+    text = head + b"{}," * (room // 3) + b" " * (room % 3) + b"{}]}"
+    assert len(text) == BOUNDS[path.name]
+    path.write_bytes(text if path.suffix == ".json" else text + b"\n" + data)
+
+
+def _deep(path: Path, data: bytes) -> None:
+    """Nested 100,000 deep: all of a JSON file; one line of events.jsonl, before its own lines."""
+    nested = b"[" * 100_000 + b"]" * 100_000
+    path.write_bytes(nested if path.suffix == ".json" else nested + b"\n" + data)
+
+
+#: What a session's file can be made that no writer makes; each gets what was there (its bytes).
+FILE_KINDS: dict[str, Callable[[Path, bytes], None]] = {
+    "missing": lambda path, data: None,
+    "empty": lambda path, data: path.write_bytes(b""),
+    "fifo": lambda path, data: os.mkfifo(path),
+    "folder": lambda path, data: path.mkdir(),
+    "link to /dev/zero": lambda path, data: path.symlink_to("/dev/zero"),
+    "link to a file": _link_to_file,
+    "20 GB hole": _hole,
+    "20 GB hole after it": _tail_hole,
+    "at its bound": lambda path, data: _sized(path, data, 0),
+    "a byte over its bound": lambda path, data: _sized(path, data, 1),
+    "at its bound, densest": _densest,
+    "nested 100,000 deep": _deep,
+}
+FILES = ("session.json", "summary.json", "events.jsonl")
+
+
+def hostile_folder(real_session: Path, root: Path, file: str, kind: str) -> tuple[Path, Path]:
+    """A good copy of the session and a copy whose ``file`` is made ``kind``, side by side in ``root``."""
+    good = root / f"20200101T000000Z_{real_session.name.partition('_')[2]}"
+    bad = root / f"20300101T000000Z_{slug(file)}-{slug(kind)}"
+    shutil.copytree(real_session, good)
+    shutil.copytree(real_session, bad)
+    data = (bad / file).read_bytes()
+    (bad / file).unlink()
+    FILE_KINDS[kind](bad / file, data)
+    return good, bad
+
+
+def slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-")
+
+
+def check_read(read: Read, what: object) -> None:
+    """What every reader must do on any folder: end, within the memory bound, with a listing, warnings
+    or one line, never a traceback."""
+    said = (what, read.reader, read.rc, read.err[-600:])
+    assert read.rc is not None, f"hung: {said}"
+    assert "Traceback" not in read.err + read.out, said
+    assert read.rss_mb < READER_MB, (read.rss_mb, said)
+    assert read.rc in (0, 2), said
+    if read.rc == 2:
+        assert len(read.err.strip().splitlines()) == 1, said
+
+
+@pytest.mark.parametrize("kind", list(FILE_KINDS))
+@pytest.mark.parametrize("file", FILES)
+def test_every_reader_survives_a_file_no_writer_makes(
+    real_session: Path, tmp_path: Path, file: str, kind: str
+) -> None:
+    good, bad = hostile_folder(real_session, tmp_path / "sessions", file, kind)
+    out = tmp_path / "out"
+    out.mkdir()
+    reads = read_all(readers(bad, good, out))
+    for read in reads.values():
+        check_read(read, (file, kind))
+    # One bad folder never hides another: the good session is listed, and the screen summarises it.
+    assert good.name in reads["sessions"].out
+    assert f"Cannot read {good.name}" not in reads["sessions screen"].out
+    refused = file == "session.json" and not kind.startswith("at its bound")
+    for name in ("show", "export md", "compare", "replay"):
+        assert reads[name].rc == (2 if refused else 0), (name, reads[name].err)
+    if refused and kind != "missing":
+        assert "session.json" in reads["show"].err
+        assert (
+            "unreadable" in reads["sessions"].out
+            and f"Cannot read {bad.name}" in reads["sessions screen"].out
+        )
+    if file == "events.jsonl" and kind != "at its bound, densest":  # that one is a whole event
+        assert "events.jsonl" in reads["show"].err  # what was not read is said

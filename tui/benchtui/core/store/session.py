@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import math
 import os
@@ -22,19 +23,28 @@ import platform
 import re
 import shutil
 import socket
+import stat
 import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
+from benchtui.core.fmt import bytes_
 from benchtui.core.model.status import RunStatus, SessionStatus
 from benchtui.core.model.summary import SessionModel
-from benchtui.core.plan.plan import Plan, watch_label
+from benchtui.core.plan.plan import LIMITS, MAX_RUNS_IN_PLAN, Plan, repeated, watch_label
 from benchtui.core.provenance import cpu_model, provenance, recorded_by_other
-from benchtui.core.wire.events import Malformed, check_event, plain_batch
+from benchtui.core.wire.events import (
+    MAX_LINE_BYTES,
+    Malformed,
+    check_event,
+    loads_strict,
+    plain_batch,
+    scrub_surrogates,
+)
 
 SESSION_SCHEMA = 1
 
@@ -47,6 +57,19 @@ def _no_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 DEFAULT_SESSIONS_DIR = "sessions"
 RESERVE_BYTES = 512 * 1024
+#: The largest session.json read. A writer's is a few KB (the plan, the host, the GPUs: 3.5 KB for 4
+#: frameworks x 21 models); parsed, 1 MiB of the smallest JSON values (``[{},{},...]``) is under 30 MB,
+#: and ``compare`` holds two.
+MAX_META_BYTES = 1 << 20
+#: The largest summary.json read (only the list reads it, one folder at a time). One row per framework
+#: and model: 0.8 MB for 4 frameworks x 21 models at 3 device counts; 4 MiB of ``[{},{},...]`` parses
+#: into about 105 MB. Over it, the list labels the device from session.json alone.
+MAX_SUMMARY_BYTES = 4 << 20
+#: The longest line of events.jsonl read (its newline aside). A runner's line is at most the wire's
+#: MAX_LINE_BYTES; the parent writes some back re-serialised, where \u escapes can triple the bytes of
+#: text that is not ASCII. Longer is damage (a crash can leave a tail of zeros, with no newline). One
+#: line is parsed at a time: at worst (``[{},{},...]``) about 105 MB while it is.
+MAX_EVENT_LINE_BYTES = 4 * MAX_LINE_BYTES
 
 
 class SessionError(ValueError):
@@ -72,6 +95,78 @@ _STORAGE_WORDS = {
 def storage_problem(exc: OSError) -> str:
     """A failed write in a few words: "disk full", "read-only file system", ..."""
     return _STORAGE_WORDS.get(exc.errno or 0) or (exc.strerror or str(exc)).lower()
+
+
+def _what_is(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def open_session_file(path: Path) -> BinaryIO | None:
+    """A file of a session folder opened for reading; None when there is nothing at ``path``.
+
+    A session folder can come from anyone, so only a regular file is read: anything else, a link
+    included (even to a file: a writer never makes one), is a SessionError that says what is
+    there. Opened without following a link at the end (O_NOFOLLOW) and without waiting (O_NONBLOCK:
+    a FIFO would block its reader for good); what is opened is checked with fstat, so nothing can
+    be swapped in between.
+    """
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    )
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if path.is_symlink():  # ELOOP (EMLINK on some BSDs): O_NOFOLLOW met a link
+            raise SessionError(
+                f"{path} is a link, not a file (links in a session folder are not followed)"
+            ) from exc
+        what = "a socket" if exc.errno == errno.ENXIO else storage_problem(exc)
+        raise SessionError(f"{path} cannot be read: {what}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise SessionError(f"{path} is {_what_is(mode)}, not a file")
+        return os.fdopen(fd, "rb", buffering=1 << 20)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_json_file(path: Path, limit: int) -> Any:
+    """A session's JSON file (session.json, summary.json), parsed strictly, its lone surrogates replaced.
+
+    None when there is none; SessionError (one line) for anything but a regular file of at most
+    ``limit`` bytes holding JSON (``loads_strict``: no NaN, no key twice, no nesting past the
+    interpreter's limit, no integer longer than Python converts).
+    """
+    fh = open_session_file(path)
+    if fh is None:
+        return None
+    with fh:
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(limit + 1) if size <= limit else b""
+        except OSError as exc:
+            raise SessionError(f"{path} cannot be read: {storage_problem(exc)}") from exc
+    if size > limit or len(data) > limit:
+        size = max(size, len(data))
+        raise SessionError(f"{path} is {bytes_(size)}, more than the {bytes_(limit)} a session's file may be")
+    try:
+        return loads_strict(data)
+    except Malformed as exc:
+        raise SessionError(f"{path} is unreadable: {exc}") from exc
+    except RecursionError as exc:  # nesting the parser took, too deep for what walks it after
+        raise SessionError(f"{path} is unreadable: nested too deeply") from exc
 
 
 def usable_sessions_dir(path: str | os.PathLike[str] | None = None) -> Path:
@@ -242,17 +337,21 @@ class SessionFolder:
     def gpu_samples(self) -> list[dict[str, Any]]:
         """Every GPU/host sample, in order; only lines that can be samples are parsed (most are batches)."""
         out: list[dict[str, Any]] = []
-        if not self.events_path.exists():
+        try:
+            fh = open_session_file(self.events_path)
+        except SessionError:  # not a file: loading has said so (``iter_events``)
             return out
-        with open(self.events_path, "rb", buffering=1 << 20) as fh:
-            for raw in fh:
-                if b'"gpu"' not in raw or not raw.endswith(b"\n"):
+        if fh is None:
+            return out
+        skipped = EventCheck()  # counted by loading already
+        with fh, contextlib.suppress(OSError):
+            for raw in event_lines(fh):
+                if not raw.endswith(b"\n"):
+                    break  # cut off mid-write, or longer than a writer writes: loading said so
+                if b'"gpu"' not in raw:
                     continue
-                try:
-                    event = check_event(json.loads(raw, parse_constant=_no_constant))
-                except (ValueError, AttributeError):  # not JSON, not an object, Malformed
-                    continue
-                if event.get("type") == "gpu" and isinstance(event.get("t"), (int, float)):
+                event = _event_of(raw, _DECODER.raw_decode, skipped)
+                if event is not None and event["type"] == "gpu" and isinstance(event.get("t"), (int, float)):
                     out.append(event)
         return out
 
@@ -551,13 +650,9 @@ META_TYPES: dict[str, tuple[type, ...]] = {
 
 def read_meta(path: Path, warnings: list[str] | None = None) -> dict[str, Any]:
     """session.json, checked: a benchtui session of a schema this version reads, its fields of their types."""
-    meta_path = path / SessionFolder.META
-    if not meta_path.is_file():
+    meta = read_json_file(path / SessionFolder.META, MAX_META_BYTES)
+    if meta is None:
         raise SessionError(f"{path} is not a benchtui session (no session.json)")
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"), parse_constant=_no_constant)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise SessionError(f"{meta_path} is unreadable: {exc}") from exc
     if not isinstance(meta, dict) or meta.get("kind") != "benchtui-session":
         raise SessionError(f"{path} is not a benchtui session")
     schema = meta.get("schema")
@@ -592,7 +687,7 @@ class GpuTail:
     """
 
     def __init__(self, maxlen: int | None) -> None:
-        self.lines: deque[bytes] = deque(maxlen=maxlen)
+        self.lines: deque[tuple[int, bytes]] = deque(maxlen=maxlen)  # (line number, the line)
         self.count = 0
 
     @property
@@ -610,34 +705,65 @@ class EventCheck:
         self.lines = 0  # complete lines read
         self.end: dict[str, Any] | None = None  # the session_end event, when the writer finished
 
-    def skip(self, why: str) -> None:
+    def skip(self, why: str, line: int = 0) -> None:
+        """One unusable line: the one being read, or ``line`` (a sample held back and parsed last)."""
         self.bad += 1
         if not self.first:
-            self.first = f"line {self.lines}: {why}"
+            self.first = f"line {line or self.lines}: {why}"
 
     def warning(self) -> str:
         return f"{self.bad} unreadable line(s) in events.jsonl were skipped (first, {self.first})"
 
 
-def _event_of(raw: bytes, decode: Any, check: EventCheck) -> dict[str, Any] | None:
+def _parsed(raw: bytes, decode: Any) -> Any:
+    """One line's JSON value; ValueError (not JSON, not UTF-8) or RecursionError when it has none."""
     try:
         text = raw.decode("utf-8")
-        event, end = decode(text)
+        value, end = decode(text)
         if end != len(text) - 1 and text[end:].strip(" \t\r\n"):
             raise ValueError("extra data")
-    except ValueError:  # JSONDecodeError, UnicodeDecodeError, extra data
-        try:
-            event = json.loads(raw, parse_constant=_no_constant)
-        except ValueError as exc:
-            check.skip("not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not JSON")
-            return None
-    if not isinstance(event, dict):
-        check.skip("not an event object")
-        return None
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError, extra data: what json.loads says of it
+        value = json.loads(raw, parse_constant=_no_constant)
+    return value
+
+
+def event_lines(fh: BinaryIO) -> Iterator[bytes]:
+    """The lines of an open events.jsonl, newline included, none longer than ``MAX_EVENT_LINE_BYTES``.
+
+    A line that does not end with a newline is the last one read: the file was cut mid-write, or
+    (longer than the bound) it holds what no writer writes, such as a hole of zeros, which is never
+    read into memory whole. ``readline`` with a size, called from C: as fast as iterating the file.
+    """
+    return iter(functools.partial(fh.readline, MAX_EVENT_LINE_BYTES + 1), b"")
+
+
+#: ``_event_of``'s line has not been parsed yet.
+_NOT_PARSED: Any = object()
+
+
+def _event_of(
+    raw: bytes, decode: Any, check: EventCheck, line: int = 0, event: Any = _NOT_PARSED
+) -> dict[str, Any] | None:
+    """One line's event (``event``: the line already parsed, whole), checked and its lone surrogates
+    replaced; None (counted in ``check``, as line ``line`` when it is not the one being read) when unusable."""
     try:
+        if event is _NOT_PARSED:
+            try:
+                event = _parsed(raw, decode)
+            except ValueError as exc:  # not JSON (an integer over Python's 4,300 digits too), not UTF-8
+                check.skip("not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not JSON", line)
+                return None
+        if not isinstance(event, dict):
+            check.skip("not an event object", line)
+            return None
+        if event.get("type") == "batch":  # check_event scrubs the rest; a batch it passes as it is
+            event = scrub_surrogates(event)  # may still carry a field of its own with a surrogate
         return check_event(event)
     except Malformed as exc:
-        check.skip(str(exc))
+        check.skip(str(exc), line)
+        return None
+    except RecursionError:  # nested deeper than the parser, or what walks the value after it, can go
+        check.skip("nested too deeply", line)
         return None
 
 
@@ -649,10 +775,16 @@ def iter_events(
     A half-written last line, a line that is not JSON and an event whose fields are out of
     type or range are skipped, counted and said in one warning. With ``gpu_tail``, GPU samples
     are held back and only the newest are parsed and yielded, after every other event (a
-    damaged sample older than those goes uncounted).
+    damaged sample older than those goes uncounted). An events.jsonl that is not a regular file
+    is not read (a warning says what it is); a line longer than ``MAX_EVENT_LINE_BYTES`` ends the
+    reading there, with a warning (``event_lines``).
     """
-    events_path = path / SessionFolder.EVENTS
-    if not events_path.exists():
+    try:
+        fh = open_session_file(path / SessionFolder.EVENTS)
+    except SessionError as exc:
+        warnings.append(f"{exc}: no event was read")
+        return
+    if fh is None:
         warnings.append("events.jsonl is missing: the session recorded nothing")
         return
     check = check or EventCheck()
@@ -660,34 +792,48 @@ def iter_events(
     # a third faster per line, which is most of loading a long session. Anything it does
     # not take cleanly goes through json.loads, so what is accepted stays the same.
     decode = _DECODER.raw_decode
-    with open(events_path, "rb", buffering=1 << 20) as fh:
-        for check.lines, raw in enumerate(fh, 1):  # noqa: B020 - the count is the point
-            if not raw.endswith(b"\n"):
-                check.lines -= 1
-                warnings.append("the last line of events.jsonl was cut off mid-write and was skipped")
-                break
-            if gpu_tail is not None and raw.startswith(GPU_LINE_PREFIX):
-                gpu_tail.lines.append(raw)
-                gpu_tail.count += 1
-                continue
-            # The common line (a batch as a runner wrote it) inline; anything else through _event_of.
-            try:
-                text = raw.decode("utf-8")
-                event, end = decode(text)
-                if end == len(text) - 1 and type(event) is dict and event.get("type") == "batch":
-                    if plain_batch(event):
-                        yield event
-                        continue
-            except ValueError:
-                pass
-            event = _event_of(raw, decode, check)
-            if event is None:
-                continue
-            if event["type"] == "session_end":
-                check.end = event
-            yield event
-    for raw in gpu_tail.lines if gpu_tail is not None else ():
-        event = _event_of(raw, decode, check)
+    with fh:
+        try:
+            for check.lines, raw in enumerate(event_lines(fh), 1):  # noqa: B020 - the count is the point
+                if not raw.endswith(b"\n"):
+                    check.lines -= 1
+                    if len(raw) > MAX_EVENT_LINE_BYTES:
+                        warnings.append(
+                            f"line {check.lines + 1} of events.jsonl is longer than {MAX_EVENT_LINE_BYTES >> 20} MiB, "
+                            "which no writer writes: the file is damaged there and was read no further"
+                        )
+                    else:
+                        warnings.append("the last line of events.jsonl was cut off mid-write and was skipped")
+                    break
+                if gpu_tail is not None and raw.startswith(GPU_LINE_PREFIX):
+                    gpu_tail.lines.append((check.lines, raw))
+                    gpu_tail.count += 1
+                    continue
+                # The common line (a batch as a runner wrote it) inline; anything else through _event_of,
+                # with what was parsed here (a line is parsed once: a long one is costly).
+                whole = _NOT_PARSED
+                try:
+                    text = raw.decode("utf-8")
+                    parsed, end = decode(text)
+                    if end == len(text) - 1:
+                        # No \u escape: no lone surrogate in a field plain_batch does not look at.
+                        if type(parsed) is dict and parsed.get("type") == "batch" and "\\u" not in text:
+                            if plain_batch(parsed):
+                                yield parsed
+                                continue
+                        whole = parsed
+                except (ValueError, RecursionError):  # the slow path says why
+                    pass
+                event = _event_of(raw, decode, check, event=whole)
+                if event is None:
+                    continue
+                if event["type"] == "session_end":
+                    check.end = event
+                yield event
+        except OSError as exc:  # a disk's read error: what was read stands
+            warnings.append(f"events.jsonl could not be read past line {check.lines}: {storage_problem(exc)}")
+    for line, raw in gpu_tail.lines if gpu_tail is not None else ():
+        event = _event_of(raw, decode, check, line)
         if event is not None:
             yield event
     if check.bad:
@@ -700,7 +846,12 @@ def load_session(path: str | os.PathLike[str], keep_events: bool = False) -> Loa
 
 
 def _check_plan(plan: Plan, folder: Path) -> None:
-    """Refuse plans this version cannot fold (unknown ids, nonsense counts) with one line."""
+    """Refuse plans this version cannot fold (unknown ids, nonsense counts) with one line.
+
+    A session.json is a file anyone can write: a plan ``benchtui run`` refuses (a model named
+    5,000 times, 100,000 runs) is refused here by the same bounds (``LIMITS``, ``MAX_RUNS_IN_PLAN``),
+    before any run is made of it.
+    """
     from benchtui_runners import catalog
 
     # A watch session's run keeps the pseudo-framework when its command sent no hello; its model is
@@ -715,10 +866,24 @@ def _check_plan(plan: Plan, folder: Path) -> None:
                 raise SessionError(
                     f"{folder} uses {label} {value!r}, unknown to this benchtui: upgrade benchtui"
                 )
+        twice = repeated(values)
+        if twice is not None:
+            raise SessionError(f"{folder}/session.json: the plan names the {label} {twice!r} twice")
     for name in ("runs", "epochs"):
         value = getattr(plan, name)
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 100_000:
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise SessionError(f"{folder}/session.json: the plan's {name} is {value!r}")
+    for flag, (name, most) in LIMITS.items():
+        value = getattr(plan, name)
+        if isinstance(value, int) and value > most:
+            raise SessionError(
+                f"{folder}/session.json: the plan's {name} is {value:,}, more than benchtui runs ({flag} {most:,})"
+            )
+    total = len(plan.frameworks) * len(plan.models) * plan.runs * len(plan.device_counts())
+    if total > MAX_RUNS_IN_PLAN:
+        raise SessionError(
+            f"{folder}/session.json: the plan has {total:,} runs, more than benchtui runs ({MAX_RUNS_IN_PLAN:,})"
+        )
     if not isinstance(plan.batch_sizes, dict):
         raise SessionError(f"{folder}/session.json: the plan's batch_sizes are not a mapping")
 
@@ -795,13 +960,15 @@ def _device_label(meta: dict[str, Any], plan: dict[str, Any], folder: Path) -> s
             device = "auto (no GPU seen)" if "gpus" in meta else "auto"
         return str(device)
     gpu = placement.get("gpu") if isinstance(placement.get("gpu"), dict) else {}
-    label = str(gpu.get("name") or placement.get("kind") or "?")
+    label = next((v for v in (gpu.get("name"), placement.get("kind")) if isinstance(v, str) and v), "?")
     try:  # the devices the runs reported, when the session has finished
-        frameworks = json.loads((folder / SessionFolder.SUMMARY).read_text()).get("frameworks") or {}
+        frameworks = (read_json_file(folder / SessionFolder.SUMMARY, MAX_SUMMARY_BYTES) or {}).get(
+            "frameworks"
+        ) or {}
         kinds = {
             str((env.get("device") or {}).get("type")) for env in frameworks.values() if isinstance(env, dict)
         }
-    except (OSError, ValueError, AttributeError):
+    except (SessionError, AttributeError):  # none, not a file, not a summary: the placement says it
         kinds = set()
     kinds.discard("None")
     if len(kinds) > 1:
@@ -843,13 +1010,11 @@ def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, 
         return out
     for folder in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True):
         try:
-            meta = read_meta(folder)
-            plan = meta.get("plan", {})
-            if not isinstance(plan, dict):
-                raise SessionError("no usable plan")
-        except SessionError as exc:
-            if not (folder / SessionFolder.META).exists():
+            out.append(_listed(folder))
+        except Exception as exc:  # noqa: BLE001 - one folder, whatever it holds, never hides the others
+            if not os.path.lexists(folder / SessionFolder.META):
                 continue  # not a session at all (a stray folder): nothing to say
+            why = str(exc) if isinstance(exc, SessionError) else f"{type(exc).__name__}: {exc}"
             unreadable.append(
                 {
                     "name": folder.name,
@@ -860,22 +1025,29 @@ def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, 
                     "models": "",
                     "status": "unreadable",
                     "label": "",
-                    "error": str(exc).replace(str(folder), "").strip(),
+                    "error": why.replace(f"{folder}{os.sep}", "").replace(str(folder), "").strip(),
                 }
             )
-            continue
-        device = _device_label(meta, plan, folder)
-        out.append(
-            {
-                "name": folder.name,
-                "path": str(folder),
-                "started": str(meta.get("started", "")).replace("+00:00", "").replace("T", " "),
-                "device": str(device),
-                "frameworks": ",".join(map(str, plan.get("frameworks") or [])),
-                "models": _models_text(plan),
-                "status": _listed_status(meta),
-                "label": str(meta.get("name") or ""),
-                "finished": str(meta.get("finished") or ""),
-            }
-        )
     return out + unreadable
+
+
+def _listed(folder: Path) -> dict[str, str]:
+    """One session's line in the list (SessionError, or anything a damaged folder raises, when unreadable)."""
+    meta = read_meta(folder)
+    plan = meta.get("plan", {})
+    if not isinstance(plan, dict):
+        raise SessionError("no usable plan")
+    for key in ("frameworks", "models"):
+        if not isinstance(plan.get(key) or [], list):
+            raise SessionError(f"the plan's {key} are not a list of names")
+    return {
+        "name": folder.name,
+        "path": str(folder),
+        "started": str(meta.get("started", "")).replace("+00:00", "").replace("T", " "),
+        "device": _device_label(meta, plan, folder),
+        "frameworks": ",".join(map(str, plan.get("frameworks") or [])),
+        "models": _models_text(plan),
+        "status": _listed_status(meta),
+        "label": str(meta.get("name") or ""),
+        "finished": str(meta.get("finished") or ""),
+    }
