@@ -58,6 +58,7 @@ def real_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def record_session(tmp: Path) -> Path:
     """A session written by the real engine, through a stand-in runner (2 frameworks x 2 runs x 3 epochs)."""
+    tmp.mkdir(parents=True, exist_ok=True)
     python = tmp / "python"
     python.write_text(f'#!/bin/sh\nexec {sys.executable} {HOSTILE} "$@"\n')
     python.chmod(0o755)

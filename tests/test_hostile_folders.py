@@ -143,7 +143,7 @@ def _surrogates(meta: dict[str, Any]) -> None:
     meta["host"]["hostname"] = "h\udcff"
     meta["plan"]["name"] = "plan \udfff"
     meta["failure"] = "module in /home/\udce9t\udce9/x.py"
-    meta["placement"]["gpu"]["name"] = "GPU \ud83d"
+    meta["placement"] = {**(meta.get("placement") or {}), "gpu": {"name": "GPU \ud83d"}}
 
 
 def test_lone_surrogates_in_session_files_come_out_replaced(tmp_path: Path) -> None:
@@ -152,8 +152,8 @@ def test_lone_surrogates_in_session_files_come_out_replaced(tmp_path: Path) -> N
     path = session(tmp_path, meta_extra={"placement": PLACEMENT})
     edit_meta(path, _surrogates)  # json.dumps writes them as \\ud... escapes: valid JSON
     summary = json.loads((path / "summary.json").read_text())
-    for env in summary["frameworks"].values():
-        env["device"]["type"] = "gpu\udc80"
+    for env, kind in zip(summary["frameworks"].values(), ("gpu\udc80", "cpu"), strict=True):
+        env["device"]["type"] = kind  # two kinds: the list says "mixed: cpu/gpu..."
     (path / "summary.json").write_text(json.dumps(summary))
     # events.jsonl: a batch as a runner writes it, with a field of its own holding one.
     batch = '{"run":"001-torch-resnet50-1","type":"batch","epoch":1,"step":1,"seconds":0.5,"x":"\\udce9"}\n'
@@ -165,7 +165,7 @@ def test_lone_surrogates_in_session_files_come_out_replaced(tmp_path: Path) -> N
     assert loaded.plan.name == "plan \ufffd"
     json.dumps(loaded.meta, ensure_ascii=False).encode("utf-8")  # strict: raises on a surrogate
     (info,) = list_sessions(tmp_path)
-    assert info["label"] == "caf\ufffd \ufffd"
+    assert info["label"] == "caf\ufffd \ufffd" and info["device"] == "mixed: cpu/gpu\ufffd"
     json.dumps(info, ensure_ascii=False).encode("utf-8")
     out = tmp_path / "out"
     out.mkdir()

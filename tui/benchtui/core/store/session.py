@@ -26,7 +26,7 @@ import socket
 import stat
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -142,12 +142,13 @@ def open_session_file(path: Path) -> BinaryIO | None:
         raise
 
 
-def read_json_file(path: Path, limit: int) -> Any:
-    """A session's JSON file (session.json, summary.json), parsed strictly, its lone surrogates replaced.
+def read_json_file(path: Path, limit: int, parse: Callable[[bytes], Any] = loads_strict) -> Any:
+    """A session's JSON file (session.json, summary.json), parsed by ``parse``.
 
     None when there is none; SessionError (one line) for anything but a regular file of at most
-    ``limit`` bytes holding JSON (``loads_strict``: no NaN, no key twice, no nesting past the
-    interpreter's limit, no integer longer than Python converts).
+    ``limit`` bytes holding JSON. ``loads_strict`` (the default) takes no NaN, no key twice, no
+    nesting past the interpreter's limit, no integer longer than Python converts, and replaces lone
+    surrogates; it is several times slower than ``json.loads`` on a file of many small objects.
     """
     fh = open_session_file(path)
     if fh is None:
@@ -162,8 +163,8 @@ def read_json_file(path: Path, limit: int) -> Any:
         size = max(size, len(data))
         raise SessionError(f"{path} is {bytes_(size)}, more than the {bytes_(limit)} a session's file may be")
     try:
-        return loads_strict(data)
-    except Malformed as exc:
+        return parse(data)
+    except ValueError as exc:  # Malformed, or what json.loads raises
         raise SessionError(f"{path} is unreadable: {exc}") from exc
     except RecursionError as exc:  # nesting the parser took, too deep for what walks it after
         raise SessionError(f"{path} is unreadable: nested too deeply") from exc
@@ -962,17 +963,19 @@ def _device_label(meta: dict[str, Any], plan: dict[str, Any], folder: Path) -> s
     gpu = placement.get("gpu") if isinstance(placement.get("gpu"), dict) else {}
     label = next((v for v in (gpu.get("name"), placement.get("kind")) if isinstance(v, str) and v), "?")
     try:  # the devices the runs reported, when the session has finished
-        frameworks = (read_json_file(folder / SessionFolder.SUMMARY, MAX_SUMMARY_BYTES) or {}).get(
-            "frameworks"
-        ) or {}
+        # json.loads, not loads_strict: the list is read on the sessions screen's UI thread, and a
+        # summary of many small objects parses several times faster so (what is shown is scrubbed).
+        summary = read_json_file(folder / SessionFolder.SUMMARY, MAX_SUMMARY_BYTES, json.loads) or {}
         kinds = {
-            str((env.get("device") or {}).get("type")) for env in frameworks.values() if isinstance(env, dict)
+            str((env.get("device") or {}).get("type"))
+            for env in (summary.get("frameworks") or {}).values()
+            if isinstance(env, dict)
         }
     except (SessionError, AttributeError):  # none, not a file, not a summary: the placement says it
         kinds = set()
     kinds.discard("None")
     if len(kinds) > 1:
-        return f"mixed: {'/'.join(sorted(kinds))}"
+        return str(scrub_surrogates(f"mixed: {'/'.join(sorted(kinds))}"))
     return label
 
 
