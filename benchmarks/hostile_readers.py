@@ -77,7 +77,7 @@ CASES: dict[str, Callable[[Path], None]] = {
     "session.json: lone surrogates": lambda p: edit_meta(p, _surrogates),
 }
 #: What the bounds do not cover (said in the report, not a file's kind): memory the model keeps.
-BEYOND = {f"events.jsonl: {n} GPU samples of 4 MiB kept": _retained_samples(n) for n in (1, 3, 10)}
+BEYOND = {f"events.jsonl: {n} GPU samples at the line bound": _retained_samples(n) for n in (1, 3, 10)}
 
 
 def run_readers(case: str, bad: Path, good: Path, out: Path, only: set[str]) -> list[tuple[str, Read]]:

@@ -18,12 +18,14 @@ import pytest
 
 from benchtui.core.store.session import (
     MAX_EVENT_LINE_BYTES,
+    MAX_SKIP_BYTES,
     SessionError,
     SessionFolder,
     iter_events,
     list_sessions,
     load_session,
 )
+from benchtui.core.wire.events import MAX_LINE_BYTES
 from benchtui_runners import catalog
 from sessionfactory import make_session
 from test_fuzz_sessions import HANG_S, check_read, measured, read_all, readers
@@ -300,24 +302,47 @@ def test_the_sessions_screen_lists_and_summarises_beside_fifos(tmp_path: Path) -
 
 
 # -- the bounds themselves ------------------------------------------------------------------------
-def test_a_parent_line_of_a_full_runner_line_is_read(tmp_path: Path) -> None:
-    """A runner's line may be 1 MiB; written back by the parent with \\u escapes it can be three times
-    that. The file's bound leaves room for it: such a line is read, not skipped."""
-    line = json.dumps({"type": "note", "t": 1.0, "run": None, "text": "é" * 500_000}) + "\n"
-    assert 1 << 20 < len(line) <= MAX_EVENT_LINE_BYTES
-    (tmp_path / "events.jsonl").write_text(line + '{"type":"last","t":2.0}\n')
-    warnings: list[str] = []
-    assert [e["type"] for e in iter_events(tmp_path, warnings)] == ["note", "last"] and warnings == []
-
-
-def test_a_line_over_its_bound_ends_the_reading_with_a_warning(tmp_path: Path) -> None:
-    (tmp_path / "events.jsonl").write_bytes(
-        b'{"type":"first","t":1.0}\n' + b" " * (MAX_EVENT_LINE_BYTES + 1) + b'{"type":"after","t":2.0}\n'
+def test_a_full_runner_line_with_the_parents_tag_is_read(tmp_path: Path) -> None:
+    """A runner's line may be MAX_LINE_BYTES; the parent writes it with its run tag in front. Re-serialised
+    (a runner that sent its own tag), \\u escapes double text of 3-byte characters: still read."""
+    tagged = (
+        b'{"run":"001-torch-resnet50-1",'
+        + b'"type":"note","t":1.0,"text":"'
+        + b"x" * (MAX_LINE_BYTES - 40)
+        + b'"}\n'
     )
+    escaped = (
+        json.dumps({"type": "note", "t": 2.0, "run": None, "text": "\u20ac" * (MAX_LINE_BYTES // 3 - 20)})
+        + "\n"
+    )
+    assert len(tagged) > MAX_LINE_BYTES and len(escaped) > 2 * (MAX_LINE_BYTES - 100)
+    (tmp_path / "events.jsonl").write_bytes(tagged + escaped.encode() + b'{"type":"last","t":3.0}\n')
+    warnings: list[str] = []
+    assert [e["t"] for e in iter_events(tmp_path, warnings)] == [1.0, 2.0, 3.0] and warnings == []
+
+
+def test_a_line_over_its_bound_is_one_skipped_line(tmp_path: Path) -> None:
+    """Damage in the middle of a file (a line of 2 MiB and more, which no writer writes) costs that line."""
+    (tmp_path / "events.jsonl").write_bytes(
+        b'{"type":"first","t":1.0}\n' + b"[" * (MAX_EVENT_LINE_BYTES * 3) + b'\n{"type":"after","t":2.0}\n'
+    )
+    warnings: list[str] = []
+    assert [e["type"] for e in iter_events(tmp_path, warnings)] == ["first", "after"]
+    assert warnings == [
+        "1 unreadable line(s) in events.jsonl were skipped (first, line 2: longer than 2 MiB, which no writer writes)"
+    ]
+    assert [e["type"] for e in SessionFolder(tmp_path).events([])] == ["first", "after"]
+
+
+def test_a_hole_with_no_newline_ends_the_reading_with_a_warning(tmp_path: Path) -> None:
+    """A 20 GB hole after the last line (sparse: no disk) is looked into only so far for a newline."""
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"type":"first","t":1.0}\n')
+    os.truncate(path, path.stat().st_size + (20 << 30))
     warnings: list[str] = []
     assert [e["type"] for e in iter_events(tmp_path, warnings)] == ["first"]
     assert warnings == [
-        "line 2 of events.jsonl is longer than 4 MiB, which no writer writes: "
+        f"line 2 of events.jsonl runs on for more than {MAX_SKIP_BYTES >> 20} MiB without a newline: "
         "the file is damaged there and was read no further"
     ]
 

@@ -65,11 +65,14 @@ MAX_META_BYTES = 1 << 20
 #: and model: 0.8 MB for 4 frameworks x 21 models at 3 device counts; 4 MiB of ``[{},{},...]`` parses
 #: into about 105 MB. Over it, the list labels the device from session.json alone.
 MAX_SUMMARY_BYTES = 4 << 20
-#: The longest line of events.jsonl read (its newline aside). A runner's line is at most the wire's
-#: MAX_LINE_BYTES; the parent writes some back re-serialised, where \u escapes can triple the bytes of
-#: text that is not ASCII. Longer is damage (a crash can leave a tail of zeros, with no newline). One
-#: line is parsed at a time: at worst (``[{},{},...]``) about 105 MB while it is.
-MAX_EVENT_LINE_BYTES = 4 * MAX_LINE_BYTES
+#: The longest line of events.jsonl read (its newline aside): twice the wire's MAX_LINE_BYTES. The
+#: parent writes a runner's line with its run tag in front, or (a runner that sent a tag of its own)
+#: re-serialised, where \u escapes double text of 3-byte characters. A longer line is one skipped
+#: line. One line is parsed at a time: at worst (``[{},{},...]``) about 55 MB while it is.
+MAX_EVENT_LINE_BYTES = 2 * MAX_LINE_BYTES
+#: How far past that bound a line's newline is looked for (in chunks, never held): a hole of zeros
+#: left by a crash, or a 20 GB sparse file, has none, and the file is read no further there.
+MAX_SKIP_BYTES = 64 << 20
 
 
 class SessionError(ValueError):
@@ -347,8 +350,10 @@ class SessionFolder:
         skipped = EventCheck()  # counted by loading already
         with fh, contextlib.suppress(OSError):
             for raw in event_lines(fh):
-                if not raw.endswith(b"\n"):
-                    break  # cut off mid-write, or longer than a writer writes: loading said so
+                if not raw.endswith(b"\n"):  # cut off mid-write, or longer than a writer writes
+                    if len(raw) > MAX_EVENT_LINE_BYTES and _skip_rest(fh):
+                        continue
+                    break  # loading said so
                 if b'"gpu"' not in raw:
                     continue
                 event = _event_of(raw, _DECODER.raw_decode, skipped)
@@ -731,11 +736,23 @@ def _parsed(raw: bytes, decode: Any) -> Any:
 def event_lines(fh: BinaryIO) -> Iterator[bytes]:
     """The lines of an open events.jsonl, newline included, none longer than ``MAX_EVENT_LINE_BYTES``.
 
-    A line that does not end with a newline is the last one read: the file was cut mid-write, or
-    (longer than the bound) it holds what no writer writes, such as a hole of zeros, which is never
-    read into memory whole. ``readline`` with a size, called from C: as fast as iterating the file.
+    A line that does not end with a newline was cut mid-write (the last one), or is longer than the
+    bound (``_skip_rest`` reads past it): it is never read into memory whole, a 20 GB hole of zeros
+    included. ``readline`` with a size, called from C: as fast as iterating the file.
     """
     return iter(functools.partial(fh.readline, MAX_EVENT_LINE_BYTES + 1), b"")
+
+
+def _skip_rest(fh: BinaryIO) -> bool:
+    """Read past the rest of an over-long line, a chunk at a time; False when no newline (nor the
+    file's end) came within ``MAX_SKIP_BYTES``."""
+    left = MAX_SKIP_BYTES
+    while left > 0:
+        chunk = fh.readline(min(left, 1 << 20))
+        if not chunk or chunk.endswith(b"\n"):
+            return True
+        left -= len(chunk)
+    return False
 
 
 #: ``_event_of``'s line has not been parsed yet.
@@ -777,8 +794,8 @@ def iter_events(
     type or range are skipped, counted and said in one warning. With ``gpu_tail``, GPU samples
     are held back and only the newest are parsed and yielded, after every other event (a
     damaged sample older than those goes uncounted). An events.jsonl that is not a regular file
-    is not read (a warning says what it is); a line longer than ``MAX_EVENT_LINE_BYTES`` ends the
-    reading there, with a warning (``event_lines``).
+    is not read (a warning says what it is); a line longer than ``MAX_EVENT_LINE_BYTES`` is one
+    skipped line, and one with no newline within ``MAX_SKIP_BYTES`` ends the reading (``event_lines``).
     """
     try:
         fh = open_session_file(path / SessionFolder.EVENTS)
@@ -797,14 +814,18 @@ def iter_events(
         try:
             for check.lines, raw in enumerate(event_lines(fh), 1):  # noqa: B020 - the count is the point
                 if not raw.endswith(b"\n"):
-                    check.lines -= 1
-                    if len(raw) > MAX_EVENT_LINE_BYTES:
-                        warnings.append(
-                            f"line {check.lines + 1} of events.jsonl is longer than {MAX_EVENT_LINE_BYTES >> 20} MiB, "
-                            "which no writer writes: the file is damaged there and was read no further"
-                        )
-                    else:
+                    if len(raw) <= MAX_EVENT_LINE_BYTES:
+                        check.lines -= 1
                         warnings.append("the last line of events.jsonl was cut off mid-write and was skipped")
+                        break
+                    if _skip_rest(fh):
+                        check.skip(f"longer than {MAX_EVENT_LINE_BYTES >> 20} MiB, which no writer writes")
+                        continue
+                    check.lines -= 1
+                    warnings.append(
+                        f"line {check.lines + 1} of events.jsonl runs on for more than {MAX_SKIP_BYTES >> 20} MiB "
+                        "without a newline: the file is damaged there and was read no further"
+                    )
                     break
                 if gpu_tail is not None and raw.startswith(GPU_LINE_PREFIX):
                     gpu_tail.lines.append((check.lines, raw))
