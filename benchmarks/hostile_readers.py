@@ -75,9 +75,11 @@ CASES: dict[str, Callable[[Path], None]] = {
     "events.jsonl: a line nested 600 deep": _nested_line(600),
     "events.jsonl: a line nested 100,000 deep": _nested_line(100_000),
     "session.json: lone surrogates": lambda p: edit_meta(p, _surrogates),
+    # What the model keeps: GPU samples past MAX_GPU_LINE_BYTES are skipped, the rest pruned to the
+    # sampler's fields; long lines past LONG_LINES_BUDGET are skipped.
+    **{f"events.jsonl: {n} GPU samples at the line bound": _retained_samples(n) for n in (1, 3, 10)},
 }
-#: What the bounds do not cover (said in the report, not a file's kind): memory the model keeps.
-BEYOND = {f"events.jsonl: {n} GPU samples at the line bound": _retained_samples(n) for n in (1, 3, 10)}
+BEYOND: dict[str, Callable[[Path], None]] = {}  # nothing the bounds leave out, measured so far
 
 
 def run_readers(case: str, bad: Path, good: Path, out: Path, only: set[str]) -> list[tuple[str, Read]]:

@@ -353,3 +353,40 @@ def test_a_session_folder_that_is_a_link_is_read(tmp_path: Path) -> None:
     path = session(tmp_path / "real")
     (tmp_path / "linked").symlink_to(path, target_is_directory=True)
     assert figures(tmp_path / "linked") == figures(path)
+
+
+# -- what the model keeps: it must not grow with what a file adds to the lines it keeps ---------
+def _dense_line(head: bytes, size: int, tail: bytes = b"]}") -> bytes:
+    """One line of ``size`` bytes whose padding is the densest JSON (``{}`` a value: ~24x in objects)."""
+    room = size - len(head) - len(b"{}\n") - len(tail)
+    return head + b"{}," * (room // 3) + b" " * (room % 3) + b"{}" + tail + b"\n"
+
+
+def test_gpu_samples_and_long_lines_a_file_pads_are_bounded(tmp_path: Path) -> None:
+    """Ten GPU samples padded to the line bound took export html to 1 GB: a sample longer than a sampler
+    writes is one skipped line, a sample's unknown fields are not kept, and long lines past a budget
+    are skipped; every reader stays within the memory bound."""
+    from benchtui.core.store.session import LONG_LINE_BYTES, LONG_LINES_BUDGET, MAX_GPU_LINE_BYTES
+
+    path = session(tmp_path, runs=1, epochs=2, steps=4, meta_extra={"placement": PLACEMENT})
+    before = figures(path)
+    big_gpu = _dense_line(b'{"type":"gpu","t":1.0,"run":null,"pad":[', MAX_EVENT_LINE_BYTES)
+    small_gpu = _dense_line(
+        b'{"type":"gpu","t":1.5,"run":null,"gpus":[{"index":0,"junk":[', 60 << 10, b"]}]}"
+    )
+    long_note = _dense_line(b'{"type":"note","t":2.0,"run":null,"pad":[', 1 << 20)
+    with open(path / "events.jsonl", "ab") as fh:
+        fh.write(big_gpu * 10 + small_gpu * 3 + long_note * ((LONG_LINES_BUDGET >> 20) + 3))
+    assert len(small_gpu) <= MAX_GPU_LINE_BYTES and len(long_note) > LONG_LINE_BYTES
+    loaded = load_session(path)
+    assert figures(path) == before
+    [said] = [w for w in loaded.warnings if "unreadable line" in w]
+    assert said.startswith("13 unreadable line(s)") and "a GPU sample of" in said, said  # 10 samples, 3 notes
+    kept = [s for s in loaded.model.gpu_samples if s.get("t") == 1.5]
+    assert len(kept) == 3 and kept[0]["gpus"] == [{"index": 0}]  # the padding was never kept
+    assert all(s["gpus"] == [{"index": 0}] for s in SessionFolder(path).gpu_samples() if s["t"] == 1.5)
+    out = tmp_path / "out"
+    out.mkdir()
+    for read in read_all(readers(path, path, out)).values():
+        check_read(read, "padded lines")
+        assert read.rc == 0, (read.reader, read.err)

@@ -46,6 +46,7 @@ def test_any_parser_error_is_one_malformed_line() -> None:
         '{"type":"batch","epoch":1,"step":1,"seconds":0.1,"samples":' + "9" * 5000 + "}",
         "[" * 100_000 + "]" * 100_000,
         '{"type":"hello","a":' * 50_000 + "1" + "}" * 50_000,
+        '{"type":"x","a":' + "[" * 600 + "]" * 600 + "}",  # the parser takes it; the walk after must too
         b"\xff\xfe",
     ):
         with pytest.raises(Malformed):

@@ -30,6 +30,7 @@ from benchtui.core.wire.events import (
     RunEndEvent,
     RunStartEvent,
     SettingsEvent,
+    prune_gpu_sample,
 )
 from benchtui_runners import catalog
 
@@ -87,6 +88,7 @@ class SessionModel:
         self.events += 1
         kind = event.get("type")
         if kind == "gpu":
+            event = prune_gpu_sample(event)  # kept by the hundred: only what the sampler writes
             self.gpu_samples.append(event)
             self._note_load(event)
             return

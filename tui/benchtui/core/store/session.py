@@ -43,6 +43,7 @@ from benchtui.core.wire.events import (
     check_event,
     loads_strict,
     plain_batch,
+    prune_gpu_sample,
     scrub_surrogates,
 )
 
@@ -73,6 +74,15 @@ MAX_EVENT_LINE_BYTES = 2 * MAX_LINE_BYTES
 #: How far past that bound a line's newline is looked for (in chunks, never held): a hole of zeros
 #: left by a crash, or a 20 GB sparse file, has none, and the file is read no further there.
 MAX_SKIP_BYTES = 64 << 20
+#: The longest GPU sample line kept while loading (the newest few hundred are held as bytes, then
+#: parsed): a sampler's is about 450 bytes a GPU, so 64 KiB is a node of over a hundred GPUs.
+MAX_GPU_LINE_BYTES = 64 << 10
+#: Lines longer than ``LONG_LINE_BYTES`` (a traceback, a profile) that one load takes in all: parsed,
+#: what a hello or a profile holds stays in the model, and the densest JSON is about 24 times its
+#: text in Python objects. A session's long lines are tracebacks of failed runs (tens of KB each);
+#: past the budget they are skipped and counted.
+LONG_LINE_BYTES = 64 << 10
+LONG_LINES_BUDGET = 4 << 20
 
 
 class SessionError(ValueError):
@@ -354,11 +364,11 @@ class SessionFolder:
                     if len(raw) > MAX_EVENT_LINE_BYTES and _skip_rest(fh):
                         continue
                     break  # loading said so
-                if b'"gpu"' not in raw:
+                if b'"gpu"' not in raw or len(raw) > MAX_GPU_LINE_BYTES:  # a longer one: loading counted it
                     continue
                 event = _event_of(raw, _DECODER.raw_decode, skipped)
                 if event is not None and event["type"] == "gpu" and isinstance(event.get("t"), (int, float)):
-                    out.append(event)
+                    out.append(prune_gpu_sample(event))  # the sampler's fields: a plot's worth, not a file's
         return out
 
     def load(self, keep_events: bool = False) -> LoadedSession:
@@ -710,6 +720,7 @@ class EventCheck:
         self.first = ""  # the first skipped line's number and reason
         self.lines = 0  # complete lines read
         self.end: dict[str, Any] | None = None  # the session_end event, when the writer finished
+        self.long_bytes = 0  # bytes of lines over LONG_LINE_BYTES taken so far (LONG_LINES_BUDGET)
 
     def skip(self, why: str, line: int = 0) -> None:
         """One unusable line: the one being read, or ``line`` (a sample held back and parsed last)."""
@@ -827,6 +838,16 @@ def iter_events(
                         "without a newline: the file is damaged there and was read no further"
                     )
                     break
+                if len(raw) > LONG_LINE_BYTES:
+                    if raw.startswith(GPU_LINE_PREFIX) and len(raw) > MAX_GPU_LINE_BYTES:
+                        check.skip(f"a GPU sample of {len(raw)} bytes (at most {MAX_GPU_LINE_BYTES})")
+                        continue
+                    check.long_bytes += len(raw)
+                    if check.long_bytes > LONG_LINES_BUDGET:
+                        check.skip(
+                            f"long lines past {LONG_LINES_BUDGET >> 20} MiB in all, which no session holds"
+                        )
+                        continue
                 if gpu_tail is not None and raw.startswith(GPU_LINE_PREFIX):
                     gpu_tail.lines.append((check.lines, raw))
                     gpu_tail.count += 1

@@ -296,7 +296,10 @@ def loads_strict(text: str | bytes) -> Any:
         raise Malformed("nested too deeply") from exc
     except ValueError as exc:  # int_max_str_digits, bad UTF-8 in bytes
         raise Malformed(f"not JSON: {str(exc)[:120]}") from exc
-    return scrub_surrogates(value)
+    try:
+        return scrub_surrogates(value)
+    except RecursionError as exc:  # the walk nests deeper than the parser did
+        raise Malformed("nested too deeply") from exc
 
 
 #: A UTF-16 surrogate: JSON's ``\\udXXX`` escapes make them; no UTF-8 encoder or terminal takes one alone.
@@ -469,6 +472,54 @@ _GPU_READING = _obj(
     many=True,
 )
 _HOST_READING = _obj({name: _AMOUNT for name in ("cpu_percent", "rss", "system_busy_cores")})
+_GPU_KEYS = frozenset(
+    (
+        "index",
+        "name",
+        "throttle",
+        "lost",
+        "util",
+        "mem_util",
+        "mem_used",
+        "mem_total",
+        "power_w",
+        "temp_c",
+        "sm_clock_mhz",
+        "energy_mj",
+        "proc_mem",
+        "other_procs",
+        "other_mem",
+        *COUNTERS,
+    )
+)
+_HOST_KEYS = frozenset(("cpu_percent", "rss", "system_busy_cores"))
+#: Most GPUs one sample keeps (NVML numbers a node's GPUs; the largest nodes have tens).
+MAX_SAMPLE_GPUS = 256
+
+
+def prune_gpu_sample(event: dict[str, Any]) -> dict[str, Any]:
+    """A ``gpu`` sample with only what the sampler writes: the fields ``FIELDS["gpu"]`` names, each GPU's
+    and the host's known readings, throttle reasons as short words. A model keeps hundreds of samples:
+    what a file adds to them must not grow with the file (a sample is about 450 bytes a GPU)."""
+    gpus = event.get("gpus")
+    host = event.get("host")
+    out: dict[str, Any] = {k: event[k] for k in ("type", "t", "run", "v", "watched", "devices") if k in event}
+    if isinstance(gpus, list):
+        out["gpus"] = [
+            {k: v for k, v in g.items() if k in _GPU_KEYS and (k != "throttle" or isinstance(v, list))}
+            if isinstance(g, dict)
+            else None
+            for g in gpus[:MAX_SAMPLE_GPUS]
+        ]
+        for g in out["gpus"]:
+            if g is not None and "throttle" in g:
+                g["throttle"] = [w[:64] for w in g["throttle"][:32] if isinstance(w, str)]
+    if isinstance(host, dict):
+        out["host"] = {k: v for k, v in host.items() if k in _HOST_KEYS}
+    if isinstance(out.get("devices"), list):
+        out["devices"] = out["devices"][:MAX_SAMPLE_GPUS]
+    return out
+
 
 #: type -> field -> check; ``REQUIRED`` names the fields an event of that type cannot lack.
 #: Fields not named pass through unchecked (a newer runner's additions).
@@ -628,7 +679,10 @@ def check_event(event: dict[str, Any]) -> dict[str, Any]:
     kind = event.get("type")
     if kind == "batch" and plain_batch(event):
         return event  # the common case, a million times in a long session: no per-field calls
-    event = scrub_surrogates(event)  # a file's line may come from a parser that kept them
+    try:
+        event = scrub_surrogates(event)  # a file's line may come from a parser that kept them
+    except RecursionError as exc:
+        raise Malformed("nested too deeply") from exc
     kind = event.get("type")
     if not isinstance(kind, str) or len(kind) > 64:
         raise Malformed("not an event object with a 'type'")
