@@ -22,16 +22,9 @@ import pytest
 
 from benchtui.core.store.session import list_sessions, load_session
 from conftest import benchtui
+from test_faults import hostile_python
 
-HOSTILE = Path(__file__).parent / "data" / "hostile_runner.py"
-
-
-@pytest.fixture
-def hostile_python(tmp_path: Path) -> Path:
-    script = tmp_path / "hostile-python"
-    script.write_text(f'#!/bin/sh\nexec {sys.executable} {HOSTILE} "$@"\n')
-    script.chmod(0o755)
-    return script
+__all__ = ["hostile_python"]  # the fixture, imported for pytest
 
 
 def _run_args(root: Path, python: Path) -> list[str]:

@@ -30,6 +30,21 @@ from test_faults import assert_readable, figures, hostile_python, run_hostile, s
 __all__ = ["hostile_python"]  # the fixture, imported for pytest
 
 
+def hostile_plan(python: Path, runs: int) -> Plan:
+    """PyTorch's ResNet50 at 32 px, 4 steps an epoch, 2 epochs, run by the hostile runner."""
+    return Plan(
+        frameworks=["torch"],
+        models=["resnet50"],
+        image_size=32,
+        samples=32,
+        batch_sizes={"resnet50": 8},
+        epochs=2,
+        runs=runs,
+        device="cpu",
+        python={"torch": str(python)},
+    ).validate()
+
+
 def events_of(session: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (session / "events.jsonl").read_text().splitlines()]
 
@@ -222,17 +237,7 @@ def test_a_log_the_disk_refuses_is_said_in_the_session(
     log lost, and nothing raises at the log's close."""
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full")
-    plan = Plan(
-        frameworks=["torch"],
-        models=["resnet50"],
-        image_size=32,
-        samples=32,
-        batch_sizes={"resnet50": 8},
-        epochs=2,
-        runs=1,
-        device="cpu",
-        python={"torch": str(hostile_python)},
-    ).validate()
+    plan = hostile_plan(hostile_python, runs=1)
     monkeypatch.setenv("BENCHTUI_HOSTILE", "chatter")
     session = start_session(plan, tmp_path / "sessions", use_nvml=False)
     monkeypatch.setattr(session.writer, "log_path", lambda run_id: Path("/dev/full"))
@@ -252,17 +257,7 @@ STAGES = ("begin", "start_runner", "apply", "listener", "summary")
 def test_an_exception_in_the_engine_fails_the_session(
     tmp_path: Path, hostile_python: Path, monkeypatch: pytest.MonkeyPatch, stage: str
 ) -> None:
-    plan = Plan(
-        frameworks=["torch"],
-        models=["resnet50"],
-        image_size=32,
-        samples=32,
-        batch_sizes={"resnet50": 8},
-        epochs=2,
-        runs=3,
-        device="cpu",
-        python={"torch": str(hostile_python)},
-    ).validate()
+    plan = hostile_plan(hostile_python, runs=3)
     seen: list[str] = []
 
     def listener(event: dict[str, Any]) -> None:

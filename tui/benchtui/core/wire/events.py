@@ -445,54 +445,33 @@ _DEVICE = _obj(
 )
 #: The GPU's profiling counters a reading may carry (percent of the interval): SM, tensor-core and DRAM activity.
 COUNTERS = ("sm_active", "tensor_active", "dram_active")
-_GPU_READING = _obj(
-    {
-        "index": _COUNT,
-        "name": _TEXTS,
-        "throttle": _kind(list),
-        "lost": _kind(bool),
-        **{
-            name: _AMOUNT
-            for name in (
-                "util",
-                "mem_util",
-                "mem_used",
-                "mem_total",
-                "power_w",
-                "temp_c",
-                "sm_clock_mhz",
-                "energy_mj",
-                "proc_mem",
-                "other_procs",
-                "other_mem",
-            )
-        },
-        **{name: _PERCENT for name in COUNTERS},
+#: What the sampler reads of one GPU (``gpus`` of a ``gpu`` event) and of the host, and their checks.
+_GPU_FIELDS: dict[str, Callable[[Any], str | None]] = {
+    "index": _COUNT,
+    "name": _TEXTS,
+    "throttle": _kind(list),
+    "lost": _kind(bool),
+    **{
+        name: _AMOUNT
+        for name in (
+            "util",
+            "mem_util",
+            "mem_used",
+            "mem_total",
+            "power_w",
+            "temp_c",
+            "sm_clock_mhz",
+            "energy_mj",
+            "proc_mem",
+            "other_procs",
+            "other_mem",
+        )
     },
-    many=True,
-)
-_HOST_READING = _obj({name: _AMOUNT for name in ("cpu_percent", "rss", "system_busy_cores")})
-_GPU_KEYS = frozenset(
-    (
-        "index",
-        "name",
-        "throttle",
-        "lost",
-        "util",
-        "mem_util",
-        "mem_used",
-        "mem_total",
-        "power_w",
-        "temp_c",
-        "sm_clock_mhz",
-        "energy_mj",
-        "proc_mem",
-        "other_procs",
-        "other_mem",
-        *COUNTERS,
-    )
-)
-_HOST_KEYS = frozenset(("cpu_percent", "rss", "system_busy_cores"))
+    **{name: _PERCENT for name in COUNTERS},
+}
+_HOST_FIELDS = {name: _AMOUNT for name in ("cpu_percent", "rss", "system_busy_cores")}
+_GPU_READING = _obj(_GPU_FIELDS, many=True)
+_HOST_READING = _obj(_HOST_FIELDS)
 #: Most GPUs one sample keeps (NVML numbers a node's GPUs; the largest nodes have tens).
 MAX_SAMPLE_GPUS = 256
 
@@ -506,7 +485,7 @@ def prune_gpu_sample(event: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: event[k] for k in ("type", "t", "run", "v", "watched", "devices") if k in event}
     if isinstance(gpus, list):
         out["gpus"] = [
-            {k: v for k, v in g.items() if k in _GPU_KEYS and (k != "throttle" or isinstance(v, list))}
+            {k: v for k, v in g.items() if k in _GPU_FIELDS and (k != "throttle" or isinstance(v, list))}
             if isinstance(g, dict)
             else None
             for g in gpus[:MAX_SAMPLE_GPUS]
@@ -515,7 +494,7 @@ def prune_gpu_sample(event: dict[str, Any]) -> dict[str, Any]:
             if g is not None and "throttle" in g:
                 g["throttle"] = [w[:64] for w in g["throttle"][:32] if isinstance(w, str)]
     if isinstance(host, dict):
-        out["host"] = {k: v for k, v in host.items() if k in _HOST_KEYS}
+        out["host"] = {k: v for k, v in host.items() if k in _HOST_FIELDS}
     if isinstance(out.get("devices"), list):
         out["devices"] = out["devices"][:MAX_SAMPLE_GPUS]
     return out
