@@ -302,3 +302,27 @@ def test_an_exception_in_the_engine_fails_the_session(
         assert statuses["002-torch-resnet50-2"] == "failed" and statuses["003-torch-resnet50-3"] == "skipped"
     [listed] = list_sessions(tmp_path / "sessions")
     assert listed["status"] == "failed"
+
+
+def test_an_exception_in_the_watch_engine_fails_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchtui.core.plan.plan import watch_plan
+
+    script = tmp_path / "train.py"
+    script.write_text(HUGE_INT_SCRIPT)  # a hello after one bad line: the fold fails on the hello
+    session = start_session(
+        watch_plan([sys.executable, str(script)], str(tmp_path)), tmp_path / "s", use_nvml=False
+    )
+    real = session.engine.model.apply
+
+    def apply(event: dict[str, Any]) -> None:
+        if event.get("type") == "hello":
+            raise RuntimeError("injected in the fold")
+        real(event)
+
+    monkeypatch.setattr(session.engine.model, "apply", apply)
+    assert asyncio.run(session.engine.run()) == "failed"
+    meta = json.loads((session.path / "session.json").read_text())
+    assert meta["status"] == "failed" and "injected in the fold" in meta["failure"]
+    assert [str(r.status) for r in load_session(session.path).model.runs.values()] == ["failed"]
