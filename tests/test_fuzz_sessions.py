@@ -369,7 +369,9 @@ for name, args in json.loads(sys.argv[1]).items():
             traceback.print_exc()
             rc = 1
     wall = time.perf_counter() - started
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM: this process's own peak. ru_maxrss would carry its parent's from before the exec (Linux keeps
+    # the larger at exec), and a pytest worker that ran a framework's tests is hundreds of MB.
+    rss = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) / 1024
     results[name] = {"rc": rc, "wall_s": wall, "rss_mb": rss, "out": out.getvalue()[-20000:], "err": err.getvalue()[-20000:]}
 print(json.dumps(results))
 """
