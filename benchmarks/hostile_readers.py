@@ -134,7 +134,7 @@ def main() -> int:
                 all_reads += run_readers(f"{file}: {kind}", bad, good, out, only)
                 shutil.rmtree(root)
         for group in () if args.no_cases else (CASES, BEYOND):
-            if group is BEYOND:
+            if group is BEYOND and BEYOND:
                 print("-- beyond the per-line bound: what the model keeps (not a file's kind) --")
             for case, damage in group.items():
                 root, out, sessions = folder(case)
