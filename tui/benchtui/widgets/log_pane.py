@@ -30,7 +30,7 @@ def open_log(path: Path) -> BinaryIO | None:
     A replayed session is not trusted: its log can be a link to /etc/shadow, or a FIFO whose
     open would block the UI for good. Raises OSError when it cannot be opened at all.
     """
-    from benchtui.core.reporting.files import open_regular  # not at start-up: it loads the report model
+    from benchtui.core.store.session import open_regular  # not at start-up: it loads the session model
 
     if path.parent.is_symlink():
         return None

@@ -350,9 +350,8 @@ class SessionModel:
         elif row["status"] == CellStatus.INCOMPLETE:
             # No run finished: what the runs cut short measured before they stopped (their epochs done,
             # their build) is shown, said as such; never a ratio or a verdict (those take finished runs).
-            partial = [r for r in runs if r.status in CUT_SHORT and r.epoch_times]
-            partial += [
-                r for r in runs if r.status in CUT_SHORT and not r.epoch_times and r.phase_seconds("build")
+            partial = [
+                r for r in runs if r.status in CUT_SHORT and (r.epoch_times or r.phase_seconds("build"))
             ]
             ok = partial
         row["partial_runs"] = len(partial)

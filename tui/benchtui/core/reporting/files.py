@@ -9,11 +9,11 @@ import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO
 
 from benchtui.core.reporting.model import build_report
 from benchtui.core.reporting.registry import writer_for
-from benchtui.core.store.session import LoadedSession, SessionError, load_session
+from benchtui.core.store.session import LoadedSession, SessionError, load_session, open_regular
 
 
 @dataclass(frozen=True)
@@ -70,20 +70,6 @@ def holds_file(folder: Path, relative: str) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except (OSError, RuntimeError, ValueError):
         return False
-
-
-def open_regular(path: Path) -> BinaryIO | None:
-    """``path`` opened for reading if it is a regular file; None for a FIFO, a device, a folder.
-
-    Opened without following a link at its end (O_NOFOLLOW: the open fails) and without waiting
-    (O_NONBLOCK: a FIFO would block its reader for good). Raises OSError when it cannot be opened.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return os.fdopen(fd, "rb")
 
 
 def render(loaded: LoadedSession, fmt: str, fh: IO[str], per_batch: bool = False) -> None:

@@ -122,20 +122,27 @@ def _what_is(mode: int) -> str:
     return "not a regular file"
 
 
-def open_session_file(path: Path) -> BinaryIO | None:
-    """A file of a session folder opened for reading; None when there is nothing at ``path``.
+def open_regular(path: Path, buffering: int = -1) -> BinaryIO | None:
+    """``path`` opened for reading if it is a regular file; None for a FIFO, a device, a folder.
 
-    A session folder can come from anyone, so only a regular file is read: anything else, a link
-    included (even to a file: a writer never makes one), is a SessionError that says what is
-    there. Opened without following a link at the end (O_NOFOLLOW) and without waiting (O_NONBLOCK:
-    a FIFO would block its reader for good); what is opened is checked with fstat, so nothing can
-    be swapped in between.
+    Opened without following a link at its end (O_NOFOLLOW: the open fails) and without waiting
+    (O_NONBLOCK: a FIFO would block its reader for good); what is opened is checked with fstat, so
+    nothing can be swapped in between. Raises OSError when it cannot be opened.
     """
-    flags = (
-        os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    )
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb", buffering=buffering)
+
+
+def open_session_file(path: Path) -> BinaryIO | None:
+    """A file of a session folder opened for reading (``open_regular``); None when there is nothing at
+    ``path``. A session folder can come from anyone: anything but a regular file, a link included (even
+    to a file: a writer never makes one), is a SessionError that says what is there."""
     try:
-        fd = os.open(path, flags)
+        fh = open_regular(path, buffering=1 << 20)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -145,14 +152,13 @@ def open_session_file(path: Path) -> BinaryIO | None:
             ) from exc
         what = "a socket" if exc.errno == errno.ENXIO else storage_problem(exc)
         raise SessionError(f"{path} cannot be read: {what}") from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise SessionError(f"{path} is {_what_is(mode)}, not a file")
-        return os.fdopen(fd, "rb", buffering=1 << 20)
-    except BaseException:
-        os.close(fd)
-        raise
+    if fh is None:
+        try:
+            what = _what_is(os.lstat(path).st_mode)
+        except OSError:  # gone meanwhile
+            what = "not a regular file"
+        raise SessionError(f"{path} is {what}, not a file")
+    return fh
 
 
 def read_json_file(path: Path, limit: int, parse: Callable[[bytes], Any] = loads_strict) -> Any:

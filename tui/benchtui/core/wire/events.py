@@ -296,6 +296,8 @@ def loads_strict(text: str | bytes) -> Any:
         raise Malformed("nested too deeply") from exc
     except ValueError as exc:  # int_max_str_digits, bad UTF-8 in bytes
         raise Malformed(f"not JSON: {str(exc)[:120]}") from exc
+    if text.isascii() and ("\\u" not in text if isinstance(text, str) else b"\\u" not in text):
+        return value  # no escape, no surrogate: the common line (a batch a step) is not walked
     try:
         return scrub_surrogates(value)
     except RecursionError as exc:  # the walk nests deeper than the parser did
@@ -476,6 +478,14 @@ _HOST_READING = _obj(_HOST_FIELDS)
 MAX_SAMPLE_GPUS = 256
 
 
+def _gpu_reading(gpu: dict[str, Any]) -> dict[str, Any]:
+    """One GPU's known readings; its throttle reasons (a list) as at most 32 short words."""
+    out = {k: v for k, v in gpu.items() if k in _GPU_FIELDS and k != "throttle"}
+    if isinstance(throttle := gpu.get("throttle"), list):
+        out["throttle"] = [w[:64] for w in throttle[:32] if isinstance(w, str)]
+    return out
+
+
 def prune_gpu_sample(event: dict[str, Any]) -> dict[str, Any]:
     """A ``gpu`` sample with only what the sampler writes: the fields ``FIELDS["gpu"]`` names, each GPU's
     and the host's known readings, throttle reasons as short words. A model keeps hundreds of samples:
@@ -484,15 +494,7 @@ def prune_gpu_sample(event: dict[str, Any]) -> dict[str, Any]:
     host = event.get("host")
     out: dict[str, Any] = {k: event[k] for k in ("type", "t", "run", "v", "watched", "devices") if k in event}
     if isinstance(gpus, list):
-        out["gpus"] = [
-            {k: v for k, v in g.items() if k in _GPU_FIELDS and (k != "throttle" or isinstance(v, list))}
-            if isinstance(g, dict)
-            else None
-            for g in gpus[:MAX_SAMPLE_GPUS]
-        ]
-        for g in out["gpus"]:
-            if g is not None and "throttle" in g:
-                g["throttle"] = [w[:64] for w in g["throttle"][:32] if isinstance(w, str)]
+        out["gpus"] = [_gpu_reading(g) if isinstance(g, dict) else None for g in gpus[:MAX_SAMPLE_GPUS]]
     if isinstance(host, dict):
         out["host"] = {k: v for k, v in host.items() if k in _HOST_FIELDS}
     if isinstance(out.get("devices"), list):
