@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchtui.core.plan.plan import Plan, run_order
+from benchtui.core.plan.plan import Plan, from_preset, run_order
 from benchtui_runners import catalog
 
 #: Forward FLOPs of one sample at the size given (billions; twice the multiply-adds that model cards list).
@@ -33,6 +33,9 @@ FORWARD_GFLOPS: dict[str, tuple[float, int]] = {  # model: (GFLOPs, at this imag
 CPU_GFLOPS_PER_CORE = 25.0
 #: Starting a runner, importing its framework and building the model, per run (seconds).
 RUN_OVERHEAD_S = 10.0
+#: The fewest cores an estimate counts on: a machine whose cores other processes keep busy still gives
+#: a run a share of one (the scheduler splits a core among the threads that want it).
+MIN_CORES = 0.5
 #: A CPU plan estimated to take longer than this is worth a warning before it starts.
 LONG_PLAN_S = 3600.0
 
@@ -57,11 +60,12 @@ def sample_gflops(plan: Plan, model: str) -> float | None:
     return steps * gflops * (plan.image_size / size) ** 2
 
 
-def cpu_seconds(plan: Plan, cores: int) -> float:
+def cpu_seconds(plan: Plan, cores: float) -> float:
     """A rough duration of ``plan`` on ``cores`` CPU cores (seconds; ``--threads`` uses fewer): the runs its
     frameworks can make, each its samples times its epochs, plus each run's start; models of unknown cost
-    (a user's own) count their start only."""
-    rate = CPU_GFLOPS_PER_CORE * max(1, min(plan.threads, cores) if plan.threads else cores)
+    (a user's own) count their start only. ``cores`` may be a fraction: the idle share of a busy machine's
+    cores (never counted below ``MIN_CORES``)."""
+    rate = CPU_GFLOPS_PER_CORE * max(MIN_CORES, min(plan.threads, cores) if plan.threads else cores)
     total = 0.0
     for spec in run_order(plan):
         if not catalog.available(spec.framework, spec.model)[0]:
@@ -80,13 +84,23 @@ def duration_words(seconds: float) -> str:
     return "under a minute"
 
 
+def preset_words(preset: str, cores: float) -> str:
+    """How long ``preset`` takes on ``cores`` idle CPU cores, in words ("about 2 minutes"): the preset's
+    plan as a CPU runs it (its threads the idle cores, as the engine sets them), by ``cpu_seconds``."""
+    plan = from_preset(preset)
+    plan.threads = 0  # the engine's default on a CPU: the idle cores, which ``cores`` already is
+    words = duration_words(cpu_seconds(plan, cores))
+    return words if words == "under a minute" else f"about {words}"
+
+
 def long_cpu_warning(plan: Plan, cores: int) -> str:
     """One line warning that ``plan`` will likely take very long on this CPU ('' when it will not)."""
     seconds = cpu_seconds(plan, cores)
     if seconds < LONG_PLAN_S:
         return ""
-    n, unit = (plan.threads, "thread") if plan.threads else (max(1, cores), "core")
+    n, unit = (plan.threads, "thread") if plan.threads else (max(1, round(cores)), "core")
     return (
         f"on this CPU ({n} {unit}{'s' if n != 1 else ''}) this plan likely takes "
-        f"{duration_words(seconds)} or more; --preset quick measures both frameworks in about two minutes"
+        f"{duration_words(seconds)} or more; --preset quick measures both frameworks in "
+        f"{preset_words('quick', cores)}"
     )
