@@ -359,9 +359,10 @@ async def test_strips_grow_into_the_room_the_screen_has() -> None:
 
 # -- the plan's ETA ------------------------------------------------------------------------------------
 def test_the_eta_comes_from_the_finished_runs_of_each_kind(tmp_path: Path) -> None:
-    from benchtui.core.model.summary import plan_eta
+    """A GPU session (no plan estimate): each run to come takes as long as its cell's finished runs."""
+    from benchtui.core.model.eta import Eta, clock, plan_eta
     from benchtui.core.running.replay import Replayer
-    from benchtui.screens.live import clock, eta_text
+    from benchtui.screens.live import eta_text
     from sessionfactory import make_session, read_events
 
     path = make_session(tmp_path, runs=2, epochs=2, steps=4)  # torch r1, tf r1, torch r2, tf r2
@@ -381,15 +382,17 @@ def test_the_eta_comes_from_the_finished_runs_of_each_kind(tmp_path: Path) -> No
     assert eta_text(model, None) == "ETA: after the first run"
     now = play_until([("torch", 1)])
     torch_s = runs["torch", 1].ended_t - runs["torch", 1].started_t  # type: ignore[operator]
-    assert plan_eta(model, now) == (pytest.approx(torch_s), 2)  # torch r2 known; tf.keras r1 and r2 not
+    assert plan_eta(model, now) == Eta(
+        pytest.approx(torch_s), unknown=2
+    )  # torch r2 known; tf.keras r1, r2 not
     assert eta_text(model, now) == f"ETA: over {clock(torch_s)} left (2 runs not timed yet)"
     now = play_until([("tensorflow", 1)])
     keras_s = runs["tensorflow", 1].ended_t - runs["tensorflow", 1].started_t  # type: ignore[operator]
-    assert plan_eta(model, now) == (pytest.approx(torch_s + keras_s), 0)
+    assert plan_eta(model, now) == Eta(pytest.approx(torch_s + keras_s))
     while runs["torch", 2].started_t is None:
         model.apply(events.pop(0))
-    into = 0.5 * torch_s  # halfway through torch r2: half of it is left
-    assert plan_eta(model, runs["torch", 2].started_t + into) == (pytest.approx(torch_s - into + keras_s), 0)
+    into = 0.5 * torch_s  # halfway through torch r2 (still building): half of it is left
+    assert plan_eta(model, runs["torch", 2].started_t + into) == Eta(pytest.approx(torch_s - into + keras_s))
     assert (
         eta_text(model, runs["torch", 2].started_t + into) == f"ETA: {clock(torch_s - into + keras_s)} left"
     )

@@ -8,6 +8,7 @@ an idle screen costs no CPU, and the next event, key or resize wakes it.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +24,13 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from benchtui.core.fmt import clean, plural
-from benchtui.core.model import scaling
+from benchtui.core.fmt import clean
+from benchtui.core.model import eta, scaling
 from benchtui.core.model.analysis import model_label
+from benchtui.core.model.eta import clock
 from benchtui.core.model.parity import differences_text, marked
 from benchtui.core.model.status import CautionKind, RunStatus, status_style
-from benchtui.core.model.summary import model_verdicts, plan_eta
+from benchtui.core.model.summary import model_verdicts
 from benchtui.core.reporting import registry
 from benchtui.widgets.comparison import BatchComparison, focus_model
 from benchtui.widgets.log_pane import RunLog
@@ -36,6 +38,7 @@ from benchtui.widgets.results_table import LIVE, CellCache, ResultsTable, cell_v
 from benchtui.widgets.telemetry import MAX_STRIPS, GpuStrips, TelemetryPanel
 from benchtui.widgets.why_view import WhyView
 from benchtui_runners import catalog
+from benchtui_runners.config import usable_cores
 
 if TYPE_CHECKING:
     from benchtui.core.model.runs import RunState
@@ -58,22 +61,11 @@ ENDED_WORDS = (
 FINISHED = frozenset({"complete", "failed", "interrupted", "incomplete"})
 
 
-def clock(seconds: float | None) -> str:
-    if seconds is None or seconds < 0:
-        return "0:00"
-    s = int(seconds)
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-
-
-def eta_text(model: SessionModel, now: float | None) -> str:
-    """The plan's ETA in words: honest about what it cannot know yet."""
-    eta = plan_eta(model, now)
-    if eta is None:
-        return "ETA: after the first run"
-    left, unknown = eta
-    if not unknown:
-        return f"ETA: {clock(left)} left"
-    return f"ETA: over {clock(left)} left ({plural(unknown, 'run')} not timed yet)"
+def eta_text(
+    model: SessionModel, now: float | None, prior: dict[tuple[str, str], float] | None = None
+) -> str:
+    """The plan's ETA in words (``eta.plan_eta``): honest about what it cannot know yet."""
+    return eta.eta_text(eta.plan_eta(model, now, prior))
 
 
 def _label(framework: str, model: str) -> str:
@@ -273,6 +265,8 @@ class LiveScreen(Screen):
         self._dirty = True
         self._gpu_dirty = True
         self._last_t: float | None = None
+        self._last_wall = time.monotonic()  # when ``_last_t`` came: a replay's clock goes on from it
+        self._prior: tuple[tuple[Any, ...], dict[tuple[str, str], float]] | None = None
         self._cache: dict[str, CellCache] = {}
         self._panels_key: tuple[Any, ...] | None = None
         self._controls: tuple[Any, ...] | None = None
@@ -311,6 +305,7 @@ class LiveScreen(Screen):
         t = event.get("t")
         if isinstance(t, (int, float)):
             self._last_t = t
+            self._last_wall = time.monotonic()
         if self._asleep:
             self.wake()
 
@@ -621,11 +616,8 @@ class LiveScreen(Screen):
     def _status_line(self) -> Text:
         model, source = self.model, self.source
         started = self.meta.get("started_monotonic")
-        elapsed = (
-            clock(self._last_t - started)
-            if self._last_t is not None and isinstance(started, (int, float))
-            else "0:00"
-        )
+        now = self._last_t if self.finished else self.now()
+        elapsed = clock(now - started) if now is not None and isinstance(started, (int, float)) else "0:00"
         total = len(model.runs)
         done = model.done_runs
         ok = sum(1 for r in model.runs.values() if r.status == "ok")
@@ -685,7 +677,7 @@ class LiveScreen(Screen):
         line = self._status_line()
         where = Text(no_wrap=True, overflow="ellipsis")
         if not self.finished and not self.model.plan.watch:  # a watch runs as long as its command
-            where.append(eta_text(self.model, self._last_t), style="bold")
+            where.append(eta_text(self.model, self.now(), self.prior()), style="bold")
             where.append(" · ", style="dim")
         where.append("Session folder ", style="dim")
         where.append(clean(str(self.session_path)))
@@ -694,6 +686,42 @@ class LiveScreen(Screen):
         if plain != self._status_text:
             self._status_text = plain
             self.query_one("#status", Static).update(combined)
+
+    def now(self) -> float | None:
+        """The time on the events' clock: a live session's is this machine's monotonic clock (the engine's
+        and its runners'); a replay's goes on from its last event at the replay's pace, and stands still
+        while it is paused. So the elapsed time and the ETA move between events, never frozen."""
+        if self.live:
+            return time.monotonic()
+        if self._last_t is None or self.source.paused or self.finished or self.speed == float("inf"):
+            return self._last_t
+        return self._last_t + (time.monotonic() - self._last_wall) * self.speed
+
+    def on_cpu(self) -> bool:
+        """Whether the session trains on the CPU: the runners' word, else the plan's device and the GPUs
+        the session found (none known yet: not said)."""
+        plan = self.model.plan
+        kinds = {r.device_kind for r in self.model.runs.values() if r.device_kind}
+        if kinds:
+            return kinds == {"cpu"}
+        if plan.device == "cpu":
+            return True
+        gpus = self.meta.get("gpus")
+        return plan.device == "auto" and isinstance(gpus, list) and not gpus
+
+    def prior(self) -> dict[tuple[str, str], float] | None:
+        """The plan's estimate of one run per cell on a CPU (``eta.prior_seconds``), from the cores the
+        plan uses: its threads (on a CPU, the idle cores measured before the plan), else the machine's (this
+        one's usable cores; a replay's recorded host's)."""
+        if not self.on_cpu():
+            return None
+        host = self.meta.get("host") or {}
+        cores = host.get("cpu_count") if isinstance(host, dict) and not self.live else None
+        cores = cores if isinstance(cores, int) and cores > 0 else usable_cores()
+        key = (self.model.plan.threads, cores)
+        if self._prior is None or self._prior[0] != key:
+            self._prior = (key, eta.prior_seconds(self.model.plan, cores))
+        return self._prior[1]
 
     def _follow_log(self, log: RunLog) -> None:
         run_id = self.model.current
