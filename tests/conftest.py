@@ -24,6 +24,9 @@ os.environ["BENCHTUI_ENVS"] = str(ROOT / ".pytest_cache" / "no-framework-envs")
 os.environ.pop("COLUMNS", None)
 # The doctor keeps its answers in the user's cache folder: the tests keep theirs in one of their own.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-cache-")
+# A command that names no sessions folder, started where there is no ./sessions, writes to the user's
+# data folder (session.user_sessions_dir): the tests' go to one of their own, never the user's.
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-data-")
 
 # The smallest plan that still exercises everything: two epochs (first + rest), 2 batches each. One
 # thread: two test workers share two cores, and oversubscribed thread pools slow PyTorch down tenfold.

@@ -491,7 +491,8 @@ async def test_the_plan_screen_opens_a_model_file(package: Path, tmp_path: Path)
         field = screen.query_one("#model-file", Input)
         field.value = str(package / "cnn.toml")
         plan = screen.build_plan()
-        assert plan.models == ["resnet50", "tinycnn"] and plan.custom_models[0]["label"] == "Tiny CNN"
+        # The quick preset's model (the app starts from quick without a GPU), then the file's.
+        assert plan.models == ["resnet50_v1_5", "tinycnn"] and plan.custom_models[0]["label"] == "Tiny CNN"
         assert plan.batch_size("tinycnn") == 4  # the model file's batch size
         field.value = str(package / "missing.toml")
         screen.action_start()

@@ -237,7 +237,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
-    run = sub.add_parser("run", help="start a plan at once (in the app, or --headless)")
+    run = sub.add_parser(
+        "run",
+        help="start a plan at once (in the app, or --headless)",
+        description="Start a plan at once. With no plan named and no flag that shapes one, the default "
+        "plan: quick where the runs go to the CPU (minutes), the study where a GPU takes them (the app's "
+        "plan screen starts from the same).",
+    )
+    run.add_argument(
+        "plan",
+        nargs="?",
+        metavar="PLAN",
+        help="a preset to start from: study, quick, modern, modern-cpu (as --preset)",
+    )
     _add_plan_args(run)
     run.add_argument("--headless", action="store_true", help="no app: Rich progress, table on stdout")
     run.add_argument("--no-nvml", action="store_true", help=argparse.SUPPRESS)

@@ -75,12 +75,82 @@ def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+#: The flags that say what a plan measures: a command with none of them (and no preset) gets the default
+#: plan, as the app's plan screen does (``devices.default_preset``). The others (--device, --threads,
+#: --name, --sessions-dir, --python, --interval, --stall-timeout, --profile, --memory-limit) say where or
+#: how it runs and is recorded, and keep it.
+SHAPING_FLAGS = (
+    "frameworks",
+    "models",
+    "model_file",
+    "model_def",
+    "model_name",
+    "model_input",
+    "task",
+    "image_size",
+    "seq_len",
+    "samples",
+    "batch_size",
+    "batch_policy",
+    "max_batch_size",
+    "epochs",
+    "runs",
+    "devices",
+    "scaling",
+    "global_batch",
+    "data",
+    "precision",
+    "compile",
+    "timing",
+    "optimizer",
+    "learning_rate",
+    "head",
+    "shuffle",
+    "loader_workers",
+    "cudnn_autotune",
+    "channels_last",
+    "order",
+    "num_classes",
+)
+
+
+def chosen_preset(args: argparse.Namespace) -> str:
+    """The preset a run starts from: PLAN or --preset, as named; with neither and no flag that shapes the
+    plan, the default plan (quick where its runs go to the CPU, the study where a GPU takes them); '' when
+    flags shape a plan of their own (the study's protocol, the help's "defaults")."""
+    from benchtui.core.plan.devices import default_preset
+    from benchtui.core.plan.plan import PRESETS, PlanError, did_you_mean
+
+    named = getattr(args, "plan", None)
+    if named is not None:
+        if named not in PRESETS:
+            raise PlanError(
+                f"unknown plan {named!r}{did_you_mean(named, PRESETS)}: PLAN names a preset, one of "
+                f"{', '.join(PRESETS)}"
+            )
+        if args.preset is not None and args.preset != named:
+            raise PlanError(f"PLAN {named} and --preset {args.preset} name two plans: give one")
+        return str(named)
+    if args.preset is not None:
+        return str(args.preset)
+    if any(getattr(args, flag, None) not in (None, []) for flag in SHAPING_FLAGS):
+        return ""
+    device = args.device or "auto"
+    if device == "auto":
+        from benchtui.core.running.sampler import find_gpus
+
+        names, _ = find_gpus(use_nvml=not getattr(args, "no_nvml", False))
+        return default_preset(bool(names), device)
+    return default_preset(False, device)
+
+
 def plan_from_args(args: argparse.Namespace) -> Any:
     """Build and validate a Plan from parsed flags (raises PlanError)."""
     from benchtui.core.plan.plan import Plan, PlanError, from_preset, models_named
     from benchtui_runners import catalog
 
-    plan = from_preset(args.preset) if args.preset else Plan()
+    preset = chosen_preset(args)
+    plan = from_preset(preset) if preset else Plan()
     overrides: dict[str, Any] = {}
     if args.frameworks is not None:
         overrides["frameworks"] = args.frameworks

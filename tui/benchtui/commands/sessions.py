@@ -118,11 +118,11 @@ def sessions_view(infos: list[dict[str, str]], width: int) -> RenderableType:
 def cmd_sessions(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from benchtui.core.store.session import list_sessions, sessions_dir
+    from benchtui.core.store.session import list_sessions, sessions_dir_words
 
     infos = list_sessions(args.sessions_dir)
-    if not infos:
-        print(f"no sessions in {clean(sessions_dir(args.sessions_dir))}", file=sys.stderr)
+    if not infos:  # the absolute path looked in, and why there: a user in another folder knows where
+        print(f"no sessions in {clean(sessions_dir_words(args.sessions_dir))}", file=sys.stderr)
         return EXIT_OK
     console = Console()
     if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():

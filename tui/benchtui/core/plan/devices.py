@@ -30,6 +30,14 @@ VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
 _FROM_ENV = "\0from the environment"
 
 
+def default_preset(gpu_found: bool, device: str = "auto") -> str:
+    """The plan a newcomer gets when they name none (the app's plan screen and ``benchtui run`` alike):
+    the study where its runs go to a GPU, the quick preset (minutes) where they go to the CPU (the
+    study there takes weeks)."""
+    on_gpu = device.startswith("cuda") or (device == "auto" and gpu_found)
+    return "study" if on_gpu else "quick"
+
+
 def inherited_visible() -> str | None:
     """The ``CUDA_VISIBLE_DEVICES`` this process was started with (a scheduler's choice), or None."""
     return os.environ.get(VISIBLE_ENV)

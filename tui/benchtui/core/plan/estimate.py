@@ -93,7 +93,7 @@ def preset_words(preset: str, cores: float) -> str:
     return words if words == "under a minute" else f"about {words}"
 
 
-def long_cpu_warning(plan: Plan, cores: int) -> str:
+def long_cpu_warning(plan: Plan, cores: float) -> str:
     """One line warning that ``plan`` will likely take very long on this CPU ('' when it will not)."""
     seconds = cpu_seconds(plan, cores)
     if seconds < LONG_PLAN_S:

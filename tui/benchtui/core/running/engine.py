@@ -21,7 +21,8 @@ from benchtui.core.model.runs import RunState
 from benchtui.core.model.status import RunStatus
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.devices import Placement, place
-from benchtui.core.plan.plan import Plan, RunSpec, run_order
+from benchtui.core.plan.plan import Plan, PlanError, RunSpec, run_order
+from benchtui.core.plan.threads import measure_idle
 from benchtui.core.running.batchsearch import choose, search_largest_batch
 from benchtui.core.running.control import Pausable
 from benchtui.core.running.launcher import (
@@ -111,6 +112,10 @@ class Engine(Pausable):
         self._no_fit: dict[tuple[str, str], str] = {}  # cells the batch search found no size for
         # Chosen once when the session starts (from the sampler's NVML view), the same for every run.
         self.placement = Placement("unchecked", plan.device)
+        #: A CPU plan with no --threads: the idle cores measured once before its first run, and the threads
+        #: every run and probe gets from them (``threads.measure_idle``; None: --threads, a GPU, a watch).
+        self.cpu_threads: dict[str, Any] | None = None
+        self._measured = False
         #: What made the session stop writing (a full disk, ...); the session ends "failed" with it.
         self.storage_error: StorageError | None = None
         #: An exception of benchtui's own that ended the session ("failed" with it); "" while none did.
@@ -196,7 +201,10 @@ class Engine(Pausable):
         """Run the whole plan; return the session status (complete / failed / interrupted)."""
         unavailable: dict[tuple[str, str], str] = {}  # cells whose runner said so: their other runs too
         try:
+            await self.measure_cpu()
             self._begin()
+            if self.cpu_threads is not None:
+                self._write(self.writer.update_meta, cpu_threads=self.cpu_threads)
             # A model its framework lacks (PNASNet in Keras) is unavailable from the start: never queued as
             # a run to come, never "skipped" when the session stops before its turn.
             lacking = {spec.run_id: catalog.available(spec.framework, spec.model) for spec in self.specs}
@@ -283,6 +291,25 @@ class Engine(Pausable):
             self.sampler.start()
         self._write(self.writer.update_meta, placement=self.placement.to_dict())
 
+    async def measure_cpu(self) -> dict[str, Any] | None:
+        """On a CPU plan that names no --threads, the idle cores over ``threads.IDLE_WINDOW_S`` (once per
+        session; ``run`` calls it before the first run, a view may call it sooner to say the figure):
+        ``{"idle_cores", "cores", "window_s", "threads"}``, or None where the plan's threads are not the
+        engine's to choose (--threads, a GPU, a watched command)."""
+        if self._measured:
+            return self.cpu_threads
+        self._measured = True
+        if self.plan.threads or self.plan.watch:
+            return None
+        try:
+            placement = self._place(self.sampler.gpus() if self.sampler is not None else [])
+        except PlanError:
+            return None  # the session fails on it when it begins, and says why
+        if placement.runner_device != "cpu":
+            return None
+        self.cpu_threads = await asyncio.to_thread(measure_idle)
+        return self.cpu_threads
+
     def _place(self, gpus: list[dict[str, Any]]) -> Placement:
         return place(self.plan.device, gpus, self.plan.devices, self.plan.device_ids)
 
@@ -360,10 +387,12 @@ class Engine(Pausable):
         if devices > 1 and gpus:
             config.gpus = gpus
         if config.threads == 0 and config.device == "cpu":
-            # On a CPU every framework gets the same pool, the cores this process may use: left to
-            # themselves they size it differently (TensorFlow per logical core, PyTorch per
-            # physical one), and the comparison would measure that choice.
-            config.threads = usable_cores()
+            # On a CPU every framework gets the same pool, the cores other processes left idle when the
+            # session started (measured once, ``measure_cpu``): left to themselves the frameworks size it
+            # differently (TensorFlow per logical core, PyTorch per physical one), and the comparison
+            # would measure that choice; a pool larger than the idle cores stalls on a busy machine.
+            measured = self.cpu_threads
+            config.threads = int(measured["threads"]) if measured is not None else usable_cores()
             if devices > 1 and catalog.family(framework) == "torch":
                 # One process per rank: the same cores in all, shared among them (TensorFlow's and
                 # JAX's replicas share one process's pool).

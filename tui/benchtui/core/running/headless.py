@@ -18,6 +18,7 @@ from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.devices import place
 from benchtui.core.plan.estimate import long_cpu_warning
 from benchtui.core.plan.plan import Plan, PlanError, command_text
+from benchtui.core.plan.threads import threads_words
 from benchtui.core.running.session_run import exit_code, start_session, stop_on_signals
 from benchtui.core.store.session import SessionWriter
 from benchtui_runners import catalog
@@ -75,13 +76,16 @@ def _probe_line(event: dict[str, Any]) -> str:
     )
 
 
-def _long_on_cpu(plan: Plan, gpus: list[dict[str, Any]]) -> str:
-    """The warning for a plan that will take very long on the CPU it resolves to ('' for a GPU, or a short one)."""
+def _long_on_cpu(plan: Plan, gpus: list[dict[str, Any]], measured: dict[str, Any] | None) -> str:
+    """The warning for a plan that will take very long on the CPU it resolves to ('' for a GPU, or a short
+    one), estimated from the idle cores the engine measured (every usable core where it measured none)."""
     try:
         placement = place(plan.device, gpus, plan.devices, plan.device_ids)
     except PlanError:
         return ""  # the engine says why when it starts
-    return long_cpu_warning(plan, usable_cores()) if placement.kind == "cpu" else ""
+    idle = (measured or {}).get("idle_cores")
+    cores = float(idle) if isinstance(idle, (int, float)) else usable_cores()
+    return long_cpu_warning(plan, cores) if placement.kind == "cpu" else ""
 
 
 #: Shows the result at the end of a run: (the session's summary: rows and verdicts, title).
@@ -113,10 +117,15 @@ def run_headless(
             engine.cancel()
 
     watch = bool(plan.watch)
-    warning = "" if watch else _long_on_cpu(plan, session.sampler.gpus())
+    # A CPU plan with no --threads: the idle cores, measured once (a second) before anything is said, so
+    # that the warning's estimate and the plan line come from them; the engine's runs use the same figure.
+    measured = None if watch else asyncio.run(engine.measure_cpu())
+    warning = "" if watch else _long_on_cpu(plan, session.sampler.gpus(), measured)
     if warning:  # said, never refused: scripts start long plans on purpose
         say(f"[yellow]benchtui: warning: {_shown(warning)}[/]", soft_wrap=True)
     say(f"[bold]benchtui[/] session [cyan]{_shown(writer.path)}[/] · {_shown(session.sampler.status)}")
+    if measured is not None:
+        say(f"[bold]plan[/] · {_shown(threads_words(measured))}")
     if watch:
         what = command_text(plan.watch.get("command") or [])
         say(

@@ -289,6 +289,29 @@ def load_nvml() -> tuple[Any | None, str]:
     return init_nvml(pynvml)
 
 
+def find_gpus(use_nvml: bool = True) -> tuple[tuple[str, ...], str]:
+    """The NVIDIA GPUs' names by NVML only (importing a framework to ask would take seconds), and NVML's
+    status line: what decides the default plan (``devices.default_preset``) in the app and headless."""
+    if not use_nvml:
+        return (), "NVML not used"
+    nvml, status = load_nvml()
+    if nvml is None:
+        return (), status
+    names: list[str] = []
+    try:
+        for i in range(nvml.nvmlDeviceGetCount()):
+            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i))
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+    except Exception:  # noqa: BLE001 - a GPU NVML cannot name is still a GPU
+        names = names or ["GPU"]
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+    return tuple(names), status
+
+
 def init_nvml(nvml: Any) -> tuple[Any | None, str]:
     try:
         nvml.nvmlInit()

@@ -24,6 +24,7 @@ import re
 import shutil
 import socket
 import stat
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -229,8 +230,46 @@ def slugify(name: str, limit: int = 60) -> str:
     return slug[:limit].strip("-._") or "session"
 
 
+def user_sessions_dir() -> Path:
+    """The user's own sessions folder, the platform's data folder's: $XDG_DATA_HOME/benchtui/sessions
+    (~/.local/share/benchtui/sessions where XDG_DATA_HOME is unset or relative), on macOS
+    ~/Library/Application Support/benchtui/sessions, on Windows %LOCALAPPDATA%\\benchtui\\sessions."""
+    home = Path.home()
+    if sys.platform == "darwin":
+        base = home / "Library" / "Application Support"
+    elif os.name == "nt":
+        base = Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local")
+    else:
+        xdg = os.environ.get("XDG_DATA_HOME", "")
+        base = Path(xdg) if os.path.isabs(xdg) else home / ".local" / "share"
+    return base / "benchtui" / "sessions"
+
+
 def sessions_dir(path: str | os.PathLike[str] | None = None) -> Path:
-    return Path(path or os.environ.get("BENCHTUI_SESSIONS_DIR") or DEFAULT_SESSIONS_DIR)
+    """The sessions folder: ``path`` (--sessions-dir), else $BENCHTUI_SESSIONS_DIR, else ./sessions where
+    that folder exists (a project's own), else the user's (``user_sessions_dir``), so that every command
+    finds the same sessions from any folder."""
+    named = path or os.environ.get("BENCHTUI_SESSIONS_DIR")
+    if named:
+        return Path(named)
+    local = Path(DEFAULT_SESSIONS_DIR)
+    return local if local.is_dir() else user_sessions_dir()
+
+
+def sessions_dir_words(path: str | os.PathLike[str] | None = None) -> str:
+    """The sessions folder as a message names it: its absolute path, and how it was chosen where the user
+    named none ('/home/u/.local/share/benchtui/sessions (the user's folder: no ./sessions in /tmp/x)')."""
+    base = sessions_dir(path)
+    where = os.path.abspath(base)
+    if path:
+        return where
+    if os.environ.get("BENCHTUI_SESSIONS_DIR"):
+        return f"{where} (BENCHTUI_SESSIONS_DIR)"
+    if base == Path(DEFAULT_SESSIONS_DIR):
+        return where
+    return (
+        f"{where} (the user's folder: there is no ./{DEFAULT_SESSIONS_DIR} in {os.path.abspath(os.curdir)})"
+    )
 
 
 def _utc_now() -> str:
@@ -499,7 +538,9 @@ class SessionWriter:
     writer ``failure`` set; later writes are dropped, and ``finish`` records what it still can.
     """
 
-    def __init__(self, path: Path, plan: Plan, extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, path: Path, plan: Plan, extra: dict[str, Any] | None = None, started: datetime | None = None
+    ) -> None:
         self.path = path
         self.folder = SessionFolder(path)
         self.folder.logs_dir.mkdir(parents=True, exist_ok=False)
@@ -513,7 +554,8 @@ class SessionWriter:
             "host": host_info(),
             "benchtui": provenance(),
             "status": "running",
-            "started": _utc_now(),
+            # The instant the folder's id was stamped with, so that the two never disagree by a second.
+            "started": (started or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
             "started_monotonic": time.monotonic(),
             "finished": None,
             "writer": writer_identity(),
@@ -530,7 +572,8 @@ class SessionWriter:
     def create(cls, plan: Plan, root: str | os.PathLike[str] | None = None, **extra: Any) -> SessionWriter:
         """A new session folder under ``root``; StorageError (one line) when none can be written."""
         base = usable_sessions_dir(root)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        now = datetime.now(timezone.utc)
+        stamp = now.strftime("%Y%m%dT%H%M%SZ")
         slug = slugify(plan.name or plan.preset or ("watch" if plan.watch else "+".join(plan.frameworks)))
         for n in range(1000):
             name = f"{stamp}_{slug}" + (f"-{n}" if n else "")
@@ -540,7 +583,7 @@ class SessionWriter:
                 raise SessionError(f"refusing to write outside {base}")
             if not path.exists():
                 try:
-                    return cls(path, plan, extra)
+                    return cls(path, plan, extra, started=now)
                 except FileExistsError:
                     continue
                 except (OSError, StorageError) as exc:
@@ -992,9 +1035,15 @@ def resolve_session(spec: str, root: str | os.PathLike[str] | None = None) -> Pa
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
-            names = ", ".join(p.name for p in matches[:5])
-            raise SessionError(f"{spec!r} matches {len(matches)} sessions ({names}): give more of the name")
-    raise SessionError(f"no session {spec!r} (not a folder, and no session in {base} starts with it)")
+            shown = 5 if len(matches) > 6 else len(matches)  # "and 1 more" would take the room of its name
+            names = ", ".join(p.name for p in matches[:shown])
+            more = f" and {len(matches) - shown} more" if len(matches) > shown else ""
+            raise SessionError(
+                f"{spec!r} matches {len(matches)} sessions ({names}{more}): give more of the name"
+            )
+    raise SessionError(
+        f"no session {spec!r} (not a folder, and no session in {sessions_dir_words(root)} starts with it)"
+    )
 
 
 def _device_label(meta: dict[str, Any], plan: dict[str, Any], folder: Path) -> str:
