@@ -91,7 +91,7 @@ def test_md_ratio_environment_and_escaping(session: Path, tmp_path: Path) -> Non
         "torch 2.5.1+cu124",
         "tensorflow 2.18.0",
         "precision fp32",
-        "cudnn_benchmark=True",
+        "cudnn benchmark: on",
         "Batch sizes",
     ):
         assert text in env

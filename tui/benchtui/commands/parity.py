@@ -103,6 +103,9 @@ HEADER = [
     "Sides differ by",
 ]
 
+#: The columns after the model and the framework, as words in a sentence (a row too wide for a table).
+RECORD_WORDS = ["built by", "counted at", "trainable params", "FLOPs / sample", "sides differ by"]
+
 
 def markdown(counts: list[Any], entries: list[dict[str, Any]], task: str) -> str:
     """The parity table as Markdown, then every flagged model's sentence."""
@@ -128,18 +131,54 @@ def markdown(counts: list[Any], entries: list[dict[str, Any]], task: str) -> str
     return "\n".join(lines)
 
 
-def print_table(counts: list[Any], entries: list[dict[str, Any]]) -> None:
+def _longest_word(text: str) -> int:
+    """The cells of ``text``'s longest word: the least a column can be without cutting a word."""
+    from rich.cells import cell_len
+
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
+def table_console(natural: int, least: int, file: Any = None) -> tuple[Any, bool]:
+    """The console a table of ``natural`` cells wide (its widest cells on one line each) is printed on, and
+    whether it fits there as a table at all: every column at least its longest word (``least`` in all).
+
+    A file or a pipe has no width: the table is printed whole, as wide as it is (at least 80 columns, for
+    the sentences under it), unless ``COLUMNS`` says a width. A terminal, or ``COLUMNS``, narrower than
+    ``least`` gets the rows as lines of words instead, so that no word is ever cut ("Trainab…").
+    """
     from rich.console import Console
+
+    console = Console(file=file or sys.stdout)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console = Console(file=file or sys.stdout, width=max(80, natural))
+    return console, least <= console.width
+
+
+def print_table(counts: list[Any], entries: list[dict[str, Any]], file: Any = None) -> None:
+    """The parity table on stdout: words wrap at their spaces and are never cut (``table_console``)."""
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
-    table = Table(title="benchtui parity", title_justify="left", header_style="bold")
-    for i, col in enumerate(HEADER):
-        table.add_column(col, justify="right" if i in (4, 5) else "left")
-    for row in table_rows(counts, entries):
-        table.add_row(*(escape(v) for v in row))
-    console.print(table)
+    rows = table_rows(counts, entries)
+    # Each column at least its longest word: Rich then wraps a cell at its spaces, never inside a word.
+    least = [max([_longest_word(h)] + [_longest_word(r[i]) for r in rows]) for i, h in enumerate(HEADER)]
+    widest = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(HEADER)]
+    rules = 3 * len(HEADER) + 1  # a space either side of each column, and the rules between
+    console, fits = table_console(sum(widest) + rules, sum(least) + rules, file)
+    if fits:
+        table = Table(title="benchtui parity", title_justify="left", header_style="bold")
+        for i, col in enumerate(HEADER):
+            table.add_column(col, justify="right" if i in (4, 5) else "left", min_width=least[i])
+        for row in rows:
+            table.add_row(*(escape(v) for v in row))
+        console.print(table)
+    else:  # narrower than the table's longest words: a line of words per row, wrapped at its spaces
+        console.print("benchtui parity", style="bold", highlight=False, markup=False)
+        for row in rows:
+            line = Text(f"{row[0]} · {row[1]}: ", style="bold")
+            line.append(", ".join(f"{h} {v}" for h, v in zip(RECORD_WORDS, row[2:], strict=True) if v))
+            console.print(line, highlight=False)
     for entry in entries:
         if entry["flagged"]:
             console.print(f"[yellow]≠[/] {escape(entry['text'])}")

@@ -7,7 +7,7 @@ import functools
 import math
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,64 @@ def rate(value: float | None) -> str:
     if value is None:
         return "–"
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def _numbers(values: Iterable[object]) -> list[float]:
+    return [
+        abs(float(v))
+        for v in values
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v != 0
+    ]
+
+
+def _needed(smallest: float, significant: int) -> int:
+    """The decimals that show ``smallest`` with ``significant`` significant digits."""
+    return max(0, significant - 1 - math.floor(math.log10(smallest)))
+
+
+def column_decimals(values: Iterable[object], most: int, own: int, significant: int) -> int:
+    """One number of decimals for a column of figures (``values``, CI bounds included): as many as its
+    smallest non-zero value needs for ``significant`` significant digits, never fewer than ``own`` (what
+    the figure's own formatter gives the column's largest value), never more than ``most``."""
+    numbers = _numbers(values)
+    if not numbers:
+        return own
+    return min(most, max(own, _needed(min(numbers), significant)))
+
+
+def seconds_column(values: Iterable[object], digits: int = 3) -> Callable[[Any], str]:
+    """A formatter of seconds with one number of decimals for the whole column (``values``): '12.640' and
+    '0.704', not '12.64' and '0.704'; the decimals are those ``seconds`` gives where they agree."""
+    numbers = _numbers(values)
+    largest = max(numbers, default=0.0)
+    own = 1 if largest >= 100 else 2 if largest >= 10 else digits
+    decimals = column_decimals(numbers, max(digits, own), own, digits)
+
+    def text(value: Any) -> str:
+        return _fixed(value, f"{{:.{decimals}f}}")
+
+    return text
+
+
+def _fixed(value: Any, pattern: str) -> str:
+    """A number in ``pattern``; '–' for None, anything else as text."""
+    if value is None:
+        return "–"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return pattern.format(value)
+    return clean(value)
+
+
+def rate_column(values: Iterable[object]) -> Callable[[Any], str]:
+    """A formatter of rates (images/s) with one number of decimals for the whole column: '1,234.0' and
+    '47.7', not '1,234' and '47.7'; '1,234' and '980' where every value reads whole."""
+    numbers = _numbers(values)
+    decimals = 0 if numbers and min(numbers) >= 100 else 1
+
+    def text(value: Any) -> str:
+        return _fixed(value, f"{{:,.{decimals}f}}")
+
+    return text
 
 
 def bytes_(value: float | None) -> str:

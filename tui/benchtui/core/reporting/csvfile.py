@@ -95,6 +95,12 @@ EFFICIENCY_COLUMNS = (
 DEVICE_COLUMNS = ("devices", "global_batch")
 #: Where the session ran (additive): the host's CPU model as session.json recorded it ('' before it did).
 HOST_COLUMNS = ("cpu_model",)
+#: The verdict's mark (additive): who it says is faster ('' where it claims no winner), and why not:
+#: ``verdict_mark`` "unreliable" (other processes kept the machine busy; ``unreliable_reason`` says how),
+#: "about_same" (the ratio rounds to 1.00× or its CI holds 1), or '' (a verdict as before, or no ratio).
+VERDICT_MARK_COLUMNS = ("faster_framework", "verdict_mark", "unreliable_reason")
+#: Each epoch's seconds from its start to its first batch, ';'-separated in epoch order (additive).
+STALL_COLUMNS = ("to_first_batch_s",)
 RATIO_COLUMNS = (
     "vs_framework",
     "time_ratio",
@@ -129,6 +135,10 @@ def summary_columns() -> list[str]:
     cols += [*WORKLOAD_COLUMNS, *PARITY_COLUMNS]
     cols += DEVICE_COLUMNS  # added with data parallel, after every older column
     cols += HOST_COLUMNS  # added with the CPU model, after every older column
+    cols += [
+        *VERDICT_MARK_COLUMNS,
+        *STALL_COLUMNS,
+    ]  # added with the verdict's marks, after every older column
     return cols
 
 
@@ -160,6 +170,14 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 ratio_basis=ratio["basis"],
                 verdict=ratio["text"],
             )
+            # Sessions before the marks have neither key: a verdict as before.
+            reason = ratio.get("unreliable")
+            mark = "unreliable" if reason else "about_same" if ratio.get("about_same") is True else ""
+            rec.update(
+                faster_framework=None if mark else ratio.get("faster_framework"),
+                verdict_mark=mark,
+                unreliable_reason=reason or None,
+            )
             per_flop = ratio.get("per_flop") or {}
             rec["per_flop_ratio"] = per_flop.get("ratio")
             rec["per_flop_faster"] = per_flop.get("faster_framework")
@@ -182,6 +200,12 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
         # Sessions before data parallel ran on one device, their batch the global one.
         rec["devices"] = row.get("devices", 1)
         rec["global_batch"] = row.get("global_batch", row.get("batch_size"))
+        stalls = row.get("to_first_batch_s")
+        if isinstance(stalls, list):  # one per epoch, '' where unknown
+            rec["to_first_batch_s"] = ";".join(
+                repr(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+                for v in stalls
+            )
         rec["warnings"] = "; ".join(w["message"] for w in row.get("warnings") or [])
         rec["run_ids"] = ";".join(row.get("run_ids") or [])
         yield rec

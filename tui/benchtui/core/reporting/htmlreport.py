@@ -14,7 +14,6 @@ from benchtui.core.model.why import CATEGORY_LABELS, PROFILE_CATEGORIES, ms
 from benchtui.core.reporting.files import holds_file, read_tail
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
-    CI_NOTE,
     DEVICES_NOTE,
     Report,
     Table,
@@ -58,6 +57,7 @@ th{background:#f1f3f5}td.num{text-align:right;font-variant-numeric:tabular-nums;
 tr:nth-child(even) td{background:#f8f9fa}
 .ok{color:#2b8a3e}.failed{color:#c92a2a;font-weight:600}.unavailable{color:#e67700}.incomplete,.pending{color:#862e9c}
 .ns{color:#868e96}.sig{font-weight:600}
+td.unreliable{background:#fff9db;color:#a35200;border-left:3px solid #f59f00}
 .warn{background:#fff9db;border:1px solid #ffe066;border-radius:6px;padding:8px 12px;font-size:13px}
 .warn ul{margin:0;padding-left:18px}
 .note{color:#868e96;font-size:12px;margin:2px 0 10px}
@@ -134,7 +134,7 @@ def _table(table: Table, notes: list[str] | None = None, fit: bool = False) -> s
 
 def _study_tables(report: Report) -> str:
     parts = [_table(report.side_by_side)] + [_table(t) for t in report.figure_tables]
-    parts.append(f'<p class="note">Mean over runs; {_e(CI_NOTE)}</p>')
+    parts.append(f'<p class="note">{_e(report.study_note)}</p>')
     if report.devices > 1:
         parts.append(f'<p class="note">{_e(DEVICES_NOTE)}</p>')
     return "".join(parts)
@@ -282,6 +282,14 @@ def _why(report: Report) -> str:
     return "<h2>Why: where step time goes</h2>" + "".join(parts) if parts else ""
 
 
+def _warmup(report: Report) -> str:
+    """The warm-up table, the cells whose epochs stalled before their first batch, and how to read it."""
+    if not report.warmup.rows:
+        return ""
+    note = f'<p class="note">{_e(report.warmup.note)}</p>'
+    return _table(report.warmup, []) + _lines(report.warmup_notes) + note
+
+
 def _efficiency_table(report: Report) -> str:
     """FLOPs per step, achieved TFLOP/s and % of the GPU's peak per cell ('' when nothing was counted)."""
     if report.efficiency is None:
@@ -311,6 +319,7 @@ def _detail_table(summary: dict[str, Any]) -> str:
         "<th>Batch IQR/median</th><th>Peak memory</th><th>Other processes' CPU</th><th>Status</th></tr>"
     )
     parts = [head]
+    median = fmt.seconds_column(((r.get("batch") or {}).get("median") for r in summary["rows"]), 4)
     for row in summary["rows"]:
         batch = row.get("batch") or {}
         ratio = batch.get("iqr_ratio")
@@ -319,7 +328,7 @@ def _detail_table(summary: dict[str, Any]) -> str:
             f"<td>{_e(framework_label(row['framework']))}</td>"
             f'<td class="num">{_e("–" if row.get("batch_size") is None else row["batch_size"])}</td>'
             f'<td class="num">{_e(row.get("runs"))}/{_e(row.get("runs_planned", row.get("runs")))}</td>'
-            f'<td class="num">{_e(fmt.seconds(batch.get("median"), 4))}</td>'
+            f'<td class="num">{_e(median(batch.get("median")))}</td>'
             f'<td class="num">{"–" if ratio is None else _e(f"{ratio:.1%}")}</td>'
             f'<td class="num">{_e(fmt.bytes_(row.get("peak_memory_bytes")))}</td>'
             f'<td class="num">{_e(_cores(row.get("other_cpu_cores")))}</td>'
@@ -329,8 +338,18 @@ def _detail_table(summary: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-#: The class of a verdict's cell: significant, not (or without a CI), no ratio, one framework alone.
-_VERDICT_CLASS = {"refused": "unavailable", "none": "unavailable", "alone": ""}
+#: The class of a verdict's cell: significant, not (or without a CI), no ratio, one framework alone, a
+#: ratio the machine may have decided (a warning: no winner).
+_VERDICT_CLASS = {"refused": "unavailable", "none": "unavailable", "alone": "", "unreliable": "unreliable"}
+
+
+def verdict_class(verdict: Any) -> str:
+    """The class of a verdict's cell: bold only for a significant ratio that names a winner."""
+    if verdict.kind in _VERDICT_CLASS:
+        return _VERDICT_CLASS[verdict.kind]
+    if verdict.about_same:
+        return ""
+    return "sig" if verdict.highlighted else "ns"
 
 
 def _answer(report: Report) -> str:
@@ -341,7 +360,7 @@ def _answer(report: Report) -> str:
     parts = [f"<h2>The answer</h2><h3>{_e(ANSWER_TITLE)}</h3>"]
     parts.append("<table><tr><th>Model</th><th>Result</th><th>From</th></tr>")
     for v in answer.verdicts:
-        cls = _VERDICT_CLASS.get(v.kind, "sig" if v.significant else "ns")
+        cls = verdict_class(v)
         parts.append(
             f"<tr><td>{_e(v.label)}</td>"
             + (f'<td class="{cls}">' if cls else "<td>")
@@ -666,7 +685,7 @@ def render(report: Report) -> str:
         "<h2>Results</h2>",
         _study_tables(report),
         "" if report.latency is None else _table(report.latency),
-        _table(report.warmup),
+        _warmup(report),
         _efficiency_table(report),
         _parity_table(report),
         _data_parallel(report),

@@ -10,10 +10,10 @@ from benchtui.core.model.analysis import framework_label
 from benchtui.core.reporting.files import holds_file
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
-    CI_NOTE,
     DEVICES_NOTE,
     Report,
     Table,
+    Verdict,
     grouped_problems,
 )
 
@@ -88,22 +88,30 @@ def why_lines(report: Report) -> list[str]:
     return out
 
 
+#: How an unreliable verdict's text begins (the contract of the summary's ratios).
+UNRELIABLE_PREFIX = "unreliable: "
+
+
+def verdict_md(verdict: Verdict) -> str:
+    """A verdict's text as Markdown: bold when it names a significant winner; an unreliable one begins with
+    its mark in bold, as a warning ('**unreliable:** other processes kept ...'), and claims no winner."""
+    text = md_escape(verdict.text)
+    if verdict.kind == "unreliable":
+        if verdict.text.startswith(UNRELIABLE_PREFIX):
+            text = md_escape(verdict.text[len(UNRELIABLE_PREFIX) :])
+        return f"**{UNRELIABLE_PREFIX.strip()}** {text}"
+    return f"**{text}**" if verdict.highlighted else text
+
+
 def answer_lines(report: Report) -> list[str]:
-    """The answer: per model its verdict (caveats in it), bold when significant, with what it is computed
-    from, and how to read it."""
+    """The answer: per model its verdict (caveats in it), bold when it names a significant winner, marked
+    when the machine may have decided it, with what it is computed from, and how to read it."""
     answer = report.answer
     if not answer.verdicts:
         return []
     rows = []
     for v in answer.verdicts:
-        text = md_escape(v.text)
-        rows.append(
-            [
-                md_escape(v.label),
-                f"**{text}**" if v.compared and v.significant else text,
-                md_escape(v.basis or "–"),
-            ]
-        )
+        rows.append([md_escape(v.label), verdict_md(v), md_escape(v.basis or "–")])
     out = [f"## {ANSWER_TITLE}", "", "| Model | Result | From |", "| --- | --- | --- |"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return out + ([""] + [md_escape(answer.note)] if answer.note else []) + [""]
@@ -120,8 +128,7 @@ def render(report: Report) -> str:
     out += _section(report.side_by_side)
     for table in report.figure_tables:
         out += _section(table)
-    runs = f"{report.max_runs} run" + ("" if report.max_runs == 1 else "s")
-    out.append(f"Mean over up to {runs} per cell; {CI_NOTE}")
+    out.append(md_escape(report.study_note))
     out.append("")
     if report.devices > 1:
         out += [DEVICES_NOTE, ""]
@@ -129,7 +136,7 @@ def render(report: Report) -> str:
     if report.latency is not None:
         out += _section(report.latency)[:-1] + ["", md_escape(report.latency.note), ""]
     if report.warmup.rows:
-        out += _section(report.warmup)[:-1] + ["", md_escape(report.warmup.note), ""]
+        out += _noted(report.warmup, report.warmup_notes)
     if report.efficiency is not None:
         out += _section(report.efficiency)[:-1] + ["", md_escape(report.efficiency.note), ""]
         out += [f"- {md_escape(fw)}: {md_escape(method)}" for fw, method in report.efficiency_methods]

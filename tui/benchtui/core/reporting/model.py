@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,17 +191,24 @@ DEVICES_NOTE = (
 )
 SCALING_NOTE = (
     "Speedup: throughput at N devices over one device's (the 1-device row is the reference); efficiency: "
-    "the speedup over N (100%: linear scaling). Global batch: the per-device batch × N. [in brackets]: the "
-    "95% CI (seeded bootstrap over runs, then epochs, of the seconds per sample at N devices and at one)."
+    "the speedup over N (100%: linear scaling). Global batch: the per-device batch × N."
+)
+#: After SCALING_NOTE where the table has an interval to read.
+SCALING_CI_NOTE = (
+    "[in brackets]: the 95% CI (seeded bootstrap over runs, then epochs, of the seconds per sample at N "
+    "devices and at one)."
 )
 PER_DEVICE_TITLE = "Per device: each rank's step time and its GPU"
-PER_DEVICE_NOTE = (
-    "Device i is rank i. Step time: the rank's mean time per step, where the framework runs one process "
+#: The per-device note, a sentence per kind of column, each said only where the table has those columns.
+PER_DEVICE_RANK_NOTE = "Device i is rank i."
+PER_DEVICE_STEP_NOTE = (
+    "Step time: the rank's mean time per step, where the framework runs one process "
     "per device (PyTorch); '–' where one process drives every device. vs fastest: its step time over the "
     "fastest rank's; the largest is the straggler ratio (above "
-    f"{STRAGGLER_RATIO:.2f}×, one rank holds the others back at every all-reduce). GPU util, power: means "
-    "over the runs' samples; peak memory: the most used on that GPU."
+    f"{STRAGGLER_RATIO:.2f}×, one rank holds the others back at every all-reduce)."
 )
+PER_DEVICE_GPU_NOTE = "GPU util, power: means over the runs' samples; peak memory: the most used on that GPU."
+PER_DEVICE_NOTE = " ".join((PER_DEVICE_RANK_NOTE, PER_DEVICE_STEP_NOTE, PER_DEVICE_GPU_NOTE))
 WIRING_TITLE = "Data parallel: how each framework wires it"
 WIRING_NOTE = "As each framework's runner recorded it, at the plan's device count."
 #: The wiring's first rows, in this order; any other key follows, sorted.
@@ -292,7 +300,8 @@ class Verdict:
     model: str  # the model's key
     label: str  # its label, marked when its frameworks build different networks
     text: str
-    #: "ratio": two frameworks compared; "refused": a pair on different devices; "alone": one framework
+    #: "ratio": two frameworks compared; "unreliable": compared, but other processes kept the machine busy
+    #: (no winner: ``unreliable`` says why); "refused": a pair on different devices; "alone": one framework
     #: ran (its throughput is the answer); "none": a framework has no result.
     kind: str = "ratio"
     basis: str = ""  # what the ratio is computed from ("epoch times excluding the first"); "" without one
@@ -301,11 +310,28 @@ class Verdict:
     framework: str = ""
     ratio: float | None = None  # time per sample of ``framework`` over ``base``'s
     ci: tuple[float, float] | None = None  # its 95% CI
+    #: The framework the verdict says is faster (its key); "" where it claims none: about the same, unreliable.
+    faster: str = ""
+    #: The ratio rounds to 1.00× or its CI holds 1: the text says "about the same", no winner.
+    about_same: bool = False
+    #: Kind "unreliable": why the machine, not the frameworks, may have decided the ratio (no winner).
+    unreliable: str = ""
 
     @property
     def compared(self) -> bool:
-        """Whether this line is a ratio between two frameworks (not a pair refused, nor a model without one)."""
+        """Whether this line is a ratio between two frameworks (not a pair refused, nor a model without one,
+        nor one measured on a machine too busy to say)."""
         return self.kind == "ratio"
+
+    @property
+    def highlighted(self) -> bool:
+        """Whether a view sets this verdict apart as a winner (bold): a significant ratio that names one."""
+        return self.kind == "ratio" and bool(self.significant) and not self.about_same and bool(self.faster)
+
+    @property
+    def warning(self) -> bool:
+        """Whether a view shows this verdict as a warning: no ratio, or one the machine may have decided."""
+        return self.kind in ("refused", "none", "unreliable")
 
 
 #: The answer's title in every view (the verdict per model).
@@ -313,6 +339,15 @@ ANSWER_TITLE = "The verdict: frameworks compared"
 VERDICT_NOTE = (
     "Time per {one}, one framework's over the other's (so the inverse ratio of {plural}/s), from the times "
     "each verdict names; 95% CIs by seeded bootstrap; 'not significant' when the CI contains 1."
+)
+#: Added to the note when a verdict says so.
+ABOUT_SAME_NOTE = (
+    "'about the same': the ratio rounds to 1.00× or its CI holds 1, so neither framework is faster."
+)
+UNRELIABLE_NOTE = (
+    "'unreliable': other processes kept the machine's cores busy while a side ran, so the machine, not the "
+    "framework, may have decided the ratio; no winner is claimed (the ratio measured follows it, not a "
+    "verdict). Run again on an idle machine, or with --threads set to the cores left idle."
 )
 
 
@@ -377,6 +412,15 @@ class Report:
     watch: list[tuple[str, str]] = field(default_factory=list)
     #: What every view opens with: the verdict per model, its caveats with it (``answer``).
     answer: Answer = field(default_factory=Answer)
+    #: Under the warm-up table: each cell whose epochs stalled before their first batch (``stall_lines``).
+    warmup_notes: list[str] = field(default_factory=list)
+
+    @property
+    def study_note(self) -> str:
+        """Under the study's tables: what their figures are, and what brackets mean where one holds some."""
+        runs = plural(self.max_runs, "run")
+        brackets = any(has_brackets(t.rows, 1) for t in [self.side_by_side, *self.figure_tables])
+        return f"Mean over up to {runs} per cell" + (f"; {CI_NOTE}" if brackets else ".")
 
     @property
     def folder(self) -> str:
@@ -389,6 +433,12 @@ class Report:
 
 
 # -- figures as text -----------------------------------------------------------------------
+def has_brackets(rows: list[list[str]], skip: int = 1) -> bool:
+    """Whether a table's figures (its cells after the first ``skip``, the names) hold an interval in
+    brackets: what a note about brackets is written under, and only then."""
+    return any(" [" in cell for row in rows for cell in row[skip:])
+
+
 def with_ci(row: dict[str, Any], name: str, formatter: Formatter = fmt.seconds) -> str:
     """A figure and its 95% CI in brackets, '3.21 [3.10–3.40]'; brackets hold nothing else anywhere."""
     text = formatter(row.get(name))
@@ -526,7 +576,7 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
         items.append((f"{label} versions", _join(versions) or "unknown"))
         items.append((f"{label} device", device_text(env.get("device") or {})))
         settings = env.get("settings") or {}
-        items.append((f"{label} settings", ", ".join(f"{k}={v}" for k, v in settings.items()) or "unknown"))
+        items.append((f"{label} settings", settings_text(settings) or "unknown"))
     if plan.watch:  # benchtui watch: no plan, a command (or none), where it ran, what was sampled
         return items + watch_facts(loaded)
     sizes = ", ".join(f"{model_label(m)} {plan.batch_size(m)}" for m in plan.models)
@@ -554,6 +604,38 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
     )
     items.append(("Batch sizes", sizes))
     return items
+
+
+def setting_value(value: Any, key: str = "") -> str:
+    """A runner's setting in words: 'on' and 'off' for booleans, 'none', a list joined, a mapping as 'name
+    value' pairs (names as words), environment variables (``key`` "env") as NAME=value ('NAME empty')."""
+    if value is None or value == "":
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(setting_value(v) for v in value) or "none"
+    if isinstance(value, dict) and key == "env":
+        return (
+            ", ".join(f"{k}={v}" if v not in ("", None) else f"{k} empty" for k, v in value.items()) or "none"
+        )
+    if isinstance(value, dict):
+        return ", ".join(f"{setting_name(k)} {setting_value(v, str(k))}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def setting_name(key: Any) -> str:
+    """A setting's key as words: 'intra_op_threads' is 'intra op threads'; 'env' is 'environment'."""
+    return "environment" if key == "env" else str(key).replace("_", " ")
+
+
+def settings_text(settings: Any) -> str:
+    """A runner's settings in words, 'name: value' each, separated by ' · ' (a value may hold commas and
+    semicolons): 'precision: fp32 · tf32 matmul: off · memory policy: counter process peak RSS (host memory),
+    environment CUDA_VISIBLE_DEVICES empty'. Not Python's repr of a dict, in any view."""
+    if not isinstance(settings, dict):
+        return setting_value(settings)
+    return " · ".join(f"{setting_name(k)}: {setting_value(v, str(k))}" for k, v in settings.items())
 
 
 def plural(count: int, noun: str) -> str:
@@ -832,12 +914,17 @@ def answer(summary: dict[str, Any]) -> Answer:
         mine = [r for r in ratios if r.get("model") == model]
         for r in mine:
             low, high = r.get("ci_low"), r.get("ci_high")
+            # Sessions before the marks have neither key: a ratio as it always was.
+            reason = r.get("unreliable")
+            reason = fmt.clean(reason) if isinstance(reason, str) and reason else ""
+            about_same = r.get("about_same") is True and not reason
+            faster = r.get("faster_framework")
             out.append(
                 Verdict(
                     model=fmt.clean(model),
                     label=label,
                     text=fmt.clean(r.get("text", "")),
-                    kind="ratio",
+                    kind="unreliable" if reason else "ratio",
                     basis=fmt.clean(r.get("basis_label", "")),
                     significant=r.get("significant"),
                     base=fmt.clean(r.get("base", "")),
@@ -846,6 +933,9 @@ def answer(summary: dict[str, Any]) -> Answer:
                     ci=(low, high)
                     if isinstance(low, (int, float)) and isinstance(high, (int, float))
                     else None,
+                    faster="" if reason or about_same or not isinstance(faster, str) else fmt.clean(faster),
+                    about_same=about_same,
+                    unreliable=reason,
                 )
             )
         no_ratio = [r for r in refused if r.get("model") == model]
@@ -855,13 +945,36 @@ def answer(summary: dict[str, Any]) -> Answer:
             text = _verdict_none(cells, words)
             kind = "alone" if len(cells) == 1 and not text.startswith("no ") else "none"
             out.append(Verdict(fmt.clean(model), label, fmt.clean(text), kind))
-    compared = any(v.compared for v in out)
-    note = VERDICT_NOTE.format(one=words.singular, plural=words.plural) if compared else ""
+    ratios_shown = any(v.kind in ("ratio", "unreliable") for v in out)
+    note = VERDICT_NOTE.format(one=words.singular, plural=words.plural) if ratios_shown else ""
+    if any(v.about_same for v in out):
+        note += " " + ABOUT_SAME_NOTE
+    if any(v.kind == "unreliable" for v in out):
+        note += " " + UNRELIABLE_NOTE
     return Answer(out, note, words.singular)
 
 
 def _cells(summary: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(r["model"], r["framework"]): r for r in summary["rows"]}
+
+
+def _figure_values(row: dict[str, Any], key: str) -> list[Any]:
+    """A cell's figure and its CI bounds: what its column's decimals are chosen from."""
+    return [row.get(key), *((row.get("ci") or {}).get(key) or [])]
+
+
+def column_formatter(column: Column, values: Any) -> Formatter:
+    """``column``'s formatter with one number of decimals for the column of ``values`` (its figures and
+    their bounds): '12.640' above '0.704', not '12.64'; a formatter of another kind as it is."""
+    values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if column.formatter is fmt.rate:
+        return fmt.rate_column(values)
+    if column.formatter is fmt.seconds:
+        return fmt.seconds_column(values)
+    if column.formatter is milliseconds:
+        inner = fmt.seconds_column(v * 1000 for v in values)
+        return lambda value: "–" if value is None else inner(value * 1000)
+    return column.formatter
 
 
 def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
@@ -872,6 +985,11 @@ def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
     ]
     rows = []
     flagged = flagged_models(summary)
+    formats = {  # one number of decimals per column
+        (col.key, fw): column_formatter(col, [cells.get((m, fw), {}).get(col.key) for m in plan.models])
+        for col in TIMING_COLUMNS
+        for fw in plan.frameworks
+    }
     for m in plan.models:
         sizes = sorted({batch_text(cells.get((m, fw), {})) for fw in plan.frameworks} - {""})
         row = [marked(model_label(m), m in flagged), "/".join(sizes)]
@@ -879,9 +997,8 @@ def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
             for fw in plan.frameworks:
                 cell = cells.get((m, fw), {})
                 value = cell.get(col.key)
-                row.append(
-                    col.formatter(value) if value is not None else cell_text(cell, col.key, col.formatter)
-                )
+                text = formats[(col.key, fw)]
+                row.append(text(value) if value is not None else cell_text(cell, col.key, text))
         rows.append(row)
     return Table(SIDE_BY_SIDE_TITLE, header, rows, ["l", "r"] + ["r"] * (len(header) - 2))
 
@@ -896,19 +1013,21 @@ def figure_tables(plan: Any, summary: dict[str, Any]) -> list[Table]:
     header = ["Model"] + [framework_label(fw) for fw in plan.frameworks]
     align = ["l"] + ["r"] * len(plan.frameworks)
     flagged = flagged_models(summary)
-    return [
-        Table(
-            col.title,
-            header,
-            [
-                [marked(model_label(m), m in flagged)]
-                + [cell_text(cells.get((m, fw), {}), col.key, col.formatter) for fw in plan.frameworks]
-                for m in plan.models
-            ],
-            align,
-        )
-        for col in study_columns(wording(summary["rows"]))
-    ]
+    tables = []
+    for col in study_columns(wording(summary["rows"])):
+        formats = {  # one number of decimals per column: its figures' and their intervals'
+            fw: column_formatter(
+                col, [v for m in plan.models for v in _figure_values(cells.get((m, fw), {}), col.key)]
+            )
+            for fw in plan.frameworks
+        }
+        rows = [
+            [marked(model_label(m), m in flagged)]
+            + [cell_text(cells.get((m, fw), {}), col.key, formats[fw]) for fw in plan.frameworks]
+            for m in plan.models
+        ]
+        tables.append(Table(col.title, header, rows, align))
+    return tables
 
 
 def latency_table(summary: dict[str, Any]) -> Table | None:
@@ -920,16 +1039,21 @@ def latency_table(summary: dict[str, Any]) -> Table | None:
     header = ["Model", "Framework", "Batch"] + [c.header for c in LATENCY_COLUMNS]
     header += [f"{words.plural.capitalize()}/s"] + (["Tokens/s"] if words.tokens else [])
     rows = []
-    for row in summary["rows"]:
+    every = summary["rows"]
+    formats = {  # one number of decimals per column
+        c.key: column_formatter(c, [v for r in every for v in _figure_values(r, c.key)])
+        for c in (*LATENCY_COLUMNS, STUDY_COLUMNS[-1], TOKENS_COLUMN)
+    }
+    for row in every:
         cells = [
             marked(model_label(row["model"]), row["model"] in flagged),
             framework_label(row["framework"]),
             str(row.get("batch_size", "")),
         ]
-        cells += [cell_text(row, c.key, c.formatter) for c in LATENCY_COLUMNS]
-        cells.append(cell_text(row, "images_per_s", fmt.rate))
+        cells += [cell_text(row, c.key, formats[c.key]) for c in LATENCY_COLUMNS]
+        cells.append(cell_text(row, "images_per_s", formats["images_per_s"]))
         if words.tokens:
-            cells.append(cell_text(row, "tokens_per_s", fmt.rate))
+            cells.append(cell_text(row, "tokens_per_s", formats["tokens_per_s"]))
         rows.append(cells)
     windows = any(r.get("timing") == "window" for r in summary["rows"])
     note = LATENCY_NOTE + (" " + WINDOW_NOTE if windows else "")
@@ -1055,7 +1179,8 @@ def scaling_views(summary: dict[str, Any]) -> list[Scaling]:
             f"Scaling: {marked(model_label(model), model in flagged)} on {counts[0]} to {counts[-1]} devices"
         )
         align = ["r"] * len(header)
-        out.append(Scaling(model, Table(title, header, rows, align, SCALING_NOTE), lines))
+        note = SCALING_NOTE + (f" {SCALING_CI_NOTE}" if has_brackets(rows, 1) else "")
+        out.append(Scaling(model, Table(title, header, rows, align, note), lines))
     return out
 
 
@@ -1113,7 +1238,13 @@ def per_device_table(summary: dict[str, Any]) -> tuple[Table | None, list[str]]:
                 + (f": above {STRAGGLER_RATIO:.2f}×, a straggler holds every step back" if slow else "")
             )
     align = ["l", "l"] + ["r"] * (len(header) - 2)
-    return Table(PER_DEVICE_TITLE, header, rows, align, PER_DEVICE_NOTE), lines
+    note = " ".join(
+        [PER_DEVICE_RANK_NOTE]
+        + ([PER_DEVICE_STEP_NOTE] if steps else [])
+        + ([PER_DEVICE_GPU_NOTE] if gpus else [])
+    )
+    title = PER_DEVICE_TITLE if gpus else "Per device: each rank's step time"
+    return Table(title, header, rows, align, note), lines
 
 
 def _wiring_value(value: Any) -> str:
@@ -1195,32 +1326,125 @@ def why_views(summary: dict[str, Any]) -> list[Why]:
     return out
 
 
-def warmup_table(summary: dict[str, Any]) -> Table:
-    """Per cell: the warm-up detected in each run's batch times, and the steady state after it."""
-    rows = []
-    words = wording(summary["rows"])
-    header = WARMUP_HEADER[:-1] + [f"Steady {words.plural}/s"] + (["Steady tokens/s"] if words.tokens else [])
-    flagged = flagged_models(summary)
+#: An epoch whose wait before its first batch is at least this share of the epoch's time, and at least
+#: STALL_MIN_S, is said under the warm-up table: an epoch-start stall (a data iterator rebuilt, a thread
+#: pool started anew), not a slow step.
+STALL_SHARE = 0.2
+STALL_MIN_S = 0.1
+#: The warm-up table's column of each epoch's wait before its first batch (rows that recorded it).
+STALL_HEADER = "Before first batch, per epoch (s)"
+
+
+def _stalls(row: dict[str, Any]) -> list[float | None]:
+    """A row's ``to_first_batch_s``: one per epoch (None where unknown); [] when its runners sent none."""
+    values = row.get("to_first_batch_s")
+    if not isinstance(values, list):
+        return []
+    return [
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+        for v in values
+    ]
+
+
+def _epoch_time(row: dict[str, Any], epoch: int, epoch_times: dict[int, float] | None) -> float | None:
+    """Epoch ``epoch``'s time for a row: its runs' mean when known, else the first epoch's or the mean of
+    the later ones (the summary's figures)."""
+    if epoch_times and isinstance(epoch_times.get(epoch), (int, float)):
+        return float(epoch_times[epoch])
+    value = row.get("first_epoch_s" if epoch == 1 else "mean_epoch_excl_first_s")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def stall_lines(
+    summary: dict[str, Any], epoch_times: dict[tuple[str, str], dict[int, float]] | None = None
+) -> list[str]:
+    """One sentence per cell with an epoch-start stall: 'ResNet50 · tf.keras: epoch 2: 4.90 s before its
+    first batch (47% of its 10.4 s); epoch 4: 4.70 s (49% of its 9.60 s)'. ``epoch_times``: per (model,
+    framework), each epoch's mean time over the cell's ok runs."""
+    out = []
     for row in summary["rows"]:
+        times_of = (epoch_times or {}).get((str(row["model"]), str(row["framework"])))
+        said: list[str] = []
+        for epoch, wait in enumerate(_stalls(row), start=1):
+            whole = _epoch_time(row, epoch, times_of)
+            if wait is None or whole is None or wait < STALL_MIN_S or wait < STALL_SHARE * whole:
+                continue
+            share = f"{min(wait / whole, 1.0):.0%} of its {fmt.seconds(whole)} s"
+            said.append(
+                f"epoch {epoch}: {fmt.seconds(wait)} s before its first batch ({share})"
+                if not said
+                else f"epoch {epoch}: {fmt.seconds(wait)} s ({share})"
+            )
+        if said:
+            out.append(
+                f"{model_label(row['model'])} · {framework_label(row['framework'])}: " + "; ".join(said)
+            )
+    if out:
+        out.append(
+            f"An epoch that waits {STALL_SHARE:.0%} or more of its time before its first batch stalls at its "
+            "start (the data iterator built anew, a thread pool started or resized), not in its steps."
+        )
+    return out
+
+
+def verdict_basis_text(summary: dict[str, Any], words: Wording) -> str:
+    """Which throughput the verdicts use, said under the warm-up table beside its steady figures."""
+    ratios = [r for r in summary.get("ratios") or [] if isinstance(r, dict)]
+    bases = [b for b in dict.fromkeys(str(r.get("basis_label") or "") for r in ratios) if b]
+    steady = f"Steady {words.plural}/s: from the batch times after the warm-up."
+    if not bases:
+        return steady
+    if bases == ["batch times after warm-up"]:
+        return f"{steady} The verdict uses these batch times after the warm-up."
+    return (
+        f"{steady} The verdict uses {' and '.join(bases)} (the throughput table's {words.plural}/s), "
+        "not these steady figures."
+    )
+
+
+def warmup_table(
+    summary: dict[str, Any], epoch_times: dict[tuple[str, str], dict[int, float]] | None = None
+) -> Table:
+    """Per cell: the warm-up detected in each run's batch times, the steady state after it, and where the
+    runners recorded it each epoch's wait before its first batch. Each column's figures have one number of
+    decimals (``fmt.seconds_column``). ``epoch_times`` as ``stall_lines`` takes it."""
+    words = wording(summary["rows"])
+    stalls = any(_stalls(r) for r in summary["rows"])
+    header = WARMUP_HEADER[:-1] + [f"Steady {words.plural}/s"] + (["Steady tokens/s"] if words.tokens else [])
+    if stalls:
+        header.insert(5, STALL_HEADER)
+    flagged = flagged_models(summary)
+    shown = [r for r in summary["rows"] if r.get("warmup_batches") or _stalls(r)]
+    warm = fmt.seconds_column(s for r in shown for s in r.get("warmup_s") or [])
+    first = fmt.seconds_column(r.get("time_to_first_batch_s") for r in shown)
+    median = fmt.seconds_column(((r.get("batch") or {}).get("median") for r in shown), 4)
+    wait = fmt.seconds_column(v for r in shown for v in _stalls(r))
+    rate = fmt.rate_column(r.get("steady_images_per_s") for r in shown)
+    tokens = fmt.rate_column(r.get("steady_tokens_per_s") for r in shown)
+    rows = []
+    for row in shown:
         cuts = row.get("warmup_batches") or []
-        if not cuts:
-            continue
-        seconds = row.get("warmup_s") or []
         cells = [
             marked(model_label(row["model"]), row["model"] in flagged),
             framework_label(row["framework"]),
-            ", ".join(str(c) for c in cuts),
-            ", ".join(fmt.seconds(s) for s in seconds),
-            fmt.seconds(row.get("time_to_first_batch_s")),
-            fmt.seconds((row.get("batch") or {}).get("median"), 4),
-            fmt.rate(row.get("steady_images_per_s")),
+            ", ".join(str(c) for c in cuts) or "–",
+            ", ".join(warm(s) for s in row.get("warmup_s") or []) or "–",
+            first(row.get("time_to_first_batch_s")),
+            median((row.get("batch") or {}).get("median")),
+            rate(row.get("steady_images_per_s")),
         ]
+        if stalls:
+            cells.insert(5, ", ".join(wait(v) for v in _stalls(row)) or "–")
         if words.tokens:
-            cells.append(fmt.rate(row.get("steady_tokens_per_s")))
+            cells.append(tokens(row.get("steady_tokens_per_s")))
         rows.append(cells)
-    return Table(
-        "Warm-up and steady state", header, rows, ["l", "l"] + ["r"] * (len(header) - 2), WARMUP_NOTE
-    )
+    note = WARMUP_NOTE + " " + verdict_basis_text(summary, words)
+    if stalls:
+        note += (
+            f" {STALL_HEADER}: each epoch's seconds from its start to its first batch's step (the mean over "
+            "the cell's runs), epoch 1 first."
+        )
+    return Table("Warm-up and steady state", header, rows, ["l", "l"] + ["r"] * (len(header) - 2), note)
 
 
 def efficiency_table(summary: dict[str, Any]) -> Table | None:
@@ -1321,6 +1545,24 @@ def _clean_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(fmt.clean(k), fmt.clean(v)) for k, v in pairs]
 
 
+def epoch_times(loaded: LoadedSession) -> dict[tuple[str, str], dict[int, float]]:
+    """Per (model, framework): each epoch's mean time over the cell's runs that succeeded."""
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    model = loaded.model
+    for m in loaded.plan.models:
+        for fw in loaded.plan.frameworks:
+            sums: dict[int, list[float]] = {}
+            for run in model.cell_runs(fw, m):
+                if run.status != "ok":
+                    continue
+                for epoch, seconds in run.epoch_times.items():
+                    if isinstance(seconds, (int, float)):
+                        sums.setdefault(int(epoch), []).append(float(seconds))
+            if sums:
+                out[(m, fw)] = {e: sum(v) / len(v) for e, v in sums.items()}
+    return out
+
+
 def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> Report:
     """The report of ``loaded``, from its summary (computed here when not given).
 
@@ -1336,6 +1578,7 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
     wiring = wiring_table(summary, list(plan.frameworks))
     devices = summary.get("devices")
     env = _clean_pairs(environment(loaded, summary))
+    times_by_epoch = epoch_times(loaded)
     return Report(
         session=loaded,
         summary=summary,
@@ -1345,7 +1588,7 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
         side_by_side=clean_table(side_by_side(plan, summary)),
         figure_tables=[clean_table(t) for t in figure_tables(plan, summary)],
         max_runs=max((r.get("runs", 0) for r in summary["rows"]), default=0),
-        warmup=clean_table(warmup_table(summary)),
+        warmup=clean_table(warmup_table(summary, times_by_epoch)),
         efficiency=None if efficiency is None else clean_table(efficiency),
         efficiency_methods=_clean_pairs(efficiency_methods(summary)),
         peak_sources=sorted({fmt.clean(r["peak_source"]) for r in summary["rows"] if r.get("peak_source")}),
@@ -1384,4 +1627,5 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
             (k, v) for k, v in env if k in WATCH_LABELS or k.startswith("GPU ") and k.endswith("over the run")
         ],
         answer=answer(summary),
+        warmup_notes=[fmt.clean(line) for line in stall_lines(summary, times_by_epoch)],
     )

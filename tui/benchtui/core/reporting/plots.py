@@ -200,20 +200,56 @@ def _y_axis(
     )
 
 
-def _legend(parts: list[str], items: Sequence[tuple[str, str, bool | str]], x: float, y: float) -> None:
-    """Legend entries (label, color, dashed: True or a dash pattern) laid out right to left from ``x``."""
-    cursor = x
-    for label, color, dashed in reversed(items):
-        text_w = 7 * len(label) + 4
-        cursor -= text_w
-        parts.append(f'<text x="{_f(cursor)}" y="{_f(y + 4)}" fill="#343a40">{escape(label)}</text>')
-        cursor -= 22
-        pattern = dashed if isinstance(dashed, str) else ("4 3" if dashed else "")
-        dash = f' stroke-dasharray="{pattern}"' if pattern else ""
-        parts.append(
-            f'<line x1="{_f(cursor)}" x2="{_f(cursor + 16)}" y1="{_f(y)}" y2="{_f(y)}" stroke="{color}" stroke-width="3"{dash}/>'
-        )
-        cursor -= 12
+#: A legend's rows, top to bottom, this far apart (px).
+LEGEND_ROW = 16
+
+
+def title_width(title: str) -> float:
+    """About how wide a chart's title is drawn (14 px, bold): where a legend beside it may begin."""
+    return 8 + 8.6 * len(title)
+
+
+def _legend_entry_width(label: str) -> float:
+    return 7 * len(label) + 4 + 22 + 12
+
+
+def legend_rows(items: Sequence[tuple[str, str, bool | str]], x: float, left: float) -> list[list[int]]:
+    """The legend's entries (their indices) per row, in their order, each row right-aligned at ``x``: the
+    first row beside the title (right of ``left``, its end), the rows after it under the title."""
+    rows: list[list[int]] = [[]]
+    room, used = x - left, 0.0
+    for i, (label, _, _) in enumerate(items):
+        need = _legend_entry_width(label)
+        if used + need > room and rows[-1]:
+            rows.append([])
+            room, used = x - 8, 0.0
+        rows[-1].append(i)
+        used += need
+    return rows
+
+
+def _legend(
+    parts: list[str], items: Sequence[tuple[str, str, bool | str]], x: float, y: float, left: float = 0.0
+) -> int:
+    """Legend entries (label, color, dashed: True or a dash pattern) laid out right to left from ``x``,
+    right of ``left`` (a title's end), on as many rows as that takes (``legend_rows``); returns the rows."""
+    rows = legend_rows(items, x, left)
+    for r, indices in enumerate(rows):
+        cursor = x
+        row_y = y + r * LEGEND_ROW
+        for i in reversed(indices):  # right to left: the row ends at ``x``
+            label, color, dashed = items[i]
+            cursor -= 7 * len(label) + 4
+            parts.append(f'<text x="{_f(cursor)}" y="{_f(row_y + 4)}" fill="#343a40">{escape(label)}</text>')
+            cursor -= 22
+            pattern = dashed if isinstance(dashed, str) else ("4 3" if dashed else "")
+            dash = f' stroke-dasharray="{pattern}"' if pattern else ""
+            parts.append(
+                f'<line x1="{_f(cursor)}" x2="{_f(cursor + 16)}" y1="{_f(row_y)}" y2="{_f(row_y)}" '
+                f'stroke="{color}" stroke-width="3"{dash}/>'
+            )
+            cursor -= 12
+    return len(rows)
 
 
 def bar_chart(
@@ -227,7 +263,11 @@ def bar_chart(
     desc: str = "",
 ) -> str:
     """Grouped bars: one group per label (a model), one bar per series (a framework)."""
-    fr = _Frame(width, height)
+    series = list(dict.fromkeys(b.series for _, bars in groups for b in bars))
+    legend = [(labels.get(s, s), colors.get(s, "#495057"), False) for s in series]
+    # A legend that does not fit beside the title goes under it, and the plot down with it.
+    extra = LEGEND_ROW * (len(legend_rows(legend, width - 16, title_width(title))) - 1)
+    fr = _Frame(width, height, top=34 + extra)
     for _, bars in groups:
         for b in bars:  # a value that is not a finite number cannot be drawn: say so instead
             if b.value is not None and not math.isfinite(b.value):
@@ -243,8 +283,7 @@ def bar_chart(
     fr.set_ranges(0, 1, 0, ticks[-1])
     parts = _open(width, height, title, desc)
     _y_axis(parts, fr, ticks, y_label)
-    series = list(dict.fromkeys(b.series for _, bars in groups for b in bars))
-    _legend(parts, [(labels.get(s, s), colors.get(s, "#495057"), False) for s in series], fr.x1, 18)
+    _legend(parts, legend, fr.x1, 18, title_width(title))
     n = max(1, len(groups))
     slot = (fr.x1 - fr.x0) / n
     for gi, (label, bars) in enumerate(groups):
@@ -312,11 +351,22 @@ def line_chart(
     many lines (every run of each framework) say their colours and dashes once each. Off-scale peaks are
     said once per colour (the highest).
     """
-    fr = _Frame(width, height)
     series = [
         Series(s.label, *_finite_points(s.xs, s.ys), color=s.color, dashed=s.dashed, dash=s.dash)
         for s in series
     ]
+    legend: list[tuple[str, str, bool | str]] = [
+        (s.label, s.color or PALETTE[i % len(PALETTE)], s.dash or ("5 4" if s.dashed else "") or s.dashed)
+        for i, s in enumerate(series)
+        if any(y is not None for y in s.ys)
+    ]
+    if legend_items is not None:
+        legend = list(legend_items)
+    if band_legend:
+        legend += [(label, color, False) for label, color in band_legend.items()]
+    # A legend that does not fit beside the title goes under it, and the plot down with it.
+    extra = LEGEND_ROW * (len(legend_rows(legend, width - 16, title_width(title))) - 1)
+    fr = _Frame(width, height, top=34 + extra)
     all_y = sorted(y for s in series for y in s.ys if y is not None)
     all_x = [x for s in series for x in s.xs]
     parts = _open(width, height, title, desc)
@@ -358,7 +408,6 @@ def line_chart(
             parts.append(
                 f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y0}" y2="{fr.y1}" stroke="#adb5bd" stroke-dasharray="3 3"/>'
             )
-    legend: list[tuple[str, str, bool | str]] = []
     offs: list[tuple[float, float]] = []
     peaks: dict[str, tuple[str, float, float]] = {}  # colour -> the highest off-scale point of its lines
     for i, s in enumerate(series):
@@ -387,7 +436,6 @@ def line_chart(
             peak = max(off, key=lambda p: p[1])
             if color not in peaks or peak[1] > peaks[color][2]:
                 peaks[color] = (s.label, peak[0], peak[1])
-        legend.append((s.label, color, pattern or s.dashed))
     for color, (label, x, y) in peaks.items():
         # One line per colour, stacked, so two peaks at the same x do not overprint.
         parts.append(
@@ -395,11 +443,7 @@ def line_chart(
             f"▲ {escape(label)}: {y:.3g} at {x:g} (off scale)</text>"
         )
         offs.append((x, y))
-    if legend_items is not None:
-        legend = list(legend_items)
-    if band_legend:
-        legend += [(label, color, False) for label, color in band_legend.items()]
-    _legend(parts, legend, fr.x1, 18)
+    _legend(parts, legend, fr.x1, 18, title_width(title))
     parts.append("</svg>")
     return "".join(parts)
 
