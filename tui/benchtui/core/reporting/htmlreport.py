@@ -57,7 +57,7 @@ th{background:#f1f3f5}td.num{text-align:right;font-variant-numeric:tabular-nums;
 tr:nth-child(even) td{background:#f8f9fa}
 .ok{color:#2b8a3e}.failed{color:#c92a2a;font-weight:600}.unavailable{color:#e67700}.incomplete,.pending{color:#862e9c}
 .ns{color:#868e96}.sig{font-weight:600}
-td.unreliable{background:#fff9db;color:#a35200;border-left:3px solid #f59f00}
+tr td.unreliable{background:#fff9db;color:#a35200;border-left:3px solid #f59f00}
 .warn{background:#fff9db;border:1px solid #ffe066;border-radius:6px;padding:8px 12px;font-size:13px}
 .warn ul{margin:0;padding-left:18px}
 .note{color:#868e96;font-size:12px;margin:2px 0 10px}
@@ -376,8 +376,15 @@ def _answer_chart(report: Report) -> str:
     """Per model, each framework's time per sample over the first framework's, in the framework colours,
     its 95% CI as a whisker: the ratio of the verdict, at a glance ('' when no model has one)."""
     verdicts = [v for v in report.answer.verdicts if v.compared and v.ratio is not None]
+    # A ratio the machine may have decided is no verdict: not drawn as one, and said so.
+    left_out = list(dict.fromkeys(v.label for v in report.answer.verdicts if v.kind == "unreliable"))
+    note = (
+        f'<p class="note">Not drawn: {_e(", ".join(left_out))} (unreliable: no verdict).</p>'
+        if left_out
+        else ""
+    )
     if not verdicts:
-        return ""
+        return note
     frameworks = list(report.session.plan.frameworks)
     groups: list[tuple[str, list[Bar]]] = []
     for model in dict.fromkeys(v.model for v in verdicts):
@@ -404,6 +411,7 @@ def _answer_chart(report: Report) -> str:
             desc=f"bars: each framework's time per {one} over {base}'s (1: the same speed); whiskers: 95% CI",
         )
         + "</figure>"
+        + note
     )
 
 

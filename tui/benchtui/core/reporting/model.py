@@ -1367,9 +1367,12 @@ def stall_lines(
         said: list[str] = []
         for epoch, wait in enumerate(_stalls(row), start=1):
             whole = _epoch_time(row, epoch, times_of)
-            if wait is None or whole is None or wait < STALL_MIN_S or wait < STALL_SHARE * whole:
+            if wait is None or whole is None:
                 continue
-            share = f"{min(wait / whole, 1.0):.0%} of its {fmt.seconds(whole)} s"
+            whole = whole if wait <= whole else wait + whole  # an epoch's time holds its wait (the runners')
+            if wait < STALL_MIN_S or wait < STALL_SHARE * whole:
+                continue
+            share = f"{wait / whole:.0%} of its {fmt.seconds(whole)} s"
             said.append(
                 f"epoch {epoch}: {fmt.seconds(wait)} s before its first batch ({share})"
                 if not said
