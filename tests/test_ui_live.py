@@ -312,7 +312,7 @@ async def test_export_writes_markdown_into_the_session(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_plan_screen_enter_starts_the_plan(tmp_path: Path) -> None:
+async def test_plan_screen_ctrl_r_starts_the_plan(tmp_path: Path) -> None:
     app = make_app(
         None,
         sessions_dir=str(tmp_path),
@@ -323,11 +323,14 @@ async def test_plan_screen_enter_starts_the_plan(tmp_path: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, PlanScreen)
-        await pilot.press("enter")  # the quick preset, as it is
+        await pilot.press("ctrl+r")  # the quick preset, as it is
         await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
         await wait_for(pilot, lambda: not app.runs_going, timeout=60)
         assert app.session_status == "complete"
-        assert state(app, "torch") == "done" and state(app, "tensorflow") == "done"
+        assert (
+            state(app, "torch", "resnet50_v1_5") == "done"
+            and state(app, "tensorflow", "resnet50_v1_5") == "done"
+        )
 
 
 @pytest.mark.slow
@@ -344,18 +347,18 @@ async def test_real_tiny_cpu_run_from_the_plan_screen(tmp_path: Path) -> None:
             ("samples", "16"),
             ("epochs", "2"),
             ("runs", "1"),
-            ("bs-resnet50", "8"),
+            ("bs-resnet50_v1_5", "8"),
         ):
             screen.query_one(f"#{field}").value = value
         screen.query_one("#device").value = "cpu"
-        await pilot.press("enter")
+        await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
         await wait_for(pilot, lambda: not app.runs_going, timeout=600, step=0.5)
-        assert state(app, "torch") == "done", app.engine.model.runs  # type: ignore[union-attr]
-        assert state(app, "tensorflow") == "done"
+        assert state(app, "torch", "resnet50_v1_5") == "done", app.engine.model.runs  # type: ignore[union-attr]
+        assert state(app, "tensorflow", "resnet50_v1_5") == "done"
         table = app.screen.query_one(ResultsTable)
         for fw in ("torch", "tensorflow"):
-            assert table.cell_text(f"resnet50|{fw}", "ips") not in ("–", "")
+            assert table.cell_text(f"resnet50_v1_5|{fw}", "ips") not in ("–", "")
         pids = runner_pids(app)
         await pilot.press("q")
     assert app.exit_code == 0
@@ -419,7 +422,7 @@ async def test_the_plan_screen_asks_to_start_and_the_live_screen_asks_for_a_new_
     async with app.run_test(size=(100, 30), message_hook=posted.append) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, PlanScreen)
-        await pilot.press("enter")
+        await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
         # One message (the hook sees it at each hop as it bubbles up to the app)
         started = list({id(m): m for m in posted if isinstance(m, PlanScreen.StartRequested)}.values())

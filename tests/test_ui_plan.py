@@ -8,7 +8,7 @@ import pytest
 from textual.widgets import Checkbox, Input, Select, SelectionList
 
 from benchtui.app import make_app
-from benchtui.core.plan.estimate import cpu_seconds, duration_words
+from benchtui.core.plan.estimate import cpu_seconds, duration_words, preset_words
 from benchtui.core.plan.plan import Plan, from_preset
 from benchtui.screens.plan import GpuProbe, PlanScreen
 
@@ -30,7 +30,7 @@ async def test_quick_preset_is_the_default_without_a_gpu(tmp_path: Path) -> None
         assert isinstance(screen, PlanScreen)
         assert screen.query_one("#preset", Select).value == "quick"
         plan = screen.build_plan()
-        assert plan.models == ["resnet50"] and plan.frameworks == ["torch", "tensorflow"]
+        assert plan.models == ["resnet50_v1_5"] and plan.frameworks == ["torch", "tensorflow"]
         assert plan.image_size == 64 and plan.preset == "quick"
 
 
@@ -62,7 +62,7 @@ async def test_choosing_a_preset_fills_the_form(tmp_path: Path) -> None:
         assert screen.query_one("#bsf-nasnet_large").display  # batch fields follow the chosen models
         screen.query_one("#preset", Select).value = "quick"
         await pilot.pause()
-        assert screen.query_one("#models", SelectionList).selected == ["resnet50"]
+        assert screen.query_one("#models", SelectionList).selected == ["resnet50_v1_5"]
         assert not screen.query_one("#bsf-nasnet_large").display
 
 
@@ -74,20 +74,20 @@ async def test_plan_errors_are_shown_on_the_screen(tmp_path: Path) -> None:
         screen = app.screen
         screen.query_one("#models", SelectionList).select("inception_v3")
         screen.query_one("#image_size", Input).value = "32"
-        await pilot.press("enter")
+        await pilot.press("ctrl+r")
         assert isinstance(app.screen, PlanScreen)
         assert error_text(screen) == "InceptionV3 needs Image size of at least 75, got 32"
         screen.query_one("#image_size", Input).value = ""
-        await pilot.press("enter")
+        await pilot.press("ctrl+r")
         assert error_text(screen) == "Image size: enter a whole number"
         screen.query_one("#image_size", Input).value = "96"
         for fw in ("torch", "tensorflow"):
             screen.query_one(f"#fw-{fw}", Checkbox).value = False
-        await pilot.press("enter")
+        await pilot.press("ctrl+r")
         assert error_text(screen) == "no framework chosen"
         screen.query_one("#fw-torch", Checkbox).value = True
-        screen.query_one("#bs-resnet50", Input).value = "1000"
-        await pilot.press("enter")
+        screen.query_one("#bs-resnet50_v1_5", Input).value = "1000"
+        await pilot.press("ctrl+r")
         assert "larger than Samples 64" in error_text(screen)
         assert not list(tmp_path.iterdir()), "nothing was started"
 
@@ -222,8 +222,9 @@ async def test_ticked_and_unticked_boxes_are_unmistakable(tmp_path: Path) -> Non
         await pilot.press("space")
         assert not jax.value and box(jax) == "▐ ▌"
         models = screen.query_one("#models", SelectionList)
-        rows = {models.get_option_at_index(y).value: models.render_line(y).text[:3] for y in range(3)}
-        assert rows == {"inception_v3": "▐ ▌", "resnet50": "▐X▌", "densenet121": "▐ ▌"}
+        rows = {models.get_option_at_index(y).value: models.render_line(y).text[:3] for y in range(8)}
+        assert rows["resnet50_v1_5"] == "▐X▌"  # the quick preset's model; the others empty
+        assert {v for m, v in rows.items() if m != "resnet50_v1_5"} == {"▐ ▌"}
         models.select("inception_v3")
         assert models.render_line(0).text[:3] == "▐X▌"
 
@@ -276,7 +277,7 @@ async def test_precision_threads_order_and_channels_last_reach_the_plan_and_fit_
         assert plan.preset == ""  # the quick preset's protocol is fp32, interleaved, the default threads
         # Checked as the command line checks --threads, the error in place, in the form's words.
         screen.query_one("#threads", Input).value = "5000"
-        await pilot.press("enter")
+        await pilot.press("ctrl+r")
         assert error_text(screen) == "Threads must be at most 4,096, got 5,000"
         screen.query_one("#threads", Input).value = "-1"
         screen.action_start()
@@ -317,7 +318,7 @@ async def test_precision_threads_order_and_channels_last_reach_the_plan_and_fit_
 
 # -- the preset's label and hint follow the form ------------------------------------------------------
 def long_on(plan: Plan, cores: int) -> str:
-    return f"{duration_words(cpu_seconds(plan, cores))} or more on {cores} cores"
+    return f"{duration_words(cpu_seconds(plan, cores))} or more on {cores} idle CPU cores"
 
 
 def preset_text(screen: PlanScreen) -> tuple[object, str]:
@@ -331,7 +332,9 @@ async def test_an_edited_preset_is_custom_with_a_description_of_its_own(tmp_path
         await pilot.pause()
         screen = app.screen
         value, hint = preset_text(screen)
-        assert value == "quick" and hint.startswith("quick: about two minutes")
+        assert value == "quick" and hint == (
+            f"quick: {preset_words('quick', 2)} on 2 idle CPU cores (ResNet50 v1.5, 64 px, 2 runs)"
+        )
         screen.query_one("#epochs", Input).value = "5"
         await pilot.pause()
         value, hint = preset_text(screen)
@@ -339,7 +342,7 @@ async def test_an_edited_preset_is_custom_with_a_description_of_its_own(tmp_path
         plan = screen.build_plan()
         assert plan.preset == "" and hint == (
             "custom: 4 runs (2 frameworks × 1 model × 2), 5 epochs of 64 samples at 64 px; "
-            f"likely {duration_words(cpu_seconds(plan, 2))} or more on 2 CPU cores"
+            f"likely {duration_words(cpu_seconds(plan, 2))} or more on 2 idle CPU cores"
         )
         screen.query_one("#epochs", Input).value = "3"  # back to the preset's values: its name again
         await pilot.pause()
@@ -392,7 +395,7 @@ async def test_the_long_plan_warning_follows_the_plan_not_the_presets_name(tmp_p
         assert hint.startswith(
             "custom: 2 runs (2 frameworks × 1 model × 1), 1 epoch of 64 samples at 64 px; "
         )
-        assert hint.endswith(" on 2 CPU cores") and "\n" not in hint
+        assert hint.endswith(" on 2 idle CPU cores") and "\n" not in hint
         # Large again, by the samples alone: the warning is back, in the plan's own numbers.
         screen.query_one("#samples", Input).value = "100000"
         await pilot.pause()
@@ -455,3 +458,122 @@ def test_plan_screen_edited_study_120x35(snap_compare) -> None:  # noqa: ANN001
 
     app = make_app(probe=GpuProbe((), "NVML unavailable: no NVIDIA driver", cpus=2))
     assert snap_compare(app, terminal_size=(120, 35), run_before=edit)
+
+
+# -- keys: where the focus starts, where Tab goes, what starts the plan (issue 30) ---------------------
+@pytest.mark.asyncio
+async def test_the_focus_starts_on_the_preset_and_tab_reaches_every_control(tmp_path: Path) -> None:
+    from textual.widgets import Button
+
+    app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert app.focused is screen.query_one("#preset", Select)
+        controls = [
+            w
+            for w in screen.query("Select, Input, Checkbox, SelectionList, Button")
+            if w.display and all(a.display for a in w.ancestors_with_self if hasattr(a, "display"))
+        ]
+        seen = []
+        for _ in range(len(controls) + 5):
+            await pilot.press("tab")
+            seen.append(app.focused)
+            if app.focused is controls[0]:
+                break
+        missing = [w.id for w in controls if w not in seen]
+        assert not missing, f"Tab never reaches {missing}"
+        assert app.focused is screen.query_one("#preset", Select)  # round the whole form, back to the start
+        assert any(isinstance(w, Button) and w.id == "start" for w in seen)
+
+
+@pytest.mark.asyncio
+async def test_enter_in_a_field_never_starts_the_plan_ctrl_r_does_and_the_footer_says_so(
+    tmp_path: Path,
+) -> None:
+    app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
+    started: list[Plan] = []
+    app.start_plan = started.append  # type: ignore[method-assign] - the request is what is checked
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        for field in ("#epochs", "#samples", "#threads", "#model-file", "#bs-resnet50_v1_5"):
+            screen.query_one(field).focus()
+            await pilot.press("enter")
+            await pilot.pause()
+        assert not started and isinstance(app.screen, PlanScreen)
+        shown = {key: b.binding.description for key, b in screen.active_bindings.items() if b.binding.show}
+        assert shown.get("ctrl+r") == "Start"
+        assert "ctrl+r" in str(screen.query_one("#start").label)
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert len(started) == 1 and started[0].preset == "quick"
+        screen.query_one("#start").focus()
+        await pilot.press("enter")  # on the button, Enter presses it
+        await pilot.pause()
+        assert len(started) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_validation_error_follows_the_form_and_clears_once_fixed(tmp_path: Path) -> None:
+    app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        size = screen.query_one("#image_size", Input)
+        screen.query_one("#models", SelectionList).select("inception_v3")
+        size.value = "32"
+        await pilot.press("ctrl+r")
+        assert error_text(screen) == "InceptionV3 needs Image size of at least 75, got 32"
+        size.value = ""  # half typed: the error says what is wrong now
+        await pilot.pause()
+        assert error_text(screen) == "Image size: enter a whole number"
+        size.value = "80"
+        await pilot.pause()
+        assert error_text(screen) == ""  # fixed: the error goes without another try
+        assert not screen.query_one("#plan-error").display
+        size.value = "8"  # a new mistake is not shown before the next try
+        await pilot.pause()
+        assert error_text(screen) == ""
+
+
+@pytest.mark.asyncio
+async def test_the_estimate_counts_only_the_models_that_can_run_at_the_size(tmp_path: Path) -> None:
+    """InceptionV3 needs 75 px: at 64 px it is refused, named, and left out of the runs and the estimate."""
+    app = make_app(sessions_dir=str(tmp_path), probe=GpuProbe((), "NVML unavailable: test", cpus=2))
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one("#models", SelectionList).select("inception_v3")  # quick is at 64 px
+        await pilot.pause()
+        hint = preset_text(screen)[1]
+        able = from_preset("quick")
+        able.threads = 0
+        assert hint.startswith(
+            "custom: 4 runs (2 frameworks × 1 model × 2), 3 epochs of 64 samples at 64 px; "
+            "not counted: InceptionV3 needs at least 75 px; "
+        )
+        assert hint.endswith(f"{duration_words(cpu_seconds(able, 2))} or more on 2 idle CPU cores")
+
+
+@pytest.mark.asyncio
+async def test_the_quick_presets_duration_comes_from_the_idle_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app's probe measures the idle cores when the plan screen opens; the quick preset is worded on them."""
+    from benchtui.core.plan import threads
+
+    monkeypatch.setattr(
+        threads, "measure_idle", lambda *a, **k: {"idle_cores": 0.4, "cores": 2, "threads": 1}
+    )
+    probe = GpuProbe((), "NVML unavailable: test", cpus=2, measure_idle=True)
+    app = make_app(sessions_dir=str(tmp_path), probe=probe)
+    async with app.run_test(size=(120, 35)) as pilot:
+        deadline = 50
+        while "0.4 idle" not in preset_text(app.screen)[1] and deadline:
+            await pilot.pause(0.1)
+            deadline -= 1
+        assert preset_text(app.screen)[1] == (
+            f"quick: {preset_words('quick', 0.4)} on 0.4 idle CPU cores (ResNet50 v1.5, 64 px, 2 runs)"
+        )
+        assert preset_words("quick", 0.4) != preset_words("quick", 2)

@@ -32,14 +32,15 @@ QUIT_WAIT_S = 15.0  # the engine needs ~3 s (SIGTERM grace) + the SIGKILL; this 
 
 
 def probe_gpus(use_nvml: bool = True) -> GpuProbe:
-    """NVIDIA GPUs by NVML only: importing a framework to ask would take seconds."""
+    """NVIDIA GPUs by NVML only: importing a framework to ask would take seconds. The plan screen then
+    measures the idle cores (``measure_idle``)."""
     if not use_nvml:
-        return GpuProbe((), "NVML not used")
+        return GpuProbe((), "NVML not used", measure_idle=True)
     from benchtui.core.running.sampler import load_nvml
 
     nvml, status = load_nvml()
     if nvml is None:
-        return GpuProbe((), status)
+        return GpuProbe((), status, measure_idle=True)
     names = []
     try:
         for i in range(nvml.nvmlDeviceGetCount()):
@@ -52,7 +53,7 @@ def probe_gpus(use_nvml: bool = True) -> GpuProbe:
             nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001
             pass
-    return GpuProbe(tuple(names), status)
+    return GpuProbe(tuple(names), status, measure_idle=True)
 
 
 class BenchApp(App[int]):

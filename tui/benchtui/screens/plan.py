@@ -1,12 +1,13 @@
-"""The plan screen: choose frameworks, models and the protocol, then start (Enter)."""
+"""The plan screen: choose frameworks, models and the protocol, then start (the Start button or ctrl+r)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from rich.segment import Segment
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, HorizontalGroup, ItemGrid, VerticalScroll
@@ -20,7 +21,7 @@ from textual.widgets.option_list import OptionDoesNotExist
 from textual.widgets.selection_list import Selection
 
 from benchtui.core.plan.custom import check_sources, read_model_file
-from benchtui.core.plan.estimate import cpu_seconds, duration_words
+from benchtui.core.plan.estimate import cpu_seconds, duration_words, preset_words
 from benchtui.core.plan.plan import ORDERS, PRESETS, Plan, PlanError, from_preset
 from benchtui_runners import catalog
 from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, TASKS, usable_cores
@@ -28,7 +29,7 @@ from benchtui_runners.timing import TIMINGS
 
 PRESET_HELP = {
     "study": "study: the 2019 scripts, 7 models, 299 px, 10,000 samples, 5 epochs, 3 runs, Adam, sigmoid head",
-    "quick": "quick: about two minutes on a CPU-only machine (ResNet50, 64 px, 2 runs)",
+    # "quick" is worded from the machine's idle cores: ``quick_help``.
     "modern": "modern: EfficientNetB0, ConvNeXtTiny and ViT-B/16 at 224 px, GPT-2 small over 1024 tokens; "
     "minutes on one GPU",
     "modern-cpu": "modern-cpu: the same kinds of network sized for a CPU (ViT-Ti/16, a 4-layer GPT-2, 64 px, "
@@ -123,20 +124,50 @@ def runs_on_gpu(plan: Plan, gpu: bool) -> bool:
     return plan.device.startswith("cuda") or (plan.device == "auto" and gpu)
 
 
-def long_plan_warning(plan: Plan, gpu: bool, cpus: int) -> str:
+def size_refusals(plan: Plan) -> dict[str, str]:
+    """The plan's models that cannot run at its image size, each with why (as ``Plan.validate`` refuses
+    them): they are left out of the plan's count of runs and of its estimate."""
+    out = {}
+    for m in plan.models:
+        info = catalog.MODELS.get(m)
+        if info is None or info.kind != "image":
+            continue
+        if plan.image_size < info.min_image_size:
+            out[m] = f"{info.label} needs at least {info.min_image_size} px"
+        elif info.patch_size and plan.image_size % info.patch_size:
+            out[m] = f"{info.label} needs a multiple of {info.patch_size} px"
+    return out
+
+
+def runnable(plan: Plan) -> Plan:
+    """``plan`` without the models refused at its image size (a copy; the plan itself when none is)."""
+    refused = size_refusals(plan)
+    if not refused:
+        return plan
+    return dataclasses.replace(plan, models=[m for m in plan.models if m not in refused])
+
+
+def cores_words(cores: float) -> str:
+    """'2 idle CPU cores', '0.4 idle CPU cores': the cores an estimate is made on."""
+    n = f"{cores:.0f}" if abs(cores - round(cores)) < 0.05 else f"{cores:.1f}"
+    return f"{n} idle CPU core{'' if n == '1' else 's'}"
+
+
+def long_plan_warning(plan: Plan, gpu: bool, cpus: float) -> str:
     """A warning for a plan that takes hours or more on the CPU ('' otherwise, and on a GPU): about how
-    long (``estimate.cpu_seconds``: the models' FLOPs at a generous rate), and what to cut."""
+    long (``estimate.cpu_seconds``: the models' FLOPs at a generous rate, on ``cpus`` idle cores), and
+    what to cut."""
     if runs_on_gpu(plan, gpu):
         return ""
-    seconds = cpu_seconds(plan, cpus)
+    seconds = cpu_seconds(runnable(plan), cpus)
     if seconds < WARN_S:
         return ""
-    cores = plan.threads or cpus
+    on = plural(plan.threads, "thread") if plan.threads else cores_words(cpus)
     where = "No GPU here: on the CPU" if not gpu else "On the CPU"
     cut = "Try fewer runs or samples" if plan.preset == "quick" else "Try quick, or fewer models and samples"
     return (
         f"{where} this plan takes {'days' if seconds >= DAY else 'hours'}: likely {duration_words(seconds)} "
-        f"or more on {plural(cores, 'core')}. {cut}."
+        f"or more on {on}. {cut}."
     )
 
 
@@ -144,38 +175,57 @@ def plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'s' * (count != 1)}"
 
 
-def custom_description(plan: Plan, gpu: bool, cpus: int, how_long: bool = True) -> str:
-    """What a plan of the user's own does, in one line: its runs, their size, where, and on a CPU about
-    how long (``how_long``)."""
-    runs = len(plan.frameworks) * len(plan.models) * plan.runs * len(plan.device_counts())
-    kinds = {catalog.MODELS[m].kind if m in catalog.MODELS else "image" for m in plan.models}
+def custom_description(plan: Plan, gpu: bool, cpus: float, how_long: bool = True) -> str:
+    """What a plan of the user's own does, in one line: its runs (of the models that can run at its size,
+    each a framework has), their size, where, and on a CPU about how long (``how_long``); the models
+    refused at its size are named, not counted."""
+    refused = size_refusals(plan)
+    able = runnable(plan)
+    pairs = sum(1 for m in able.models for fw in able.frameworks if catalog.available(fw, m)[0])
+    runs = pairs * plan.runs * len(plan.device_counts())
+    kinds = {catalog.MODELS[m].kind if m in catalog.MODELS else "image" for m in able.models}
     size = [f" at {plan.image_size} px"] if kinds - {"tokens"} else []
     if "tokens" in kinds:
         size.append(f" over {plan.seq_len:,} tokens" if plan.seq_len else " over the whole context")
     text = (
-        f"custom: {plural(runs, 'run')} ({plural(len(plan.frameworks), 'framework')} × "
-        f"{plural(len(plan.models), 'model')} × {plan.runs}), {plural(plan.epochs, 'epoch')} of "
+        f"custom: {plural(runs, 'run')} ({plural(len(able.frameworks), 'framework')} × "
+        f"{plural(len(able.models), 'model')} × {plan.runs}), {plural(plan.epochs, 'epoch')} of "
         f"{plural(plan.samples, 'sample')}{','.join(size)}"
     )
+    if refused:
+        text += f"; not counted: {', '.join(refused.values())}"
     if runs_on_gpu(plan, gpu):
         return text + "; on the GPU"
     if not how_long:  # the warning under it says how long, and on how many cores
         return text
-    seconds, cores = cpu_seconds(plan, cpus), plural(plan.threads or cpus, "CPU core")
+    seconds = cpu_seconds(able, cpus)
+    on = plural(plan.threads, "thread") if plan.threads else cores_words(cpus)
     how = "a minute or less" if seconds < 60 else f"likely {duration_words(seconds)} or more"
-    return f"{text}; {how} on {cores}"
+    return f"{text}; {how} on {on}"
 
 
-def plan_hint(plan: Plan, gpu: bool, cpus: int) -> Text:
+def quick_help(cpus: float) -> str:
+    """The quick preset in a line: how long on this machine's idle cores (``estimate.preset_words``), and
+    what it runs."""
+    plan = from_preset("quick")
+    models = ", ".join(catalog.MODELS[m].label if m in catalog.MODELS else m for m in plan.models)
+    return (
+        f"quick: {preset_words('quick', cpus)} on {cores_words(cpus)} ({models}, {plan.image_size} px, "
+        f"{plural(plan.runs, 'run')})"
+    )
+
+
+def plan_hint(plan: Plan, gpu: bool, cpus: float) -> Text:
     """The line under the preset: the preset's description, or the plan's own, and a warning when long."""
     warning = long_plan_warning(plan, gpu, cpus)  # says how long itself
-    text = Text(PRESET_HELP.get(plan.preset) or custom_description(plan, gpu, cpus, how_long=not warning))
+    described = quick_help(cpus) if plan.preset == "quick" else PRESET_HELP.get(plan.preset)
+    text = Text(described or custom_description(plan, gpu, cpus, how_long=not warning))
     if warning:
         text.append("\n" + warning, style="bold yellow")
     return text
 
 
-def preset_hint(name: str, gpu: bool, cpus: int = 2) -> str:
+def preset_hint(name: str, gpu: bool, cpus: float = 2) -> str:
     """The hint preset ``name`` gets as it is, on a machine with or without a GPU."""
     return plan_hint(from_preset(name), gpu, cpus).plain
 
@@ -206,6 +256,10 @@ class GpuProbe:
     names: tuple[str, ...]
     status: str
     cpus: int = field(default_factory=usable_cores)  # the cores runs may use (for a plan's rough duration)
+    #: Measure the cores other processes leave idle when the plan screen opens (in a thread): a CPU
+    #: plan's threads, and so its estimate, come from them. Off, the estimate takes ``cpus`` as idle
+    #: (the tests' probes: a figure that does not depend on the machine's load).
+    measure_idle: bool = False
 
     @property
     def found(self) -> bool:
@@ -280,15 +334,16 @@ def user_message(error: PlanError) -> str:
 
 
 class PlanScreen(Screen):
-    """A form over ``Plan``: presets fill it, Enter validates it and asks the app to start it."""
+    """A form over ``Plan``: presets fill it; the Start button or ctrl+r validates it and asks the app to
+    start it. Enter in a field never starts it (a number typed and confirmed is not a go)."""
 
     BINDINGS = [
         Binding(
-            "enter",
+            "ctrl+r",
             "start",
             "Start",
             id="start-plan",
-            priority=True,
+            priority=True,  # whatever has the focus: an Input takes no ctrl+r of its own
             tooltip="Validate the plan and start its runs",
         ),
         Binding(
@@ -321,6 +376,8 @@ class PlanScreen(Screen):
         # The preset the form started from (chosen, or the plan's): the label returns to it when edits
         # bring the form back to its values.
         self.origin = self.initial.preset if self.initial.preset in PRESETS else ""
+        # The cores an estimate is made on: the idle ones once measured (``probe.measure_idle``).
+        self.cores: float = float(probe.cpus)
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -396,8 +453,8 @@ class PlanScreen(Screen):
                         )
         yield Static(id="plan-error")
         with HorizontalGroup(id="plan-actions"):
-            yield Button("Start (Enter)", id="start", variant="primary", compact=True)
-            yield Static("  Tab: next field · space: toggle · ctrl+q: quit", classes="hint")
+            yield Button("Start (ctrl+r)", id="start", variant="primary", compact=True)
+            yield Static("  Tab: next · space: tick · Enter: open a list · ctrl+q: quit", classes="hint")
         yield Footer()
 
     def _settings(self, plan: Plan) -> ComposeResult:
@@ -468,7 +525,23 @@ class PlanScreen(Screen):
             widget.cursor_blink = False
         self._show_batch_fields()
         self._show_preset()
-        self.query_one("#models", SelectionList).focus()
+        self.query_one("#preset", Select).focus()  # the first thing a user changes
+        if self.probe.measure_idle:
+            self.measure_idle()
+
+    @work(thread=True, exclusive=True, group="idle-cores")
+    def measure_idle(self) -> None:
+        """The cores other processes leave idle (about a second, in a thread): what the estimates use."""
+        from benchtui.core.plan import threads
+
+        idle = threads.measure_idle().get("idle_cores")
+        if isinstance(idle, (int, float)):
+            self.app.call_from_thread(self._set_cores, float(idle))
+
+    def _set_cores(self, cores: float) -> None:
+        if self.is_mounted:
+            self.cores = cores
+            self._show_preset()
 
     # -- form events --------------------------------------------------------------------------
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -491,9 +564,6 @@ class PlanScreen(Screen):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._show_preset()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.action_start()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":
@@ -524,15 +594,29 @@ class PlanScreen(Screen):
         holds its values, else "custom" with a description of the plan's own; a warning when it is long."""
         try:
             plan = self._read_form(own_model=False)
-        except PlanError:
-            return  # a field half typed: the label and the hint wait for a whole number
+        except PlanError as exc:  # a field half typed: the label and the hint wait for a whole number
+            if self.query_one("#plan-error", Static).display:
+                self.show_error(user_message(exc))  # an error shown is the form's error now
+            return
         own = bool(self.query_one("#model-file", Input).value.strip())  # your model: never a preset's
         plan.preset = self.origin if self.origin and not own and matches_preset(plan, self.origin) else ""
         preset = self.query_one("#preset", Select)
         if preset.value != (plan.preset or Select.NULL):
             with self.prevent(Select.Changed):  # a label that follows the form, not a preset chosen
                 preset.value = plan.preset or Select.NULL
-        self.query_one("#preset-help", Static).update(plan_hint(plan, self.probe.found, self.probe.cpus))
+        self.query_one("#preset-help", Static).update(plan_hint(plan, self.probe.found, self.cores))
+        if self.query_one("#plan-error", Static).display:
+            self._recheck()
+
+    def _recheck(self) -> None:
+        """While an error is shown: the form's error now (or none, and the error goes), as it is edited."""
+        try:
+            plan = self._read_form()
+            plan.validate()
+        except PlanError as exc:
+            self.show_error(user_message(exc))
+            return
+        self.show_error("")
 
     def fill(self, plan: Plan) -> None:
         """Put a plan's values in the form (a preset was chosen)."""
@@ -626,16 +710,6 @@ class PlanScreen(Screen):
         error.display = bool(message)
 
     # -- actions ------------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "start":
-            # Inside a drop-down, Enter opens it or picks an option: let the Select have it.
-            node: DOMNode | None = self.app.focused
-            while node is not None:
-                if isinstance(node, Select):
-                    return None
-                node = node.parent
-        return True
-
     def action_start(self) -> None:
         try:
             plan = self.build_plan()
