@@ -58,13 +58,12 @@ def prior_seconds(plan: Plan, cores: float) -> dict[tuple[str, str], float]:
     ``threads`` when it has them): ``estimate.cpu_seconds`` of the cell alone, one run, at the plan's
     first device count. Models of unknown cost (a user's own) and pairs a framework lacks get none."""
     out: dict[tuple[str, str], float] = {}
-    n = max(1, round(cores))
     for model in plan.models:
         if estimate.sample_gflops(plan, model) is None:
             continue
         for framework in plan.frameworks:
             one = dataclasses.replace(plan, frameworks=[framework], models=[model], runs=1, scaling=False)
-            seconds = estimate.cpu_seconds(one, n)
+            seconds = estimate.cpu_seconds(one, cores)
             if seconds > 0:
                 out[(framework, model)] = seconds
     return out
