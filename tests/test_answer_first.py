@@ -49,6 +49,8 @@ def _edit_events(path: Path, change: Any) -> None:
 def _busy(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Samples that say how busy the machine was: the runner's CPU and 1.5 cores of other processes."""
     for event in events:
+        if event.get("type") == "hello":  # the pool the engine gave every framework (the plan's --threads 4)
+            event["settings"]["intra_op_threads"] = 4
         host = event.get("host") if event.get("type") == "gpu" else None
         if isinstance(host, dict) and isinstance(host.get("cpu_percent"), (int, float)):
             host["system_busy_cores"] = host["cpu_percent"] / 100 + OTHERS_CORES
@@ -316,7 +318,7 @@ def test_an_interrupted_session_says_why_once(interrupted: Report) -> None:
 
 
 def test_a_caution_of_every_cell_is_said_once(cpu: Report) -> None:
-    busy = "other processes kept 1.5 core(s) busy during a run"
+    busy = "other processes kept 1.5 "  # of 32 cores, during runs of 4 threads: the verdict stands
     cells = "4 cells: ResNet50, DenseNet121 (every framework)"
     show = flat(shown(cpu))
     assert show.count(busy) == 1 and f"* {cells}: caution: {busy}" in show

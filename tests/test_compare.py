@@ -8,6 +8,7 @@ import pytest
 
 from benchtui.cli import main
 from benchtui.core.reporting.compare import compare_sessions
+from benchtui.core.store.session import load_session
 from sessionfactory import make_session
 
 BASE_SPEED = {("torch", "resnet50"): 0.040, ("tensorflow", "resnet50"): 0.048}
@@ -62,7 +63,10 @@ def test_cli_table_and_fail_above(root: Path, capsys: pytest.CaptureFixture[str]
         "FAIL: ResNet50 · PyTorch: +2" in err and "tf.keras" not in err.split("row(s)")[0].split("FAIL")[-1]
     )
     assert main(args + ["--fail-above", "30"]) == 0
-    assert "ok: no row of B is slower" in capsys.readouterr().err
+    # One sentence: the rule the gate applied (conclusive slowdowns only) and what it found.
+    (gate,) = capsys.readouterr().err.splitlines()
+    assert gate.startswith("ok: --fail-above 30 fails a row when B is slower than A by more than 30% beyond ")
+    assert gate.endswith(": no row does")
     # Faster is never a failure, whatever the threshold.
     assert main(["compare", "base", "faster", "--sessions-dir", str(root), "--fail-above", "0"]) == 0
     out = capsys.readouterr().out
@@ -99,24 +103,34 @@ def test_missing_and_failed_cells(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert rows[("inception_v3", "torch")].status_a == "absent"
     lost = rows[("resnet50", "tensorflow")]
     assert lost.ratio is None and lost.status_b == "failed" and lost.slower_than(1000)
-    assert any(d.startswith("image_size: 299 vs 128") for d in cmp.differences)
+    # Differences by the flags that set them, as a user types them.
+    assert any(d.startswith("--image-size: 299 vs 128") for d in cmp.differences)
     assert main(["compare", str(a), str(b), "--fail-above", "1000"]) == 1
     captured = capsys.readouterr()
-    assert "The sessions differ in (A vs B):" in captured.out and "image_size" in captured.out
+    assert "The sessions differ in (A vs B):" in captured.out and "--image-size" in captured.out
+    assert "image_size" not in captured.out
     assert "FAIL: ResNet50 · tf.keras: B has no result (failed)" in captured.err
 
 
-def test_one_epoch_sessions_compare_batches(tmp_path: Path) -> None:
-    a = make_session(tmp_path, name="a1", frameworks=("torch",), runs=1, epochs=1, steps=30, seed=3)
-    b = make_session(tmp_path, name="b1", frameworks=("torch",), runs=1, epochs=1, steps=30, seed=4)
-    (row,) = compare_sessions(a, b).rows
-    assert row.basis == "batch" and row.ratio is not None
-    assert row.ratio.low is not None and row.ratio.low < row.ratio.value < row.ratio.high  # type: ignore[operator]
-    # One run a side: "not significant" whenever the CI contains 1, and even when it does not, the
-    # CI covers only the noise inside each run: never conclusive, and the phrase says why.
-    assert row.ratio.single_run and not row.ratio.conclusive
-    assert row.ratio.significant is (not row.ratio.low <= 1.0 <= row.ratio.high)  # type: ignore[operator]
-    assert "one run on a side: run-to-run spread unknown" in row.ratio.phrase()
+def test_compare_uses_the_verdicts_rule_and_basis(tmp_path: Path) -> None:
+    # One run of one epoch a side: each session's verdict has one value a side and no CI; compare says
+    # the same, from the same times (issue 30: it printed "11.29× faster (95% CI 7.61–14.32)" from batches).
+    a = make_session(tmp_path, name="a1", runs=1, epochs=1, steps=30, seed=3)
+    b = make_session(tmp_path, name="b1", runs=1, epochs=1, steps=30, seed=4)
+    (verdict,) = load_session(a).model.summary()["ratios"]
+    assert verdict["basis"] == "single-epoch" and verdict["ci_low"] is None
+    assert "(no CI: one value per side)" in verdict["text"]
+    cmp = compare_sessions(a, b)
+    for row in cmp.rows:
+        assert row.basis == "single-epoch" and row.ratio is not None
+        assert row.ratio.low is None and row.ratio.significant is None and not row.ratio.conclusive
+        assert "no CI: one value per side" in row.ratio.phrase()
+        # The times are the data of the images/s each session shows: its seconds per sample.
+        rows_a = {r["framework"]: r for r in load_session(a).model.summary()["rows"]}
+        assert row.time_a == pytest.approx(1 / rows_a[row.framework]["images_per_s"])
+    # The verdict's own ratio, when a session is compared with itself cell by cell, is 1 on the same basis.
+    torch_vs_tf = compare_sessions(a, a).rows[0]
+    assert torch_vs_tf.ratio is not None and torch_vs_tf.ratio.value == 1.0
 
 
 def test_fail_above_never_fails_on_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,10 +139,20 @@ def test_fail_above_never_fails_on_noise(tmp_path: Path, capsys: pytest.CaptureF
     a = make_session(tmp_path, name="a", runs=1, epochs=3, steps=10, seed=5, speed=BASE_SPEED)
     b = make_session(tmp_path, name="b", runs=1, epochs=3, steps=10, seed=6, speed=slow)
     assert main(["compare", str(a), str(b), "--fail-above", "5"]) == 0
-    err = capsys.readouterr().err
-    assert "not failing: ResNet50 · PyTorch is +" in err and "run-to-run spread unknown" in err
+    # One sentence, the rule and its result, naming the slowdown it did not count and why (issue 30:
+    # "not failing: … +56.2%" then "ok: no row of B is slower … by more than 5%").
+    (gate,) = capsys.readouterr().err.splitlines()
+    assert gate.startswith("ok: --fail-above 5 fails a row when B is slower than A by more than 5% beyond")
+    assert "(its 95% CI above 1, several runs a side, no other work on the cores)" in gate
+    assert ": no row does; not counted, inside the noise or on a busy machine: ResNet50 · PyTorch +" in gate
+    assert "one run on a side" in gate or "CI holds 1" in gate
     # With three runs a side the same slowdown is significant, and the gate fails.
     a3 = make_session(tmp_path, name="a3", runs=3, epochs=3, steps=10, seed=5, speed=BASE_SPEED)
     b3 = make_session(tmp_path, name="b3", runs=3, epochs=3, steps=10, seed=6, speed=slow)
     assert main(["compare", str(a3), str(b3), "--fail-above", "5"]) == 1
-    assert "FAIL: ResNet50 · PyTorch: +" in capsys.readouterr().err
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("FAIL: ResNet50 · PyTorch: +")
+    assert (
+        err[-1].startswith("FAIL: --fail-above 5 fails a row when")
+        and "1 row(s) do (ResNet50 · PyTorch)" in err[-1]
+    )

@@ -46,7 +46,15 @@ def test_headless_torch_and_tensorflow_end_to_end(sessions_root: Path) -> None:
     text = " ".join(verdict["text"].split())
     assert text in before, (text, before)
     # ResNet50 is not the same network on both sides (v1.5 against v1): the verdict says so.
-    assert "the raw ratio compares different networks" in text and "per FLOP" in text
+    assert "the raw ratio compares different networks" in text
+    if verdict.get("unreliable"):
+        # Other processes kept the runs' cores busy (this machine is shared): no winner, and why.
+        assert text.startswith(
+            f"unreliable: {' '.join(verdict['unreliable'].split())}; measured, not a verdict: "
+        )
+        assert verdict["faster_framework"] is None and "per FLOP" not in text and "faster" not in text
+    else:
+        assert "per FLOP" in text and (verdict["faster_framework"] is not None or verdict["about_same"])
 
     session = only_session(sessions_root)
     assert session.name.endswith("_e2e-test")

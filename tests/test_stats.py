@@ -170,8 +170,10 @@ def test_ratio_identical_sides_not_significant() -> None:
     assert r is not None and r.value == 1.0
     assert r.low is not None and r.high is not None and r.low < 1.0 < r.high
     assert r.significant is False
-    assert r.phrase().startswith("same speed (95% CI ")
-    assert r.phrase().endswith(", not significant")
+    # Neither side is faster: "about the same", never "1.00× faster" (issue 30).
+    assert r.about_same
+    assert r.phrase().startswith("about the same (1.00×, 95% CI ")
+    assert r.phrase().endswith(", not significant)")
 
 
 def test_ratio_seeded_reproducible_and_significant() -> None:
@@ -191,7 +193,18 @@ def test_ratio_phrases_hand_computed() -> None:
     assert Ratio(0.8, 0.75, 0.85).phrase() == "1.25× faster (95% CI 1.18–1.33)"
     assert Ratio(0.8, 0.75, 0.85).phrase("tf.keras") == "1.25× faster than tf.keras (95% CI 1.18–1.33)"
     assert Ratio(1.10, 1.02, 1.19).phrase() == "1.10× slower (95% CI 1.02–1.19)"
-    assert Ratio(0.98, 0.95, 1.02).phrase() == "1.02× faster (95% CI 0.98–1.05), not significant"
+    # A CI that holds 1: about the same, with what it rests on.
+    assert Ratio(0.98, 0.95, 1.02).phrase() == "about the same (1.02×, 95% CI 0.98–1.05, not significant)"
+    assert Ratio(0.98, 0.95, 1.02).phrase("tf.keras") == (
+        "about the same as tf.keras (1.02×, 95% CI 0.98–1.05, not significant)"
+    )
+    # A ratio that rounds to 1.00×: about the same even when its CI excludes 1, or when there is none.
+    tiny = Ratio(0.997, 0.995, 0.999)
+    assert tiny.significant is True and tiny.about_same
+    assert tiny.phrase() == "about the same (1.00×, 95% CI 1.00–1.01)"
+    assert Ratio(1.004, None, None).phrase() == "about the same (1.00×, no CI: one value per side)"
+    assert not Ratio(0.994, None, None).about_same  # 1.01×: a ratio, said as measured
+    assert Ratio(0.994, None, None).phrase() == "1.01× faster (no CI: one value per side)"
     assert Ratio(1.1, None, None).significant is None
     inv = Ratio(1.25, 1.2, 1.3).inverted()
     assert (

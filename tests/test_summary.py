@@ -220,7 +220,8 @@ def test_load_from_other_processes_is_measured_per_run_and_flagged() -> None:
     assert runs[1].other_cpu_sum == 0.0 and runs[1].other_cpu_samples == 4
     row = model.row("torch", "resnet50")
     assert row["other_cpu_cores"] == pytest.approx(1.2)
-    assert any("other processes kept 1.2 core(s) busy" in w["message"] for w in row["warnings"])
+    # The host's core count unrecorded: the load is said, and no verdict loses its winner on a guess.
+    assert any("other processes kept 1.2 cores busy" in w["message"] for w in row["warnings"])
     # Each caution says its kind, as plain JSON: views pick kinds, never match sentences.
     assert CautionKind.CPU_CONTENTION in [w["kind"] for w in row["warnings"]]
     assert {"kind": "cpu-contention", "message": row["warnings"][-1]["message"]} in json.loads(
@@ -259,4 +260,4 @@ def test_the_load_figure_is_recomputable_without_the_samples() -> None:
     assert [r["other_cpu_cores"] for r in rows] == [pytest.approx(0.9)] * 3
     assert rows[0]["warnings"] == rows[1]["warnings"] == rows[2]["warnings"]
     reloaded = no_samples
-    assert any("0.9 core(s)" in w["message"] for w in reloaded.row("torch", "resnet50")["warnings"])
+    assert any("kept 0.9 cores busy" in w["message"] for w in reloaded.row("torch", "resnet50")["warnings"])

@@ -8,6 +8,7 @@ import io
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchtui.commands import EXIT_FAILED, EXIT_OK, BadInput, load, say
 from benchtui.core import fmt
@@ -17,6 +18,9 @@ from benchtui.core.reporting import files, terminal
 from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.model import build_report
 from benchtui.core.reporting.registry import writer_for
+
+if TYPE_CHECKING:
+    from benchtui.core.store.session import LoadedSession
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -68,33 +72,37 @@ def _document_errors(format_: str) -> Iterator[None]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """``benchtui compare A B [--fail-above PCT]``: exit 1 when B is slower than A by more than PCT on any row."""
+    """``benchtui compare A B [--fail-above PCT]``: exit 1 when B is conclusively slower than A by more than
+    PCT on any row (``Comparison.gate`` says the rule and its result in one sentence); exit 2 when the
+    sessions have no cell in common."""
     pct = args.fail_above
     if pct is not None and not pct >= 0:
         raise BadInput(f"--fail-above takes a percentage of at least 0, got {pct}")
     la = load(args.a, args.sessions_dir, "A")
     lb = load(args.b, args.sessions_dir, "B")
     cmp = compare_sessions(la, lb)
+    if not cmp.common:
+        raise BadInput(
+            clean(f"no cell in common: A {la.path.name} ran {_cells(la)}; B {lb.path.name} ran {_cells(lb)}")
+        )
     terminal.print_comparison(cmp)
-    if la.path.resolve() == lb.path.resolve():  # a slip of the finger: it can only say "same speed"
+    if la.path.resolve() == lb.path.resolve():  # a slip of the finger: it can only say "about the same"
         say(f"note: A and B are the same session ({clean(la.path.name)}): every ratio is 1 by construction")
     if pct is None:
         return EXIT_OK
     failing = cmp.failing(pct)
-    for row in cmp.rows:
-        if row.ratio is not None and row.ratio.percent > pct and not row.ratio.conclusive:
-            say(
-                f"not failing: {model_label(row.model)} · {framework_label(row.framework)} is "
-                f"{row.ratio.percent:+.1f}% but {row.ratio.phrase()}"
-            )
-    if not failing:
-        say(f"ok: no row of B is slower than A by more than {pct:g}%")
-        return EXIT_OK
-    for row in failing:
-        if row.ratio is not None and row.ratio.percent > pct:
+    for row in failing:  # one line per failing row, for a CI log; then the rule and its result
+        if row.ratio is not None and row.conclusive_slowdown(pct):
             what = f"{row.ratio.percent:+.1f}% ({row.ratio.phrase()})"
         else:
             what = row.note or f"B {row.status_b} where A {row.status_a}"
         say(f"FAIL: {model_label(row.model)} · {framework_label(row.framework)}: {what}")
-    say(f"{len(failing)} row(s) of B are slower than A by more than {pct:g}%")
-    return EXIT_FAILED
+    say(cmp.gate(pct))
+    return EXIT_FAILED if failing else EXIT_OK
+
+
+def _cells(loaded: LoadedSession) -> str:
+    """A session's plan in a few words: its models and frameworks."""
+    models = ", ".join(model_label(m) for m in loaded.plan.models) or "no model"
+    frameworks = ", ".join(framework_label(f) for f in loaded.plan.frameworks) or "no framework"
+    return f"{models} with {frameworks}"

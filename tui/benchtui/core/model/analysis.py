@@ -300,6 +300,42 @@ def cell_warnings(
     return out
 
 
+def host_threads(run: RunState) -> tuple[int | None, int]:
+    """(threads per process, processes on this host) of a run: its framework's intra-op pool as its runner
+    reported it (else as its config asked; None: neither said), and its processes: one per rank for
+    PyTorch's data parallel (torchrun starts a process per rank), one where replicas share a process
+    (tf.distribute, Keras on JAX or torch)."""
+    settings = run.hello.get("settings")
+    config = run.hello.get("config")
+    settings = settings if isinstance(settings, dict) else {}
+    config = config if isinstance(config, dict) else {}
+    threads = None
+    for value in (settings.get("intra_op_threads"), config.get("threads")):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            threads = value
+            break
+    replicas = config.get("replicas", 1)
+    replicas = (
+        replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0 else 1
+    )
+    nodes = config.get("nodes", 1)
+    nodes = nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 0 else 1
+    entry = catalog.FRAMEWORKS.get(run.spec.framework)
+    per_process = entry is not None and entry[0] == "torch"
+    processes = max(1, replicas // nodes) if per_process and replicas > 1 else 1
+    return threads, processes
+
+
+def threads_text(threads: int | None, processes: int) -> str:
+    """'2 threads', or '1 thread per rank × 2 ranks (2 in all)'; 'not reported' when unknown."""
+    if threads is None:
+        return "not reported"
+    each = f"{threads} thread{'s' if threads != 1 else ''}"
+    if processes == 1:
+        return each
+    return f"{each} per rank × {processes} ranks ({threads * processes} in all)"
+
+
 def framework_label(framework: str) -> str:
     return catalog.FRAMEWORK_LABELS.get(framework, framework)
 

@@ -29,6 +29,8 @@ class RunState:
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
     epoch_times: dict[int, float] = field(default_factory=dict)
     epoch_samples: dict[int, int] = field(default_factory=dict)
+    # Seconds from each epoch's start to its first batch's step, by epoch, as the runner said (optional).
+    to_first_batch: dict[int, float] = field(default_factory=dict)
     batch_seconds: array = field(default_factory=lambda: array("d"))
     batch_epochs: array = field(default_factory=lambda: array("i"))
     current_epoch: int = 0

@@ -328,6 +328,26 @@ class Ratio:
         return self.significant is True and not self.single_run
 
     @property
+    def about_same(self) -> bool:
+        """Neither side is faster: the ratio rounds to 1.00× or its CI holds 1 (issue 30: "PyTorch 1.00×
+        faster" said a winner the figures did not show)."""
+        return f"{self.factor:.2f}" == "1.00" or self.significant is False
+
+    def same_words(self) -> str:
+        """What 'about the same' rests on: '1.04×, 95% CI 0.97–1.12, not significant', and the caveats."""
+        text = f"{self.factor:.2f}×"
+        interval = self.factor_interval
+        if interval is not None:
+            text += f", {self.level * 100:.0f}% CI {interval[0]:.2f}–{interval[1]:.2f}"
+        if self.significant is False:
+            text += ", not significant"
+        elif self.significant is None:
+            text += ", no CI: one value per side"
+        if self.single_run and interval is not None:
+            text += "; one run on a side: run-to-run spread unknown"
+        return text
+
+    @property
     def faster(self) -> bool:
         return self.value < 1.0
 
@@ -350,27 +370,23 @@ class Ratio:
         return (self.value - 1.0) * 100
 
     def phrase(self, than: str = "") -> str:
-        """'1.23× faster (95% CI 1.18–1.29)', with ', not significant' when the CI contains 1.
+        """'1.23× faster (95% CI 1.18–1.29)'; 'about the same (1.02×, 95% CI 0.98–1.05, not significant)'
+        when the ratio rounds to 1.00× or its CI contains 1 (``about_same``).
 
         ``than`` names what ``other`` is compared with ("1.23× faster than tf.keras (...)").
         """
-        if self.value == 1.0:
-            text = "same speed" + (f" as {than}" if than else "")
-        else:
-            text = f"{self.factor:.2f}× {'faster' if self.faster else 'slower'}" + (
-                f" than {than}" if than else ""
-            )
+        if self.about_same:
+            return "about the same" + (f" as {than}" if than else "") + f" ({self.same_words()})"
+        text = f"{self.factor:.2f}× {'faster' if self.faster else 'slower'}" + (
+            f" than {than}" if than else ""
+        )
         interval = self.factor_interval
         if interval is not None:
             text += f" ({self.level * 100:.0f}% CI {interval[0]:.2f}–{interval[1]:.2f})"
-        if self.significant is False:
-            text += ", not significant"
-        elif self.significant is None:
+        if self.significant is None:
             text += " (no CI: one value per side)"
         if self.single_run and interval is not None:
-            text += (
-                "; " if self.significant is False else ", "
-            ) + "one run on a side: run-to-run spread unknown"
+            text += ", one run on a side: run-to-run spread unknown"
         return text
 
     def inverted(self) -> Ratio:
@@ -389,6 +405,7 @@ class Ratio:
             "conclusive": self.conclusive,
             "single_run": self.single_run,
             "faster": self.faster,
+            "about_same": self.about_same,
             "factor": self.factor,
             "percent": self.percent,
             "phrase": self.phrase(),

@@ -6,7 +6,9 @@ use this one fold, so a summary is always recomputable from ``events.jsonl``.
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from benchtui.core.model import analysis, efficiency, parity, scaling, why
@@ -35,8 +37,19 @@ from benchtui.core.wire.events import (
 from benchtui_runners import catalog
 
 SUMMARY_SCHEMA = 2  # 2: a row's warnings are {kind, message} (were sentences)
-#: Mean CPU (in cores) used by other processes during a run above which its times are flagged.
+#: Mean CPU (in cores) used by other processes during a run from which its row carries a caution, even
+#: when the run's own threads still had cores of their own (the verdict's rule below is not broken).
 OTHER_LOAD_WARN_CORES = 0.5
+#: The verdict's rule for a loaded machine (issue 30). A run's times measure the machine, not the framework,
+#: when other processes kept busy more of the host's cores than the run left idle, by more than this slack:
+#: ``others > cores - needed + CONTENTION_SLACK_CORES``, where ``needed`` is what the run itself asked of
+#: the host (on a CPU its threads, over every process of the run, at most the cores; on a GPU one core per
+#: process, the thread that feeds the device). On a CPU an oversubscribed OpenMP pool stalls at every
+#: barrier on the thread that is not running (2 threads on 2 busy cores: steps of 1-6 s against 0.35-0.5 s
+#: with 1 thread); on a GPU the device does the arithmetic and the host only needs that one core. The
+#: slack is the parent's own sampling and bookkeeping (about a tenth of a core), which counts as "other".
+#: A cell whose runs break the rule gets no winner: its verdict says "unreliable: " and why.
+CONTENTION_SLACK_CORES = 0.25
 HEADLINE = (
     "mean_epoch_s",
     "first_epoch_s",
@@ -63,8 +76,15 @@ NO_COMMAND = "no timings: no command was watched; the session holds telemetry on
 class SessionModel:
     """Every run of a plan and its state, updated by ``apply(event)``."""
 
-    def __init__(self, plan: Plan, gpu_window: int = 600) -> None:
+    def __init__(self, plan: Plan, gpu_window: int = 600, host: dict[str, Any] | None = None) -> None:
         self.plan = plan
+        # The host's logical cores as session.json records them (``host.cpu_count``): what the load of other
+        # processes is measured against. None: not recorded (a session written by hand, or a caller that
+        # did not say); the contention rule then judges nothing (``run_contention``).
+        count = (host or {}).get("cpu_count")
+        self.host_cores: int | None = (
+            count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
+        )
         # A watch trains as many epochs as its command does: 0 sets no limit.
         epochs = 0 if plan.watch else plan.epochs
         self.runs: dict[str, RunState] = {s.run_id: RunState(s, epochs) for s in run_order(plan)}
@@ -231,6 +251,12 @@ class SessionModel:
             raise ValueError(f"epoch {epoch} again: the first is kept")
         run.epoch_times[epoch] = float(event["seconds"])
         run.epoch_samples[epoch] = int(event.get("samples") or 0)
+        # From the epoch's start to its first batch's step (runners since issue 30; older ones omit it):
+        # a stall at an epoch's start (a data iterator rebuilt, a thread pool resized) shows as such.
+        waited = event.get("to_first_batch_s")
+        if isinstance(waited, (int, float)) and not isinstance(waited, bool) and math.isfinite(waited):
+            if waited >= 0:
+                run.to_first_batch[epoch] = float(waited)
 
     def _on_memory(self, run: RunState, event: MemoryEvent) -> None:
         peak = event.get("peak_bytes")
@@ -338,6 +364,10 @@ class SessionModel:
                 row["reason"] = (
                     f"{len(unfinished)} of {len(runs)} runs did not finish ({unfinished[0].status})"
                 )
+                if all(r.status in CUT_SHORT for r in unfinished):
+                    # Interrupted, stopped or skipped: the cell's protocol was not carried out whole. Its
+                    # finished runs still give its figures (and a verdict); runs to come leave it "ok".
+                    row["status"] = CellStatus.INCOMPLETE
         elif any(r.status in CUT_SHORT for r in runs):
             row["status"] = CellStatus.INCOMPLETE
             row["reason"] = next(r.reason or str(r.status) for r in runs if r.status in FINAL)
@@ -347,7 +377,7 @@ class SessionModel:
         if self.plan.watch:
             ok = self.measured_runs(framework, model)
             row["runs"] = len(ok)
-        elif row["status"] == CellStatus.INCOMPLETE:
+        elif row["status"] == CellStatus.INCOMPLETE and not ok:
             # No run finished: what the runs cut short measured before they stopped (their epochs done,
             # their build) is shown, said as such; never a ratio or a verdict (those take finished runs).
             partial = [
@@ -408,15 +438,11 @@ class SessionModel:
         # the figure must not depend on them for summary.json to be recomputable.
         loads = [r.other_cpu for r in ok if r.other_cpu is not None]
         row["other_cpu_cores"] = max(loads) if loads else None
-        if loads and max(loads) >= OTHER_LOAD_WARN_CORES:
-            row["warnings"].append(
-                caution(
-                    CautionKind.CPU_CONTENTION,
-                    f"other processes kept {max(loads):.1f} core(s) busy during a run: on a shared CPU "
-                    "its times measure the contention as much as the framework; stop the other work, or "
-                    "give every framework only the idle cores (--threads N), and run again",
-                )
-            )
+        loaded = cell_contention(ok, self.host_cores, self.plan.threads)
+        if loaded is not None and (loaded.over or loaded.others >= OTHER_LOAD_WARN_CORES):
+            row["warnings"].append(caution(CautionKind.CPU_CONTENTION, self._contention_text(loaded)))
+        # Each epoch's seconds to its first batch, the mean over the cell's runs (None: no runner said).
+        row["to_first_batch_s"] = to_first_batch(ok)
         others = [r.other_gpu_procs for r in ok if r.other_gpu_procs]
         row["other_gpu_processes"] = (
             max(others) if others else (0 if any(r.other_gpu_procs == 0 for r in ok) else None)
@@ -472,6 +498,29 @@ class SessionModel:
                 row["warnings"] = []  # no times: nothing for contention or sharing to cast doubt on
         row["run_ids"] = [r.spec.run_id for r in runs]
         return row
+
+    def _contention_text(self, loaded: Contention) -> str:
+        """The row's caution about other processes' CPU, by the verdict's rule (``CONTENTION_SLACK_CORES``),
+        and what the user can do about it: a plan's threads, or a watched command's own pools."""
+        if self.plan.watch:
+            advice = (
+                "stop the other work and watch the command again, its thread pools (torch.set_num_threads, "
+                "OMP_NUM_THREADS, tf.config.threading) sized to the cores left idle"
+            )
+        else:
+            advice = (
+                "stop the other work and run again, or give every framework only the idle cores (--threads N)"
+            )
+        busy = loaded.busy_text()
+        if loaded.over:
+            return (
+                f"{busy} during a run that {loaded.needs_text()}: its times measure the contention as much as "
+                f"the framework, so its verdict claims no winner; {advice}"
+            )
+        return (
+            f"{busy} during a run that {loaded.needs_text()}; it still had the cores it needed (the verdict's "
+            f"rule), so the verdict stands, but its times may carry some of that load; to be sure, {advice}"
+        )
 
     def _workload_fields(
         self, row: dict[str, Any], model: str, runs: list[RunState], steady_batches: list[float]
@@ -647,6 +696,89 @@ class SessionModel:
         return sum(1 for r in self.runs.values() if r.finished)
 
 
+@dataclass(frozen=True)
+class Contention:
+    """How loaded the host was during a run, by the verdict's rule (``CONTENTION_SLACK_CORES``)."""
+
+    others: float  # mean cores other processes kept busy while the run trained
+    cores: int | None  # the host's logical cores (None: not recorded)
+    needed: (
+        float  # cores the run asked of the host: its threads over its processes (CPU), a core a process (GPU)
+    )
+    threads: int | None  # per process, as its runner reported them (None: not reported)
+    processes: int
+    gpu: bool
+    over: bool  # the rule broken: the machine, not the framework, may have decided the run's times
+
+    @property
+    def excess(self) -> float:
+        """How far other processes reached into the cores the run needed (cores; above the slack: over)."""
+        if self.cores is None:
+            return self.others
+        return self.others - (self.cores - self.needed)
+
+    def busy_text(self) -> str:
+        """'other processes kept 1.6 of 2 cores busy'."""
+        if self.cores is None:
+            return (
+                f"other processes kept {self.others:.1f} cores busy (the host's core count was not recorded)"
+            )
+        return f"other processes kept {self.others:.1f} of {self.cores} cores busy"
+
+    def needs_text(self) -> str:
+        """What the run asked of the host: 'used 2 threads', 'fed the GPU from 1 process'."""
+        if self.gpu:
+            return f"fed the GPU from {self.processes} process{'es' if self.processes != 1 else ''}"
+        return f"used {analysis.threads_text(self.threads, self.processes)}"
+
+
+def run_contention(run: RunState, cores: int | None, plan_threads: int = 0) -> Contention | None:
+    """The verdict's rule applied to one run: ``others > cores - needed + CONTENTION_SLACK_CORES``; None when
+    other processes' CPU was not measured during it (no sampler, no samples). ``plan_threads``: the plan's
+    --threads, for a runner that did not report its pool."""
+    others = run.other_cpu
+    if others is None:
+        return None
+    threads, processes = analysis.host_threads(run)
+    if threads is None and plan_threads > 0:
+        threads = plan_threads
+    gpu = run.device_kind not in (None, "cpu")
+    if gpu:
+        needed: float = processes
+    elif threads is not None:
+        needed = threads * processes
+    else:  # no pool reported: the framework's own default, sized to the machine
+        needed = cores if cores is not None else 1
+    if cores is None:
+        # Without the host's cores there is no share to judge: the row's caution still says the load
+        # (from OTHER_LOAD_WARN_CORES), but no verdict loses its winner on a guess.
+        over = False
+    else:
+        needed = min(needed, cores)
+        over = others > cores - needed + CONTENTION_SLACK_CORES
+    return Contention(others, cores, needed, threads, processes, gpu, over)
+
+
+def cell_contention(runs: list[RunState], cores: int | None, plan_threads: int = 0) -> Contention | None:
+    """The rule applied to a cell: its run that other processes reached furthest into (None: none measured)."""
+    loads = [c for r in runs if (c := run_contention(r, cores, plan_threads)) is not None]
+    return max(loads, key=lambda c: (c.over, c.excess)) if loads else None
+
+
+def to_first_batch(runs: list[RunState]) -> list[float | None] | None:
+    """Per epoch (1-based, in order), the mean over ``runs`` of its seconds from the epoch's start to its
+    first batch's step; None where no run said it for that epoch, and None when none said it at all."""
+    said = [r.to_first_batch for r in runs if r.to_first_batch]
+    if not said:
+        return None
+    last = max(max(max(r.epoch_times, default=0), max(r.to_first_batch, default=0)) for r in runs)
+    out: list[float | None] = []
+    for epoch in range(1, last + 1):
+        values = [d[epoch] for d in said if epoch in d]
+        out.append(mean(values) if values else None)
+    return out
+
+
 def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """For each model, every framework against the plan's first framework that has results.
 
@@ -712,12 +844,29 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
         ratio: Ratio = result.pop("_ratio")
         winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
         per_flop = per_flop_verdict(ratio, base_fw, base_runs, fw, cell)
-        text = f"{label(winner)} {seen.phrase(label(loser))}"
+        # The machine, not the frameworks, may have decided it: no winner then.
+        reason = unreliable_reason([(base_fw, base_runs), (fw, cell)], model.host_cores, model.plan.threads)
+        if ratio.about_same:
+            text = f"{label(winner)} and {label(loser)} about the same ({ratio.same_words()})"
+        else:
+            text = f"{label(winner)} {seen.phrase(label(loser))}"
+        if reason is not None:
+            # No winner: the reason, then what was measured, plainly not a verdict (no "faster" in it).
+            measured = f"{label(loser)} took {seen.factor:.2f}× {label(winner)}'s time"
+            interval = seen.factor_interval
+            measured += (
+                f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})"
+                if interval is not None
+                else " (no CI: one value per side)"
+            )
+            text = f"unreliable: {reason}; measured, not a verdict: {measured}"
+            if per_flop is not None:
+                per_flop["faster_framework"] = None
         flagged = bool(same_network and same_network["flagged"])
         if flagged and same_network is not None:
             # The raw ratio is of time per sample: here it compares two different networks.
             text += f"; the raw ratio compares different networks ({parity.differences_text(same_network)})"
-            if per_flop is not None:
+            if per_flop is not None and reason is None:
                 text += f"; {per_flop['text']}"
         # The same network on both sides: per FLOP says what the raw ratio says (it stays in the data).
         out.append(
@@ -726,13 +875,39 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
                 "base": base_fw,
                 "framework": fw,
                 **result,
-                "faster_framework": winner if ratio.value != 1.0 else None,
+                "faster_framework": None if reason is not None or ratio.about_same else winner,
+                "about_same": ratio.about_same,
+                "unreliable": reason,
                 "per_flop": per_flop,
                 "parity_flagged": flagged,
                 "text": text,
             }
         )
     return out, refused
+
+
+def contention_part(label: str, runs: list[RunState], cores: int | None, plan_threads: int = 0) -> str | None:
+    """'1.6 of 2 cores busy during PyTorch's runs (on 2 threads)' when ``runs`` break the contention rule
+    (``CONTENTION_SLACK_CORES``), else None. ``label`` names whose runs they are (a framework, "A", "B")."""
+    loaded = cell_contention(runs, cores, plan_threads)
+    if loaded is None or not loaded.over:
+        return None
+    what = "on the GPU" if loaded.gpu else f"on {analysis.threads_text(loaded.threads, loaded.processes)}"
+    return f"{loaded.others:.1f} of {loaded.cores} cores busy during {label}'s runs ({what})"
+
+
+def unreliable_reason(
+    sides: list[tuple[str, list[RunState]]], cores: int | None, plan_threads: int = 0
+) -> str | None:
+    """Why a verdict between these cells (framework, its runs) claims no winner, by the contention rule:
+    'other processes kept 1.6 of 2 cores busy during PyTorch's runs (on 2 threads)'; None when no side's
+    runs broke it."""
+    parts = [
+        p
+        for fw, runs in sides
+        if (p := contention_part(analysis.framework_label(fw), runs, cores, plan_threads)) is not None
+    ]
+    return "other processes kept " + " and ".join(parts) if parts else None
 
 
 def _flops_per_sample(runs: list[RunState]) -> float | None:
@@ -763,19 +938,18 @@ def per_flop_verdict(
     )
     label = analysis.framework_label
     winner = fw if scaled.faster else base_fw
-    if scaled.value == 1.0:
-        text = "per FLOP: same speed"
+    if scaled.about_same:
+        text = f"per FLOP: about the same ({scaled.same_words()})"
     else:
         text = f"per FLOP: {label(winner)} {scaled.factor:.2f}× faster"
-    if scaled.significant is False:
-        text += " (not significant)"
     return {
         "ratio": scaled.value,
         "ci_low": scaled.low,
         "ci_high": scaled.high,
         "factor": scaled.factor,
         "significant": scaled.significant,
-        "faster_framework": winner if scaled.value != 1.0 else None,
+        "faster_framework": None if scaled.about_same else winner,
+        "about_same": scaled.about_same,
         "flops_per_sample": {base_fw: flops_base, fw: flops_other},
         "text": text,
     }

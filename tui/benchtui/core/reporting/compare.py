@@ -1,4 +1,11 @@
-"""Two sessions side by side: per (model, framework), both times and B/A with a 95% CI; a CI gate."""
+"""Two sessions side by side: per (model, framework), both times and B/A with a 95% CI; a CI gate.
+
+B/A is the verdict's ratio (``analysis.compare_cells``): time per sample over the epochs after the first
+(of the only epoch when a run has one), from the same data as the cells' images/s, with the same rule
+for its interval, so one run a side says "no CI: one value per side" here as in each session's verdict.
+A cell that other processes kept the machine busy for (the verdict's contention rule) is "unreliable"
+here too, and never fails the gate.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +14,41 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchtui.core import fmt
-from benchtui.core.model.analysis import framework_label, mixed_devices, pair_groups, timing_groups
-from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
-from benchtui.core.model.summary import OTHER_LOAD_WARN_CORES
+from benchtui.core.model.analysis import (
+    compare_cells,
+    epochs_of,
+    figure_groups,
+    framework_label,
+    host_threads,
+    mixed_devices,
+    model_label,
+    threads_text,
+)
+from benchtui.core.model.runs import RunState
+from benchtui.core.model.stats import Ratio, grouped_mean
+from benchtui.core.model.summary import OTHER_LOAD_WARN_CORES, contention_part
 from benchtui.core.plan.plan import command_text
 from benchtui.core.store.session import LoadedSession, load_session
 
-#: Plan fields that change what an epoch is or how fast it runs: differences are pointed out.
-PLAN_FIELDS = (
-    "task",  # training steps against forward passes: not the same work at all
-    "seq_len",
-    "image_size",
-    "samples",
-    "epochs",
-    "batch_sizes",
-    "device",
-    "data",
-    "precision",
-    "compile",
-    "cudnn_autotune",
-    "channels_last",
-    "num_classes",
-    "order",  # interleaved or grouped: how drift in clocks and temperature falls on the frameworks
-)
+#: Plan fields that change what an epoch is or how fast it runs: differences are pointed out, each by the
+#: flag that sets it (what a user types to make the sessions agree).
+PLAN_FIELDS = {
+    "task": "--task",  # training steps against forward passes: not the same work at all
+    "seq_len": "--seq-len",
+    "image_size": "--image-size",
+    "samples": "--samples",
+    "epochs": "--epochs",
+    "batch_sizes": "--batch-size",
+    "device": "--device",
+    "devices": "--devices",
+    "data": "--data",
+    "precision": "--precision",
+    "compile": "--compile",
+    "cudnn_autotune": "--no-cudnn-autotune",
+    "channels_last": "--channels-last",
+    "num_classes": "--num-classes",
+    "order": "--order",  # interleaved or grouped: how drift in clocks and temperature falls on the frameworks
+}
 #: Other processes' CPU use (cores) that sets two sessions apart: as much as the summary warns of.
 LOAD_DIFFERENCE_CORES = OTHER_LOAD_WARN_CORES
 
@@ -47,23 +66,48 @@ class CompareRow:
     basis: str = ""
     ratio: Ratio | None = None
     note: str = ""
+    #: Why the machine, not the sessions, may have decided B/A (the verdict's contention rule); None: it did not.
+    unreliable: str | None = None
 
     @property
     def both(self) -> bool:
         return self.ratio is not None
 
-    def slower_than(self, pct: float) -> bool:
-        """B significantly slower than A, by more than ``pct`` percent, or B failed where A did not.
+    def conclusive_slowdown(self, pct: float) -> bool:
+        """B slower than A by more than ``pct`` percent, beyond the noise (its CI above 1, several runs a
+        side) and on machines that did not decide it (no ``unreliable``)."""
+        return (
+            self.ratio is not None
+            and self.unreliable is None
+            and self.ratio.percent > pct
+            and self.ratio.conclusive
+        )
 
-        A slowdown inside the noise (its CI contains 1, or one run on a side cannot tell)
-        is not a regression: a CI gate must not fail on chance. A cell that B's plan does
-        not have is not a regression either; a crash is.
+    def slower_than(self, pct: float) -> bool:
+        """B conclusively slower than A, by more than ``pct`` percent, or B failed where A did not.
+
+        A slowdown inside the noise (its CI contains 1, or one run on a side cannot tell), or measured
+        while other processes kept the cores busy, is not a regression: a CI gate must not fail on chance.
+        A cell that B's plan does not have is not a regression either; a crash is.
         """
         if self.status_b == "failed" and self.status_a != "failed":
             return True
         if self.ratio is not None:
-            return self.ratio.percent > pct and self.ratio.conclusive
-        return self.status_a == "ok" and self.status_b not in ("ok", "absent")
+            return self.conclusive_slowdown(pct)
+        return self.status_a in ("ok", "incomplete") and self.status_b not in ("ok", "absent", "incomplete")
+
+    def text(self) -> str:
+        """What B compared with A says: the ratio's phrase, 'unreliable: …' with what was measured, or why
+        there is no ratio."""
+        if self.ratio is None:
+            return self.note
+        r = self.ratio
+        if self.unreliable is not None:
+            interval = "" if r.low is None or r.high is None else f" (95% CI {r.low:.2f}–{r.high:.2f})"
+            if not interval:
+                interval = " (no CI: one value per side)"
+            return f"unreliable: {self.unreliable}; measured, not a verdict: B took {r.value:.2f}× A's time{interval}"
+        return r.phrase()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +119,8 @@ class CompareRow:
             "time_b": self.time_b,
             "basis": self.basis,
             "note": self.note,
+            "unreliable": self.unreliable,
+            "text": self.text(),
             **({"ratio": self.ratio.to_dict()} if self.ratio else {"ratio": None}),
         }
 
@@ -94,6 +140,41 @@ class Comparison:
     def failing(self, pct: float) -> list[CompareRow]:
         return [r for r in self.rows if r.slower_than(pct)]
 
+    @property
+    def common(self) -> list[tuple[str, str]]:
+        """The (model, framework) cells both sessions' plans have: what a comparison compares."""
+        return [(r.model, r.framework) for r in self.rows if "absent" not in (r.status_a, r.status_b)]
+
+    def gate(self, pct: float) -> str:
+        """``--fail-above PCT`` in one sentence: the rule it applies and what it found.
+
+        The rule: a row fails when B is slower than A by more than PCT percent beyond the noise (the
+        95% CI of B/A above 1, with several runs a side, on machines other processes did not keep busy),
+        or when B failed where A did not. A slowdown the rule does not count is named with why.
+        """
+        rule = (
+            f"--fail-above {pct:g} fails a row when B is slower than A by more than {pct:g}% beyond the noise "
+            "(its 95% CI above 1, several runs a side, no other work on the cores) or when B failed where A "
+            "did not"
+        )
+        failing = self.failing(pct)
+        if failing:
+            names = ", ".join(f"{model_label(r.model)} · {framework_label(r.framework)}" for r in failing)
+            return f"FAIL: {rule}: {len(failing)} row(s) do ({names})"
+        uncounted = [
+            r
+            for r in self.rows
+            if r.ratio is not None and r.ratio.percent > pct and not r.conclusive_slowdown(pct)
+        ]
+        result = f"ok: {rule}: no row does"
+        if uncounted:
+            result += "; not counted, inside the noise or on a busy machine: " + ", ".join(
+                f"{model_label(r.model)} · {framework_label(r.framework)} {r.ratio.percent:+.1f}% ({_why_not(r)})"
+                for r in uncounted
+                if r.ratio is not None
+            )
+        return fmt.clean(result)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "a": str(self.a.path),
@@ -102,6 +183,20 @@ class Comparison:
             "differences": self.differences,
             "verdicts": {"a": self.verdicts_a, "b": self.verdicts_b},
         }
+
+
+def _why_not(row: CompareRow) -> str:
+    """Why a slowdown above the threshold does not fail the gate."""
+    r = row.ratio
+    if row.unreliable is not None:
+        return "unreliable: " + row.unreliable
+    if r is None:
+        return row.note
+    if r.significant is None:
+        return "no CI: one value per side"
+    if r.significant is False:
+        return "its 95% CI holds 1"
+    return "one run on a side: run-to-run spread unknown"
 
 
 def _load(spec: str | os.PathLike[str] | LoadedSession) -> LoadedSession:
@@ -131,14 +226,17 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
         if wa != wb:
             out.append(f"watched: {wa} vs {wb}")
     pa, pb = a.plan.to_dict(), b.plan.to_dict()
-    for key in PLAN_FIELDS:
+    for key, flag in PLAN_FIELDS.items():
         va, vb = pa.get(key), pb.get(key)
         if key == "batch_sizes":
-            shared = set(a.plan.models) & set(b.plan.models)
-            va = {m: a.plan.batch_size(m) for m in sorted(shared)}
-            vb = {m: b.plan.batch_size(m) for m in sorted(shared)}
+            shared = [m for m in a.plan.models if m in b.plan.models]
+            va = {m: a.plan.batch_size(m) for m in shared}
+            vb = {m: b.plan.batch_size(m) for m in shared}
+            if va != vb:
+                out.append(f"{flag}: {_sizes(va)} vs {_sizes(vb)}")
+            continue
         if va != vb:
-            out.append(f"{key}: {va} vs {vb}")
+            out.append(f"{flag}: {_value(key, va)} vs {_value(key, vb)}")
     pa_, pb_ = a.meta.get("placement") or {}, b.meta.get("placement") or {}
     if pa_.get("kind") != pb_.get("kind") and pa_ and pb_:
         out.append(f"device: {pa_.get('kind')} vs {pb_.get('kind')}")
@@ -161,8 +259,12 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
         out.append(f"memory limit: {_megabytes(ma)} vs {_megabytes(mb)}")
     for fw in [fw for fw in a.plan.frameworks if fw in b.plan.frameworks]:
         ta, tb = _threads(a, fw), _threads(b, fw)
-        if ta != tb:
-            out.append(f"{framework_label(fw)} threads: {ta} vs {tb}")
+        # A side whose runs never started has no thread setting to compare.
+        if ta is not None and tb is not None and ta != tb:
+            line = f"{framework_label(fw)} threads (--threads): {threads_text(*ta)} vs {threads_text(*tb)}"
+            if ta[0] is not None and tb[0] is not None and ta[0] * ta[1] == tb[0] * tb[1]:
+                line += f": the same {ta[0] * ta[1]} in all"
+            out.append(line)
         ia, ib = (
             (p.python.get(fw) if isinstance(p.python, dict) else None) or "its default environment"
             for p in (a.plan, b.plan)
@@ -201,27 +303,52 @@ def _megabytes(mb: object) -> str:
     return str(mb)  # a hand-edited file: said as it is
 
 
-def _threads(loaded: LoadedSession, fw: str) -> str:
-    """The CPU threads a framework's ops ran on: what its runner reported, else what the plan asked."""
+def _sizes(sizes: dict[str, int]) -> str:
+    """Batch sizes by model: '32', or 'ResNet50 32, DenseNet-121 16' when the models differ in them."""
+    values = set(sizes.values())
+    if len(values) == 1:
+        return str(values.pop())
+    return ", ".join(f"{model_label(m)} {v}" for m, v in sizes.items()) or "none"
+
+
+def _value(key: str, value: object) -> str:
+    """A plan field's value as a user sets it: 'on'/'off' for a switch."""
+    if isinstance(value, bool):
+        if key == "cudnn_autotune":
+            return "autotune on" if value else "autotune off"
+        return "on" if value else "off"
+    return "not set" if value is None else str(value)
+
+
+def _threads(loaded: LoadedSession, fw: str) -> tuple[int | None, int] | None:
+    """The CPU threads a framework's ops ran on, per process, and its processes on the host (a rank each
+    for PyTorch's data parallel): what its runner reported, else what the plan asked. None when none of its
+    runs started: a run that never started has no thread setting to compare."""
     for run in loaded.model.runs.values():
         if run.spec.framework == fw and run.hello:
-            settings = run.hello.get("settings") or {}
-            config = run.hello.get("config") or {}
-            for value in (settings.get("intra_op_threads"), config.get("threads")):
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    return str(value)
-            break
-    return str(loaded.plan.threads) if loaded.plan.threads else "the framework's default"
+            threads, processes = host_threads(run)
+            if threads is None and loaded.plan.threads:
+                threads = loaded.plan.threads
+            return threads, processes
+    return None
+
+
+def _seconds_per_sample(runs: list[RunState]) -> tuple[str, float | None]:
+    """A side's time per sample on the verdict's basis (``analysis.compare_cells``), and that basis."""
+    groups, _ = figure_groups(runs, "images_per_s")
+    basis = "epoch" if all(len(epochs_of(r)) > 1 for r in runs) else "single-epoch"
+    return basis, grouped_mean(groups) if groups else None
 
 
 def compare_sessions(
     a: str | os.PathLike[str] | LoadedSession, b: str | os.PathLike[str] | LoadedSession
 ) -> Comparison:
-    """Compare session B against baseline A, cell by cell, on steady training time.
+    """Compare session B against baseline A, cell by cell, by the verdict's rule.
 
-    The time is the mean over runs of the mean epoch time excluding the first (the
-    study's figure), or of batch times after warm-up when there are too few epochs;
-    B/A comes with a 95% CI from a hierarchical bootstrap of the raw times of both.
+    Each side's time is its seconds per sample over the epochs after the first (of the only epoch
+    when a run has one), total time over total samples, the data of its images/s; B/A comes with a
+    95% CI from the same hierarchical bootstrap as the verdict (``analysis.compare_cells``), and with
+    one value a side it has none.
     """
     la, lb = _load(a), _load(b)
     cells: list[tuple[str, str]] = []
@@ -242,19 +369,26 @@ def compare_sessions(
         runs_a = la.model.measured_runs(fw, m) if row.status_a != "absent" else []
         runs_b = lb.model.measured_runs(fw, m) if row.status_b != "absent" else []
         mixed = mixed_devices(runs_a, runs_b) if runs_a and runs_b else None
+        if runs_a:
+            row.basis, row.time_a = _seconds_per_sample(runs_a)
+        if runs_b:
+            row.basis, row.time_b = _seconds_per_sample(runs_b)
         if mixed is not None:
             row.note = f"no ratio: A and B ran on different devices ({mixed})"
-            row.basis, ga = timing_groups(runs_a)
-            row.time_a = grouped_mean(ga)
-            row.basis, gb = timing_groups(runs_b)
-            row.time_b = grouped_mean(gb)
         elif runs_a and runs_b:
-            basis, ga, gb = pair_groups(runs_a, runs_b)
-            row.basis = basis
-            row.time_a, row.time_b = grouped_mean(ga), grouped_mean(gb)
-            row.ratio = ratio_ci(ga, gb)
-            if row.ratio is None:
+            result = compare_cells(runs_a, runs_b)  # the verdict's ratio, basis and interval
+            if result is None:
                 row.note = "no comparable times"
+            else:
+                row.ratio, row.basis = result["_ratio"], result["basis"]
+                parts = [
+                    p
+                    for label, runs, loaded in (("A", runs_a, la), ("B", runs_b, lb))
+                    if (p := contention_part(label, runs, loaded.model.host_cores, loaded.plan.threads))
+                    is not None
+                ]
+                if parts:
+                    row.unreliable = fmt.clean("other processes kept " + " and ".join(parts))
         else:
             missing = []
             if not runs_a:
@@ -268,12 +402,6 @@ def compare_sessions(
                     + ("has no such cell" if row.status_b == "absent" else f"has no result ({row.status_b})")
                 )
             row.note = "; ".join(missing)
-            if runs_a:
-                row.basis, ga = timing_groups(runs_a)
-                row.time_a = grouped_mean(ga)
-            if runs_b:
-                row.basis, gb = timing_groups(runs_b)
-                row.time_b = grouped_mean(gb)
         row.note = fmt.clean(row.note)  # device names and statuses come from the session files
         out.rows.append(row)
     return out

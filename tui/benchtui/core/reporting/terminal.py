@@ -43,9 +43,12 @@ WIDE_TABLE = 150
 #: The longest ops ``show`` lists per framework (the exports list them all).
 TOP_SHOWN = 6
 COMPARE_NOTE = (
-    "B/A is the ratio of times (below 1: B is faster); 95% CIs by seeded hierarchical bootstrap "
-    "(runs, then epochs or batches); 'not significant' when the CI contains 1."
+    "B/A is the ratio of times per sample (below 1: B is faster), by each session's verdict's rule: 95% CIs "
+    "by seeded hierarchical bootstrap (runs, then epochs); 'about the same' when B/A rounds to 1.00 or its "
+    "CI contains 1; 'unreliable' when other processes kept busy the cores a side's runs needed."
 )
+#: A figure with its interval in the study's table ('3.21 [3.10–3.40]'): what CI_NOTE explains.
+_BRACKET = re.compile(r" \[[0-9.]")
 
 
 def _plain(value: object) -> Text:
@@ -129,6 +132,24 @@ def _natural_width(columns: list[tuple[str, str]], body: list[list[str]]) -> int
     return sum(w + 2 for w in widths) + len(widths) + 1
 
 
+def _summary_layout(
+    rows: list[dict[str, Any]], width: int | None
+) -> tuple[bool, list[tuple[str, str]], list[list[str]]]:
+    """Whether the study's table is wide (intervals shown) at ``width``, its columns and its cells."""
+    wide = width is None or width >= WIDE_TABLE
+    columns, body = _summary_body(rows, wide)
+    if wide and width is not None and _natural_width(columns, body) > width:
+        wide = False  # the intervals would push the last columns off the edge
+        columns, body = _summary_body(rows, wide)
+    return wide, columns, body
+
+
+def shows_brackets(rows: list[dict[str, Any]], width: int | None) -> bool:
+    """Whether the study's table at ``width`` holds an interval in brackets: only then is CI_NOTE printed."""
+    wide, _, body = _summary_layout(rows, width)
+    return wide and any(_BRACKET.search(cell) for cells in body for cell in cells[3:])
+
+
 def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None = None) -> Table:
     """The study's table: one row per (model, framework), each figure with its 95% CI in brackets.
 
@@ -138,11 +159,7 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
     table (``summary_notes``), not squeezed into it. Throughput is in the session's words (images/s,
     sequences/s or samples/s, and tokens/s for token models); inference shows latency per batch.
     """
-    wide = width is None or width >= WIDE_TABLE
-    columns, body = _summary_body(rows, wide)
-    if wide and width is not None and _natural_width(columns, body) > width:
-        wide = False  # the intervals would push the last columns off the edge
-        columns, body = _summary_body(rows, wide)
+    wide, columns, body = _summary_layout(rows, width)
     if not wide and title:
         title += " · times in seconds" + (", latency in ms" if wording(rows).inference else "")
     table = Table(title=title or None, title_justify="left", header_style="bold")
@@ -220,7 +237,7 @@ def print_summary(
     (the verdict per model comes before it: ``print_answer``)."""
     console = console or stdout_console(file)
     console.print(summary_table(rows, title, width=console.width))
-    if console.width >= WIDE_TABLE and any(row.get("runs") for row in rows):
+    if shows_brackets(rows, console.width):  # a note about brackets only under a table that has them
         console.print(CI_NOTE, style="dim", highlight=False, markup=False)
     for footnote in summary_footnotes(rows):
         console.print(footnote, style="dim", highlight=False, markup=False)
@@ -414,13 +431,19 @@ def print_how(summary: dict[str, Any], console: Console) -> None:
         console.print(f"how: {fmt.clean(line)}", style="dim", highlight=False, markup=False)
 
 
+def unreliable(verdict: report_model.Verdict) -> bool:
+    """Whether a verdict claims no winner because other processes kept the cores busy (its mark)."""
+    return verdict.kind == "unreliable" or verdict.text.startswith("unreliable: ")
+
+
 def verdict_style(verdict: report_model.Verdict) -> str:
-    """How a verdict reads: bold when significant, dim when not (or without a CI), yellow without a ratio."""
-    if verdict.kind in ("refused", "none"):
+    """How a verdict reads: bold when significant, dim when not (or without a CI, or about the same), yellow
+    as a warning when it has no ratio or is marked unreliable."""
+    if verdict.kind in ("refused", "none") or unreliable(verdict):
         return "yellow"
     if verdict.kind == "alone":
         return ""
-    return "bold" if verdict.significant else "dim"
+    return "bold" if verdict.significant and not getattr(verdict, "about_same", False) else "dim"
 
 
 def print_answer(answer: Answer, console: Console) -> None:
@@ -442,7 +465,11 @@ def answer_lines(answer: Answer) -> list[Text]:
     lines = []
     for v in answer.verdicts:
         line = Text(fmt.clean(f"{v.label}: "), style="bold")
-        line.append(fmt.clean(v.text), style=verdict_style(v) or "bold")
+        text = fmt.clean(v.text)
+        if unreliable(v) and text.startswith("unreliable: "):  # the mark itself, as a warning
+            line.append("unreliable:", style="bold yellow")
+            text = text[len("unreliable:") :]
+        line.append(text, style=verdict_style(v) or "bold")
         if v.basis:
             line.append(fmt.clean(f" · from {v.basis}"), style="dim")
         lines.append(line)
@@ -501,26 +528,31 @@ def comparison_table(cmp: Comparison) -> Table:
     for col, justify in (
         ("Model", "left"),
         ("Framework", "left"),
-        ("A (s)", "right"),
-        ("B (s)", "right"),
+        ("A (ms/sample)", "right"),
+        ("B (ms/sample)", "right"),
         ("B/A", "right"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    # The verdict is what a reader came for: it gets the room. The times compared ("batch times after
-    # warm-up") are a column only where rows differ in them, else said once under the table.
+    # The verdict is what a reader came for: it gets the room. The times compared ("epoch times excluding
+    # the first") are a column only where rows differ in them, else said once under the table.
     table.add_column("B compared with A", min_width=20)
-    bases = list(dict.fromkeys(BASIS_LABELS.get(row.basis, row.basis) for row in cmp.rows))
+    bases = list(dict.fromkeys(BASIS_LABELS.get(row.basis, row.basis) for row in cmp.rows if row.basis))
     per_row = len(bases) > 1
     if per_row:
         table.add_column("Times", max_width=14)
     elif bases:
-        table.caption = fmt.clean(f"A (s), B (s): {bases[0]}")
+        table.caption = fmt.clean(f"A, B: time per sample, from {bases[0]}")
         table.caption_justify = "left"
     for row in cmp.rows:
         if row.ratio is not None:
             r = row.ratio
-            style = "dim" if r.significant is False else ("green" if r.faster else "red")
-            verdict = Text(fmt.clean(r.phrase()), style=style)
+            if row.unreliable is not None:
+                style = "yellow"
+            elif r.about_same:
+                style = "dim"
+            else:
+                style = "green" if r.faster else "red"
+            verdict = Text(fmt.clean(row.text()), style=style)
             ratio_text = f"{r.value:.3f}"
         else:
             verdict, ratio_text = Text(fmt.clean(row.note), style="yellow"), "–"
@@ -529,13 +561,17 @@ def comparison_table(cmp: Comparison) -> Table:
         table.add_row(
             _plain(marked(model_label(row.model), bool(flagged))),
             _plain(framework_label(row.framework)),
-            fmt.seconds(row.time_a, 4),
-            fmt.seconds(row.time_b, 4),
+            _milliseconds(row.time_a),
+            _milliseconds(row.time_b),
             ratio_text,
             verdict,
             *([_plain(BASIS_LABELS.get(row.basis, row.basis))] if per_row else []),
         )
     return table
+
+
+def _milliseconds(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1000:.4g}"
 
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
@@ -544,7 +580,12 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     console.print(comparison_table(cmp))
     for side, loaded, verdicts in (("A", cmp.a, cmp.verdicts_a), ("B", cmp.b, cmp.verdicts_b)):
         for r in verdicts:  # each session's own verdict, as show and every export print it
-            style = "dim" if r.get("significant") is False else "bold"
+            if r.get("unreliable"):
+                style = "yellow"  # its mark: no winner, the machine may have decided it
+            elif r.get("significant") is False or r.get("about_same"):
+                style = "dim"
+            else:
+                style = "bold"
             console.print(
                 Text.assemble(
                     fmt.clean(f"{side} {loaded.path.name} · {model_label(r['model'])}: "),
