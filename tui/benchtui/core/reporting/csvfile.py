@@ -10,7 +10,7 @@ from typing import IO, Any
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.summary import HEADLINE
-from benchtui.core.reporting.model import Report
+from benchtui.core.reporting.model import Report, ratio_mark
 from benchtui.core.store.session import LoadedSession
 
 STAT_FIELDS = (
@@ -172,7 +172,7 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
             )
             # Sessions before the marks have neither key: a verdict as before.
             reason = ratio.get("unreliable")
-            mark = "unreliable" if reason else "about_same" if ratio.get("about_same") is True else ""
+            mark = ratio_mark(ratio)
             rec.update(
                 faster_framework=None if mark else ratio.get("faster_framework"),
                 verdict_mark=mark,

@@ -351,6 +351,15 @@ UNRELIABLE_NOTE = (
 )
 
 
+def ratio_mark(ratio: dict[str, Any]) -> str:
+    """A summary's verdict (a ``ratios`` entry) by its mark: "unreliable" (other processes kept the machine
+    busy: a warning, no winner), "about_same" (no winner), or "" (a verdict as before issue 30, whose
+    summaries lack both keys). What csv writes, and what a view styles by (the app's answer lines)."""
+    if ratio.get("unreliable"):
+        return "unreliable"
+    return "about_same" if ratio.get("about_same") is True else ""
+
+
 @dataclass(frozen=True)
 class Answer:
     """What a report opens with: the verdict of each model, with its CI and caveats, and how to read them."""
