@@ -445,3 +445,36 @@ async def test_a_screenshot_without_a_session_goes_into_the_sessions_folder(tmp_
         assert app.deliver_screenshot() is None
         await pilot.pause()
         assert "No screenshot: cannot write in" in list(app._notifications)[-1].message
+
+
+# -- the results table's throughput: finished runs, a run going on marked as such (issue 30) -----------
+def test_images_per_s_is_the_finished_runs_and_a_live_rate_is_marked_now(tmp_path: Path) -> None:
+    """The table's img/s is the finished runs' figure (the one the answer above it compares); a run going
+    on adds its current rate as "now …", never in place of it."""
+    from benchtui.core import fmt
+    from benchtui.core.running.replay import Replayer
+    from benchtui.widgets.results_table import cell_values
+    from sessionfactory import make_session, read_events
+
+    path = make_session(tmp_path, runs=2, epochs=2, steps=20)  # torch r1, tf r1, torch r2, tf r2
+    model = Replayer(path).model
+    runs = {(r.spec.framework, r.spec.index): r for r in model.runs.values()}
+    events = iter(read_events(path))
+    while len(runs["torch", 1].batch_seconds) < 10:  # the first run, halfway: nothing finished yet
+        model.apply(next(events))
+    first = cell_values(model, "torch", "resnet50", {})["ips"]
+    assert first[0].startswith("now ") and first[1] == "cyan"
+    while len(runs["torch", 2].batch_seconds) < 10:  # the second run of PyTorch, halfway
+        model.apply(next(events))
+    finished = fmt.rate(model.row("torch", "resnet50")["images_per_s"])
+    text, style = cell_values(model, "torch", "resnet50", {})["ips"]
+    assert text.startswith(f"{finished} · now ") and text != f"{finished} · now {finished}" and style == ""
+    assert cell_values(model, "torch", "resnet50", {}, compact=True)["ips"] == (finished, "")
+    # The answer above the table is the same finished runs' ratio.
+    from benchtui.core.model.summary import model_verdicts
+
+    verdict = model_verdicts(model, "resnet50")[0][0]
+    keras = model.row("tensorflow", "resnet50")["images_per_s"]
+    assert verdict["ratio"] == pytest.approx(
+        model.row("torch", "resnet50")["images_per_s"] / keras, rel=1e-6
+    ) or (verdict["ratio"] == pytest.approx(keras / model.row("torch", "resnet50")["images_per_s"], rel=1e-6))

@@ -239,7 +239,7 @@ def _cell_values(
         else:
             values["batch"] = (fmt.seconds(batch), "")
         values.update(
-            ips=(rate_text(bs / recent if recent else None, tokens, mixed, kind), "cyan"),
+            ips=(live_rate(rate_text(bs / recent if recent else None, tokens, mixed, kind)), "cyan"),
             epoch=(fmt.seconds(figures["mean_epoch_s"]), ""),
             first=(fmt.seconds(figures["first_epoch_s"]), ""),
             excl=(fmt.seconds(figures["mean_epoch_excl_first_s"]), ""),
@@ -248,16 +248,17 @@ def _cell_values(
             tflops=(_live_flops(model, live, unit), "cyan"),
         )
         return values
-    ips = row.get("images_per_s")
-    if live is not None and live.batch_seconds:
-        # Later runs of a cell: the current rate, in the live colour.
+    # The finished runs' figure, as the answer above the table has it; a later run going on adds its
+    # current rate, marked as such (not on a compact table: no room).
+    ips = rate_text(row.get("images_per_s"), tokens, mixed, kind)
+    if live is not None and live.batch_seconds and not compact:
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
         bs = run_batch_size(live, model, model_id)
-        values["ips"] = (rate_text(bs / recent if recent else None, tokens, mixed, kind), "cyan")
-        values["tflops"] = (_live_flops(model, live, unit), "cyan")
+        now = rate_text(bs / recent if recent else None, tokens, mixed, kind)
+        values["ips"] = (f"{ips} · {live_rate(now)}", "")
     else:
-        values["ips"] = (rate_text(ips, tokens, mixed, kind), "")
-        values["tflops"] = (unit.with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
+        values["ips"] = (ips, "")
+    values["tflops"] = (unit.with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
     peak = row.get("peak_memory_bytes")
     if inference:  # the summary's latency percentiles, as every export has them
         p50, p90, p99 = (row.get(f"latency_{p}_s") for p in ("p50", "p90", "p99"))
@@ -275,6 +276,11 @@ def _cell_values(
         peak=(fmt.bytes_(peak) if peak is not None else "–", ""),
     )
     return values
+
+
+def live_rate(rate: str) -> str:
+    """A run going on's current rate, said as such ('now 41.2'): not a finished run's figure."""
+    return f"now {rate}"
 
 
 def _live_flops(model: SessionModel, run: RunState, unit: fmt.FlopUnit) -> str:
