@@ -478,3 +478,40 @@ def test_images_per_s_is_the_finished_runs_and_a_live_rate_is_marked_now(tmp_pat
     assert verdict["ratio"] == pytest.approx(
         model.row("torch", "resnet50")["images_per_s"] / keras, rel=1e-6
     ) or (verdict["ratio"] == pytest.approx(keras / model.row("torch", "resnet50")["images_per_s"], rel=1e-6))
+
+
+# -- the log pane wraps (issue 30) ------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_the_log_pane_wraps_long_lines_to_its_width_and_again_when_it_changes(tmp_path: Path) -> None:
+    from rich.cells import cell_len
+    from textual.app import ComposeResult
+
+    from benchtui.widgets.log_pane import INDENT, RunLog
+
+    long = 'File "/site-packages/tensorflow/python/eager/execute.py", line 53, in quick_execute: ' + "x" * 90
+    log = tmp_path / "run.log"
+    log.write_text(f"epoch 1\n{long}\nepoch 2\n")
+
+    class LogApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield RunLog()
+
+    app = LogApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        pane = app.query_one(RunLog)
+        pane.follow(log, "run")
+        pane.poll()
+        await pilot.pause()
+        width = pane.scrollable_content_region.width
+        lines = list(pane.lines)
+        assert lines[0] == "epoch 1" and lines[-1] == "epoch 2" and len(lines) > 3
+        assert all(cell_len(line) <= width for line in lines), (width, lines)
+        assert all(line.startswith(INDENT) for line in lines[2:-1])  # continuations read as one line
+        assert "".join(line.strip() for line in lines[1:-1]).replace(" ", "") == long.replace(" ", "")
+        assert pane.virtual_size.width <= pane.scrollable_content_region.width  # no sideways scroll
+        await pilot.resize_terminal(100, 20)
+        await pilot.pause()
+        wider = list(pane.lines)
+        assert len(wider) < len(lines) and all(
+            cell_len(line) <= pane.scrollable_content_region.width for line in wider
+        )

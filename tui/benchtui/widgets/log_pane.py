@@ -1,17 +1,25 @@
-"""The log pane: the tail of the current runner's stdout/stderr file, read on the UI tick."""
+"""The log pane: the tail of the current runner's stdout/stderr file, read on the UI tick, wrapped to its width."""
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 from typing import BinaryIO
 
+from rich.cells import cell_len
+from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 from textual.widgets import Log
 
 from benchtui.core.fmt import clean
 
 FIRST_READ = 16 * 1024  # on switching to a log, show about this many bytes of its end
 MAX_READ = 256 * 1024  # per tick: a runner printing megabytes cannot stall the UI
+MAX_LINES = 5000  # the log's lines kept (and so re-wrapped when the pane's width changes)
+INDENT = "  "  # a wrapped line's continuation starts with this, so it reads as one line
+TAB = 8
+_CONSOLE = Console(width=1000, color_system=None)  # only measures: wrapping plain text needs no terminal
 
 
 def shown_lines(lines: list[str]) -> list[str]:
@@ -37,8 +45,31 @@ def open_log(path: Path) -> BinaryIO | None:
     return open_regular(path)
 
 
+def wrap(lines: list[str], width: int) -> list[str]:
+    """Lines cut at word boundaries to ``width`` cells (a word longer than that is cut), each continuation
+    indented; a line that fits is left as it is (its tabs too: the Log expands them)."""
+    if width <= len(INDENT) + 1:
+        return lines
+    out = []
+    for line in lines:
+        if cell_len(line.expandtabs(TAB)) <= width:
+            out.append(line)
+            continue
+        whole = line.expandtabs(TAB)
+        first = Text(whole).wrap(_CONSOLE, width)[0].plain  # the wrap divides the text: no character lost
+        out.append(first.rstrip())
+        tail = whole[len(first) :].lstrip()
+        if tail:
+            out += [INDENT + part.plain.rstrip() for part in Text(tail).wrap(_CONSOLE, width - len(INDENT))]
+    return out
+
+
 class RunLog(Log):
-    """Follows one log file at a time; ``poll()`` appends what was written since the last call."""
+    """Follows one log file at a time; ``poll()`` appends what was written since the last call.
+
+    Lines are wrapped to the pane's width (a traceback's long lines stay readable without a sideways
+    scroll) and wrapped again from the lines kept when the width changes.
+    """
 
     DEFAULT_CSS = """
     RunLog {
@@ -47,10 +78,12 @@ class RunLog(Log):
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(max_lines=5000, id=id, classes=classes)
+        super().__init__(max_lines=MAX_LINES, id=id, classes=classes)
         self.path: Path | None = None
         self._pos = 0
         self._partial = ""
+        self._kept: deque[str] = deque(maxlen=MAX_LINES)  # the lines as read, before wrapping
+        self._wrapped_at = 0  # the width the lines on screen are wrapped to (0: not yet laid out)
 
     def follow(self, path: Path | None, title: str = "") -> None:
         """Switch to another file (or to none); its end is shown on the next poll."""
@@ -59,8 +92,26 @@ class RunLog(Log):
         self.path = path
         self._pos = -1  # read the end of the file on the next poll
         self._partial = ""
+        self._kept.clear()
         self.clear()
         self.border_title = f"Log · {escape(clean(title))}" if title else "Log"  # a border title is markup
+
+    def _wrap_width(self) -> int:
+        """The cells a line may take: the pane's content less the scroll bar it has or will have."""
+        bar = 0 if self.show_vertical_scrollbar else self.styles.scrollbar_size_vertical
+        return max(self.scrollable_content_region.width - bar, 0)
+
+    def add_lines(self, lines: list[str]) -> None:
+        """Show ``lines`` (already cleaned), wrapped to the pane's width."""
+        self._kept.extend(lines)
+        self.write_lines(wrap(lines, self._wrapped_at))
+
+    def on_resize(self) -> None:
+        width = self._wrap_width()
+        if width and width != self._wrapped_at:
+            self._wrapped_at = width
+            self.clear()
+            self.write_lines(wrap(list(self._kept), width))
 
     @property
     def caught_up(self) -> bool:
@@ -88,7 +139,7 @@ class RunLog(Log):
                     self._pos = 0
                 if size == self._pos:
                     if self._partial:  # no newline for a whole tick: show the line as it is
-                        self.write_lines(shown_lines([self._partial]))
+                        self.add_lines(shown_lines([self._partial]))
                         self._partial = ""
                     return
                 fh.seek(self._pos)
@@ -102,4 +153,4 @@ class RunLog(Log):
         lines = text.split("\n")
         self._partial = lines.pop()  # an unfinished last line waits for its end
         if lines:
-            self.write_lines(shown_lines(lines))
+            self.add_lines(shown_lines(lines))
