@@ -9,6 +9,8 @@ this process (they import nothing of the user's); the runs are real runner proce
 from __future__ import annotations
 
 import json
+import os
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -515,3 +517,54 @@ def test_parity_counts_your_model_from_its_model_file(package: Path) -> None:
     assert (count["model"], count["image_size"], count["trainable_params"]) == ("tinycnn", 224, 18392)
     bad = benchtui("parity", "--model-file", "missing.toml", cwd=package)
     assert bad.returncode == 2 and "missing.toml: No such file" in bad.stderr
+
+
+# -- a module found through the user's own PYTHONPATH (issue 30) ----------------------------------------
+def test_a_module_on_the_users_pythonpath_is_passed_to_the_runners_by_its_folder(
+    package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan check finds ``usernets`` through PYTHONPATH; the definition the runners get names that
+    folder (and only it: not the rest of PYTHONPATH, not this Python's own path)."""
+    elsewhere, other = tmp_path / "elsewhere", tmp_path / "other"
+    elsewhere.mkdir()
+    other.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(other), str(package)]))
+    # As Python puts PYTHONPATH: before its own folders (and before another test's user folder).
+    monkeypatch.setattr(sys, "path", [str(other), str(package), *sys.path])
+    own = from_flags(["torch=usernets.cnn:build_torch"], None, None)
+    assert own["paths"] == [str(elsewhere)]
+    check_sources(own)
+    assert own["paths"] == [str(elsewhere), str(package)]
+    # Found in the definition's own paths: nothing added.
+    beside = from_flags(["torch=usernets.cnn:build_torch"], None, None, cwd=package)
+    check_sources(beside)
+    assert beside["paths"] == [str(package)]
+
+
+@pytest.mark.slow
+def test_pythonpath_model_def_runs_from_another_folder(package: Path, tmp_path: Path) -> None:
+    """``PYTHONPATH=src benchtui run --model-def torch=mynets:build_torch`` from a folder that is not
+    ``src``: the check passes and so does the run (it failed "cannot import" before)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    tiny = "--image-size 16 --samples 8 --batch-size 4 --epochs 1 --runs 1 --device cpu --threads 1 --no-nvml"
+    out = benchtui(
+        "run",
+        "--headless",
+        "--frameworks",
+        "torch",
+        "--model-def",
+        "torch=usernets.cnn:build_torch",
+        *tiny.split(),
+        "--sessions-dir",
+        "s",
+        cwd=elsewhere,
+        env={"PYTHONPATH": os.pathsep.join(p for p in (str(package), os.environ.get("PYTHONPATH")) if p)},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    session = only_session(elsewhere / "s")
+    ends = [e for e in read_events(session) if e["type"] == "run_end"]
+    assert [e["status"] for e in ends] == ["ok"], ends
+    plan = json.loads((session / "session.json").read_text())["plan"]
+    assert plan["custom_models"][0]["paths"] == [str(elsewhere), str(package)]

@@ -275,3 +275,44 @@ def test_the_started_time_is_the_ids(tmp_path: Path, monkeypatch: pytest.MonkeyP
     info = session_store.list_sessions(tmp_path)[0]
     stamp = info["name"].partition("_")[0]
     assert info["started"].replace("-", "").replace(":", "").replace(" ", "T") + "Z" == stamp, info
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        # One size for every model: said without naming a model the user did not choose.
+        (["run", "--headless", "--batch-size", "0"], "--batch-size must be a positive whole number, got 0"),
+        (
+            ["run", "--models", "resnet50", "--batch-size", "-2"],
+            "--batch-size must be a positive whole number, got -2",
+        ),
+        (["run", "--models", "resnet50", "--batch-size", "resnet50=0"], "--batch-size for resnet50 must be"),
+        # An unknown flag gets the nearest the command has, as a mistyped model name does.
+        (
+            ["run", "--headless", "--modles", "resnet50"],
+            "unrecognized arguments: --modles (did you mean '--models'?)",
+        ),
+        (["run", "--treads=1"], "unrecognized arguments: --treads=1 (did you mean '--threads'?)"),
+        (["sessions", "--sesions-dir", "x"], "--sesions-dir (did you mean '--sessions-dir'?) x"),
+        (["show", "a", "b"], "unrecognized arguments: b"),
+    ],
+)
+def test_bad_flags_are_one_line_naming_only_what_the_user_wrote(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
+    assert main([*argv, "--no-nvml"] if argv[0] == "run" else argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("benchtui: error: ") and line in err[0], err
+    assert "inception_v3" not in err[0]
+
+
+def test_a_commands_last_line_is_its_last_line_of_text() -> None:
+    from benchtui.core.running.launcher import LAST_LINE_CHARS, LogCopy
+
+    assert (
+        LogCopy(recent=b"Traceback\n  File x\nValueError: bad \x1b[31mthing\x1b[0m\n\n").last_line
+        == "ValueError: bad thing"
+    )  # a colour's escape sequence removed whole
+    assert LogCopy(recent=b"epoch 1  10%\repoch 1  20%\r").last_line == "epoch 1 20%"
+    assert LogCopy(recent=b"\xff\xfe oops\n").last_line.endswith("oops") and LogCopy().last_line == ""
+    assert len(LogCopy(recent=b"x" * 1000).last_line) == LAST_LINE_CHARS

@@ -326,10 +326,29 @@ def test_a_command_that_fails_fails_the_run_with_its_exit_code_and_keeps_its_out
     session = only_session(sessions_root)
     assert meta(session)["status"] == "failed"
     end = run_end(read_events(session))
-    assert (end["status"], end["reason"], end["returncode"]) == ("failed", "exited with code 3", 3)
+    # Its last line of output says why, beside its exit code (it timed nothing: that is all there is).
+    assert (end["status"], end["reason"], end["returncode"]) == (
+        "failed",
+        "exited with code 3: about to fail",
+        3,
+    )
     assert "about to fail" in (session / "logs" / f"{WATCH_RUN}.log").read_text()
     assert "exited with code 3" in result.stderr
     assert benchtui("show", str(session)).returncode == 0
+
+
+def test_a_command_that_crashes_before_any_hook_says_its_last_stderr_line(
+    tmp_path: Path, sessions_root: Path
+) -> None:
+    """A script that fails at its first import: the run's reason is its error as it printed it (the last
+    line of its traceback on stderr), in the session and on the progress line, not only an exit code."""
+    (tmp_path / "train.py").write_text("import sys\nprint('starting', flush=True)\nimport mynets_not_here\n")
+    result = watch(sessions_root, sys.executable, "train.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    end = run_end(read_events(only_session(sessions_root)))
+    said = "ModuleNotFoundError: No module named 'mynets_not_here'"
+    assert end["reason"] == f"exited with code 1: {said}", end
+    assert f"exited with code 1: {said}" in " ".join(result.stderr.split())
 
 
 # -- Ctrl+C ------------------------------------------------------------------------------------------------

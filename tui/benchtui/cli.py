@@ -367,6 +367,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def unrecognized(parser: argparse.ArgumentParser, command: str | None, extras: list[str]) -> str:
+    """argparse's "unrecognized arguments" line, each unknown flag with the nearest the command has
+    ("--modles (did you mean '--models'?)"), as a mistyped model name gets."""
+    from benchtui.core.plan.plan import did_you_mean
+
+    options = parser._option_string_actions
+    for action in parser._subparsers._group_actions if parser._subparsers is not None else []:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            options = action.choices[command]._option_string_actions
+    said = []
+    for extra in extras:
+        flag = extra.partition("=")[0]
+        hint = did_you_mean(flag, [o for o in options if o.startswith("--")]) if flag.startswith("--") else ""
+        said.append(f"{extra}{hint}")
+    return f"unrecognized arguments: {' '.join(said)}"
+
+
 #: command -> (module under benchtui.commands, function): imported only when that command runs.
 COMMANDS = {
     "run": ("run", "cmd_run"),
@@ -408,7 +425,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            raise BadInput(unrecognized(parser, args.command, extras))
         if args.version:
             from importlib.metadata import PackageNotFoundError, version
 

@@ -264,13 +264,17 @@ def _batch_sizes(text: str, models: list[str], error: type[Exception]) -> dict[s
     try:
         if "=" not in text:
             size = int(text)
+            if size < 1:  # one size for every model: said without naming one (the user named none)
+                raise error(f"--batch-size must be a positive whole number, got {size}")
             return {m: size for m in models}
         sizes = {}
         for part in _csv(text):
             model, _, value = part.partition("=")
             sizes[model.strip()] = int(value)
         return sizes
-    except ValueError:
+    except ValueError as exc:
+        if isinstance(exc, error):
+            raise
         raise error(f"--batch-size must be a number or MODEL=N,..., got {text!r}") from None
 
 

@@ -122,12 +122,21 @@ def check_sources(definition: dict[str, Any], other_python: Collection[str] = ()
     Searched as the runner will: the definition's ``paths`` first, then this Python's path. A
     framework whose runs use another interpreter (``other_python``: ``--python``) is not checked
     when its module is not found here: that interpreter may have it.
+
+    A module found through the user's own ``PYTHONPATH`` (``PYTHONPATH=src benchtui run --model-def
+    torch=mynets:build``) is found there by the runners too: its folder, and only that one, is added to
+    the definition's ``paths`` (the runners never get the parent's ``PYTHONPATH``, which may name the
+    parent's own packages).
     """
     paths = list(definition.get("paths") or [])
     for table in ("builders", "losses", "optimizers"):
         for key, spec in (definition.get(table) or {}).items():
             module, _, attr = spec.partition(":")
             found = _find(module, paths)
+            folder = _pythonpath_folder(module, paths) if found is not None else None
+            if folder is not None and folder not in paths:
+                paths.append(folder)
+                definition["paths"] = list(paths)
             if found is None:
                 if key in other_python or module.split(".")[0] in sys.builtin_module_names:
                     continue
@@ -141,6 +150,24 @@ def check_sources(definition: dict[str, Any], other_python: Collection[str] = ()
                 raise PlanError(
                     f"{definition['name']}: {table}.{key}: {found} defines no {attr.split('.')[0]}"
                 )
+
+
+def _pythonpath_folder(module: str, paths: list[str]) -> str | None:
+    """The folder of this process's ``PYTHONPATH`` that ``module``'s top-level package is found in, when
+    the definition's ``paths`` do not have it (None: found there, or elsewhere on the path: the
+    interpreter's own site-packages, which the runner's interpreter has its own of)."""
+    top = module.split(".")[0]
+    if importlib.machinery.PathFinder.find_spec(top, paths) is not None:
+        return None
+    entries = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for entry in (p for p in sys.path if p):  # in the order this Python searches them
+        if os.path.abspath(entry) not in entries:
+            if importlib.machinery.PathFinder.find_spec(top, [entry]) is not None:
+                return None  # found first somewhere that is not the user's PYTHONPATH
+            continue
+        if importlib.machinery.PathFinder.find_spec(top, [entry]) is not None:
+            return os.path.abspath(entry)
+    return None
 
 
 def _find(module: str, paths: list[str]) -> Path | None:

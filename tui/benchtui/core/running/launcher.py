@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from benchtui.core.fmt import clean
 from benchtui.core.provenance import RUNNER_PACKAGE, runner_code_hash
 from benchtui.core.wire.events import MAX_LINE_BYTES, Malformed, parse_line
 from benchtui_runners.config import RunConfig
@@ -197,6 +198,12 @@ async def read_event_line(reader: asyncio.StreamReader) -> bytes | None:
         return None if overlong else line
 
 
+#: How much of a command's last output is kept for its last line (``LogCopy.last_line``), and how long
+#: that line may be when a reason quotes it.
+LAST_BYTES = 4096
+LAST_LINE_CHARS = 240
+
+
 @dataclass
 class LogCopy:
     """How the copying of a runner's output to its log went (``copy_log`` keeps it up to date)."""
@@ -205,6 +212,19 @@ class LogCopy:
     kept: int = 0  # bytes of that output the log surely took
     meant: int = 0  # bytes of it the log should hold: its first ``cap``, and the last ``tail`` past the cap
     error: str = ""  # why the log took no more (its first failed write); "" while it takes them
+    #: The last bytes of output read (``LAST_BYTES`` at most), whether or not the log took them: the
+    #: last line a command that crashed printed (``last_line``), its error as it said it.
+    recent: bytes = b""
+
+    @property
+    def last_line(self) -> str:
+        """The output's last line that holds any text ('' for none), decoded as the terminal would have
+        shown it (undecodable bytes replaced), without control characters, at most ``LAST_LINE_CHARS``."""
+        for raw in reversed(self.recent.replace(b"\r", b"\n").split(b"\n")):
+            text = " ".join(clean(raw.decode("utf-8", "replace")).split())
+            if text:
+                return text if len(text) <= LAST_LINE_CHARS else text[: LAST_LINE_CHARS - 1] + "…"
+        return ""
 
     @property
     def problem(self) -> str | None:
@@ -240,6 +260,11 @@ class RunnerProcess:
         """What the log lost because it could not be written (a full disk), in words; None when it holds
         what it should. Read it after ``finish_log``."""
         return self.log_copy.problem
+
+    @property
+    def last_line(self) -> str:
+        """The last line of text it printed (stdout and stderr share the log): read after ``finish_log``."""
+        return self.log_copy.last_line
 
     @property
     def pid(self) -> int:
@@ -381,6 +406,7 @@ async def copy_log(
     """
     copied = copied if copied is not None else LogCopy()
     last = bytearray()
+    recent = bytearray()
 
     def put(data: bytes, output: int) -> None:
         """Write ``data``, of which the last ``output`` bytes are the runner's (the rest: our note)."""
@@ -393,6 +419,9 @@ async def copy_log(
 
     while chunk := await stream.read(1 << 16):
         copied.read += len(chunk)
+        recent += chunk
+        del recent[:-LAST_BYTES]
+        copied.recent = bytes(recent)
         if copied.meant < cap:
             head, chunk = chunk[: cap - copied.meant], chunk[cap - copied.meant :]
             copied.meant += len(head)

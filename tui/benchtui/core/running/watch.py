@@ -207,6 +207,12 @@ class WatchEngine(Engine):
             status, reason = "ok", ""
         else:
             status, reason = "failed", exit_words(returncode)
+            run = self.model.runs.get(spec.run_id)
+            said = proc.last_line
+            if said and (run is None or not (run.batch_seconds or run.epoch_times)):
+                # It failed before it timed anything (an import error, a bad argument): what it said,
+                # not only its exit code; the log has the rest.
+                reason = f"{reason}: {said}"
         self._end_run(spec, status, reason, returncode, malformed, proc.log_problem)
 
     def _on_event(self, spec: RunSpec, event: dict[str, Any]) -> None:
