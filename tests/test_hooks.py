@@ -429,6 +429,12 @@ def test_keras_timer_streams_model_fit(
         assert last["seconds"] * last["steps"] < VALIDATION_SLEEP_S
     second = next(e for e in run.events if e["type"] == "epoch" and e["epoch"] == 2)
     assert second["seconds"] < VALIDATION_SLEEP_S
+    # Each epoch's time to its first batch (fit building or resetting its iterator), within the epoch.
+    for epoch in (e for e in run.events if e["type"] == "epoch"):
+        assert (
+            isinstance(epoch["to_first_batch_s"], float)
+            and 0.0 <= epoch["to_first_batch_s"] <= epoch["seconds"]
+        )
 
 
 @pytest.mark.slow

@@ -98,3 +98,15 @@ def test_events_are_single_json_lines() -> None:
     events = _roundtrip(lambda w: w.error("exception", "multi\nline", "a\nb\nc"))
     assert events[0]["message"] == "multi\nline"
     assert json.dumps(events[0])
+
+
+def test_an_epochs_time_to_first_batch_is_carried_and_checked() -> None:
+    events = _roundtrip(lambda w: [w.epoch(2, 5.5, 256, to_first_batch_s=4.71), w.epoch(3, 5.0, 256)])
+    assert events[0]["to_first_batch_s"] == 4.71
+    assert "to_first_batch_s" not in events[1]  # runners before issue 30: still an epoch
+    base = '{"v": 1, "type": "epoch", "t": 1.0, "epoch": 2, "seconds": 5.5, "to_first_batch_s": %s}'
+    assert parse_line((base % "0").encode())["to_first_batch_s"] == 0
+    assert parse_line((base % "null").encode())["to_first_batch_s"] is None  # not known
+    for bad in ("-0.5", "1e7", '"4.7"', "true", "[1]"):
+        with pytest.raises(Malformed, match="epoch.to_first_batch_s"):
+            parse_line((base % bad).encode())

@@ -122,6 +122,27 @@ def test_an_epoch_flushes_its_last_window_and_slow_steps_shrink_the_next() -> No
     assert next_window(4, 10.0) == 1
 
 
+def test_each_epoch_reports_its_time_to_first_batch_and_a_stall_before_it_shows_there() -> None:
+    device, writer = Device(), Writer()
+    clock = StepClock(writer, device.sync, 4, clock=device.clock)
+    stalls = [0.0, 4.7, 0.25]  # host seconds between an epoch's start and its first step
+    firsts, seconds = [], []
+    for epoch, stall in enumerate(stalls, start=1):
+        clock.epoch_begin(epoch)
+        assert clock.to_first_batch is None and clock.epoch_fields() == {}  # no step begun yet
+        device.now += stall  # the framework builds (or waits to tear down) the epoch's iterator
+        for step in range(1, 6):
+            clock.step_begin()  # only the epoch's first call counts
+            device.step(0.01)
+            clock.step_end(step)
+        seconds.append(clock.epoch_end())
+        firsts.append(clock.epoch_fields()["to_first_batch_s"])
+    assert firsts == pytest.approx(stalls)
+    # The stall is in the epoch's seconds (and its first window), as it is in the user's wait.
+    assert seconds[1] - seconds[0] == pytest.approx(4.7, abs=0.01)
+    assert device.syncs == len(writer.batches()) + 3  # marking the first batch waits for nothing
+
+
 def test_an_unknown_timing_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="timing must be one of window, step"):
         StepClock(Writer(), lambda: None, 1, mode="event")

@@ -234,7 +234,8 @@ class _Core:
             if self.proc.epochs == epoch:
                 self.proc.epochs -= 1
             return seconds
-        self.proc.writer.epoch(epoch, seconds, self.samples)
+        # KerasTimer marks when each epoch's first step begins; StepTimer, called after a step, cannot.
+        self.proc.writer.epoch(epoch, seconds, self.samples, **self.clock.epoch_fields())
         self.proc.writer.memory(epoch=epoch, **memory())
         return seconds
 
@@ -455,6 +456,8 @@ def _keras_timer_class() -> type:
                 if self._begun is not None and batch > self._begun:  # the execution before has ended
                     steps = batch - self._begun
                     core.ended(steps, steps * core.batch_size)
+                if core.clock is not None:
+                    core.clock.step_begin()  # the epoch's first: its time to first batch
                 self._begun = batch
             except (Exception, ParentGone) as exc:
                 core.fail(exc)

@@ -22,6 +22,7 @@ from benchtui_runners.config import (
     apply_gpu_memory_env,
     peak_rss_bytes,
     training_record,
+    usable_cores,
     xla_flags,
 )
 from benchtui_runners.protocol import EventWriter
@@ -619,6 +620,53 @@ def _device_fed(model: Any, pool: list[tuple[Any, Any]]) -> Any:
     return DeviceFed(model.inputs, model.outputs, name=model.name)
 
 
+#: tf.keras on host arrays: why benchtui feeds ``model.fit`` Keras's own array pipeline, repeated,
+#: with ``steps_per_epoch``, rather than the arrays themselves. Measured on TensorFlow 2.21 / Keras
+#: 3.15 (benchmarks/overhead.py, notes of issue 30).
+ONE_ITERATOR = (
+    "a default model.fit(x, y) makes a new tf.data iterator at every epoch's start "
+    "(keras/src/trainers/epoch_iterator.py, steps_per_epoch None) and drops the last one there; "
+    "TensorFlow then waits, idle, for the dropped iterator's autotuning thread to wake from its "
+    "timed sleep (tf.data's model::Model::OptimizeLoop, whose period doubles from 10 ms to 60 s): "
+    "0 to 5 s at the start of an epoch of about 5 s, depending on where its wake-ups fall. "
+    "benchtui gives fit the same pipeline (Keras's ArrayDataAdapter) repeated, with steps_per_epoch: "
+    "one iterator for the whole run, no such stall"
+)
+
+
+def unlike_default(config: RunConfig, backend: str, on_cpu: bool) -> str | None:
+    """What a default TensorFlow would do differently in this run, in a few words for the "how"
+    line (the record's ``settings.input`` and ``ONE_ITERATOR`` say it in full); None when nothing."""
+    if backend != "tensorflow" or not on_cpu:
+        return None
+    parts = []
+    fed_once = (
+        config.task == "train"
+        and config.data == "host"
+        and config.replicas <= 1
+        and _array_adapter() is not None
+    )
+    if fed_once:
+        parts.append(
+            "one tf.data iterator for all epochs (a default model.fit(x, y) makes one per epoch and "
+            "can stall 0-5 s at an epoch's start)"
+        )
+    cores = usable_cores()
+    if config.threads > 0 and config.threads != cores:
+        parts.append(f"{config.threads} op thread(s) (default: {cores}, one per core)")
+    return "unlike a default TensorFlow: " + "; ".join(parts) if parts else None
+
+
+def _array_adapter() -> Any:
+    """Keras's array data adapter (what ``model.fit(x, y)`` builds its tf.data pipeline with), or
+    None where this Keras has it elsewhere (then the arrays go to fit as they are)."""
+    try:
+        from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
+    except ImportError:
+        return None
+    return ArrayDataAdapter if hasattr(ArrayDataAdapter, "get_tf_dataset") else None
+
+
 def input_record(config: RunConfig, backend: str) -> str:
     """The input path in words, for the run's settings."""
     if config.task == "inference":
@@ -627,6 +675,12 @@ def input_record(config: RunConfig, backend: str) -> str:
         return "a pool of 4 batches made on the device, cycled into predict_on_batch (no copy)"
     if config.data == "host":
         where = " (tensors on /CPU:0)" if backend == "tensorflow" else ""
+        if backend == "tensorflow" and config.replicas <= 1 and _array_adapter() is not None:
+            return (
+                f"model.fit on a NumPy array in host memory{where}: Keras's own tf.data pipeline for "
+                "arrays (slices, prefetches and copies each batch), made once and repeated, with "
+                f"steps_per_epoch: one iterator for every epoch; shuffle {'on' if config.shuffle else 'off'}"
+            )
         return (
             f"model.fit on a NumPy array in host memory{where}: Keras's own input pipeline for "
             f"{backend} slices, prefetches and copies each batch; shuffle {'on' if config.shuffle else 'off'}"
@@ -669,6 +723,9 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
             )
     if config.data == "host":
         settings["host_data"] = "in host memory" + (" (tensors on /CPU:0)" if backend == "tensorflow" else "")
+    unlike = unlike_default(config, backend, device_name == "cpu")
+    if unlike:
+        settings["unlike_default"] = unlike
     if config.task == "inference":
         settings["inference_path"] = (
             "model.predict_on_batch on every batch (compiled as jit_compile resolves, training=False), "
@@ -877,12 +934,14 @@ def _fit(
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             if batch > 0:
                 clock.step_end(batch)  # step ``batch`` (1-based) ended: its successor begins
+            clock.step_begin()  # the epoch's first: its time to first batch (Keras made its iterator)
             self.begun = batch + 1
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             if self.begun:
                 clock.step_end(self.begun)
-            writer.epoch(epoch + 1, clock.epoch_end(), n)
+            seconds = clock.epoch_end()
+            writer.epoch(epoch + 1, seconds, n, **clock.epoch_fields())
             writer.memory(epoch=epoch + 1, **peak_memory(epoch + 1))
 
     _fit_on(model, config, pool, x_host, y_host, backend, mirrored, config.epochs_to_run, None, [Timing()])
@@ -910,6 +969,13 @@ def _fit_on(
             data = data.shuffle(len(x_host), seed=config.seed, reshuffle_each_iteration=True)
         data = data.batch(config.global_batch, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
         model.fit(data, steps_per_epoch=steps or config.steps_per_epoch, **common)
+    elif x_host is not None and backend == "tensorflow" and (adapter := _array_adapter()) is not None:
+        # Keras's own pipeline for arrays, the one model.fit(x, y) builds, made once and repeated,
+        # so one tf.data iterator serves every epoch (ONE_ITERATOR says why).
+        data = adapter(
+            x_host, y_host, batch_size=config.global_batch, shuffle=config.shuffle
+        ).get_tf_dataset()
+        model.fit(data.repeat(), steps_per_epoch=steps or config.steps_per_epoch, **common)
     elif x_host is not None:
         per_epoch = {"steps_per_epoch": steps} if steps else {}
         model.fit(
@@ -1023,7 +1089,9 @@ def _infer(
                 x = x_host[(step - 1) * bs : step * bs]
             else:
                 x = pool[(step - 1) % len(pool)][0]
+            clock.step_begin()
             model.predict_on_batch(x)
             clock.step_end(step)
-        writer.epoch(epoch, clock.epoch_end(), config.samples_per_epoch)
+        seconds = clock.epoch_end()
+        writer.epoch(epoch, seconds, config.samples_per_epoch, **clock.epoch_fields())
         writer.memory(epoch=epoch, **peak_memory(epoch))

@@ -11,7 +11,10 @@ runner times the same way, whatever its framework:
   costs (a loader, a copy to the device) is in it, on every side;
 - the run's first step is a window of its own (time to first batch: tracing, compiling,
   autotuning), and windows then grow, at most doubling, towards the target;
-- every epoch starts and ends with a synchronisation, so epoch times are exact.
+- every epoch starts and ends with a synchronisation, so epoch times are exact;
+- each epoch's time to its first batch (from its start, before the framework builds or resets
+  the epoch's data iterator, to the moment its first step begins) is reported with the epoch,
+  so a stall there (tf.data tearing down an iterator, DataLoader workers starting) shows as such.
 
 ``timing="step"`` synchronises after every step instead, on every side at once: slower
 training, per-step resolution. Standard library only: runners of every framework share it.
@@ -36,7 +39,8 @@ MAX_GROWTH = 2
 class StepClock:
     """Times one run's steps by windows, and its epochs, with one ``sync`` rule for all frameworks.
 
-    Call ``epoch_begin(e)`` before an epoch's first step is fetched, ``step_end(s)`` after each
+    Call ``epoch_begin(e)`` before an epoch's first step is fetched, ``step_begin()`` when a step
+    begins (its batch in hand; only the epoch's first call counts), ``step_end(s)`` after each
     step has been handed to the framework (1-based ``s``), and ``epoch_end()`` when the epoch's
     last step has been; ``sync`` blocks until the device has finished everything queued so far.
     The clock emits ``batch`` events (``steps``: how many steps the window held; ``seconds``:
@@ -73,6 +77,7 @@ class StepClock:
         self.pending = 0  # steps ended since the last mark
         self.t_epoch = 0.0
         self.t_mark = 0.0
+        self.first_step_at: float | None = None  # when the epoch's first step began (no sync)
 
     def _sync(self) -> float:
         self.sync()
@@ -82,8 +87,31 @@ class StepClock:
         """Wait for anything queued (building, the epoch before), then start the epoch's clock."""
         self.t_epoch = self.t_mark = self._sync()
         self.epoch, self.step, self.pending = epoch, 0, 0
+        self.first_step_at = None
         if self.first:
             self.writer.phase("first_batch", "start")
+
+    def step_begin(self) -> None:
+        """A step begins, its batch in hand: the epoch's first call marks its time to first batch.
+
+        No wait for the device: the moment is the host's (the work queued before it was waited
+        for when the epoch began), so this costs one clock read per epoch.
+        """
+        if self.first_step_at is None:
+            self.first_step_at = self.clock()
+
+    @property
+    def to_first_batch(self) -> float | None:
+        """Seconds from the epoch's start to its first step's beginning; None before a step began
+        (or when the runner never marks it)."""
+        if self.first_step_at is None:
+            return None
+        return max(0.0, self.first_step_at - self.t_epoch)
+
+    def epoch_fields(self) -> dict[str, float]:
+        """The epoch event's optional fields this clock knows: ``to_first_batch_s`` once a step began."""
+        first = self.to_first_batch
+        return {} if first is None else {"to_first_batch_s": first}
 
     def step_end(self, step: int) -> None:
         """Step ``step`` (1-based within the epoch) has been handed to the framework."""

@@ -451,9 +451,11 @@ def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
         for epoch in range(1, epochs + 1):
             clock.epoch_begin(epoch)
             for step, (x, y) in enumerate(batches(), start=1):
+                clock.step_begin()  # the epoch's first: its time to first batch (loader start-up)
                 train_step(x, y)
                 clock.step_end(step)
-            writer.epoch(epoch, clock.epoch_end(), config.samples_per_epoch)
+            seconds = clock.epoch_end()
+            writer.epoch(epoch, seconds, config.samples_per_epoch, **clock.epoch_fields())
             writer.memory(epoch=epoch, **_peak_memory(device))
         final_memory = _peak_memory(device)  # before counting: its extra step is no part of the run
         if config.profile and config.mode == "train" and epochs:

@@ -72,6 +72,10 @@ class EpochEvent(_Event, total=False):
     epoch: int
     seconds: float
     samples: int
+    # Seconds from the epoch's start (before the framework builds or resets its data iterator) to
+    # the moment its first step begins: a stall there (tf.data tearing down an iterator) shows as
+    # such. Runners before issue 30 omit it.
+    to_first_batch_s: float
 
 
 class MemoryEvent(_Event, total=False):
@@ -248,6 +252,7 @@ def parse_line(line: bytes | str) -> dict[str, Any]:
 #: Most bytes one event line may have (a traceback included); longer lines are malformed.
 MAX_LINE_BYTES = 1 << 20
 _MAX_TIME = 1e9  # seconds: one step, one epoch or a monotonic clock beyond this is nonsense
+_MAX_TO_FIRST_BATCH = 1e6  # seconds from an epoch's start to its first step (11 days: nonsense beyond)
 _MAX_COUNT = 10**12
 _MAX_EPOCH = 10**7
 _MAX_WINDOW = 10**9  # steps in one batch event
@@ -523,7 +528,12 @@ FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
         "steps": _int(1, _MAX_WINDOW),
     },
     "settings": {"settings": _DICT},
-    "epoch": {"epoch": _int(1, _MAX_EPOCH), "seconds": _TIME, "samples": _COUNT},
+    "epoch": {
+        "epoch": _int(1, _MAX_EPOCH),
+        "seconds": _TIME,
+        "samples": _COUNT,
+        "to_first_batch_s": _float(0.0, _MAX_TO_FIRST_BATCH),
+    },
     "memory": {"peak_bytes": _COUNT, "source": _TEXTS},
     "done": {"peak_bytes": _COUNT, "source": _TEXTS},
     "flops": {
