@@ -30,6 +30,12 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(message)
 
 
+#: Where sessions go when no --sessions-dir names a folder (session.sessions_dir), as the help says it.
+SESSIONS_DEFAULT = (
+    "(default: $BENCHTUI_SESSIONS_DIR, else ./sessions where it exists, else the user's data folder)"
+)
+
+
 def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
@@ -58,7 +64,10 @@ def _devices(text: str) -> tuple[int, list[int]]:
 
 
 def _add_plan_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("plan (defaults: the study's protocol)")
+    g = p.add_argument_group(
+        "plan (defaults: the study's protocol; with no PLAN and no flag that shapes one, the quick preset "
+        "where the runs go to the CPU)"
+    )
     g.add_argument("--preset", help="start from a preset: study, quick, modern, modern-cpu")
     g.add_argument("--frameworks", type=_csv, help="comma-separated: torch,tensorflow,keras-jax,keras-torch")
     g.add_argument(
@@ -176,7 +185,11 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--order", help="interleaved (default) or grouped")
     g.add_argument("--num-classes", type=int, metavar="N")
     g.add_argument("--name", help="a label for the session (its folder name is made safe from it)")
-    g.add_argument("--sessions-dir", metavar="DIR", help="where sessions are written (default ./sessions)")
+    g.add_argument(
+        "--sessions-dir",
+        metavar="DIR",
+        help=f"where sessions are written {SESSIONS_DEFAULT}",
+    )
     g.add_argument(
         "--interval", type=float, metavar="SECONDS", help="GPU sampling period (default 0.5; 0.05 to 3600)"
     )
@@ -191,8 +204,9 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         metavar="N",
-        help="CPU threads for every framework's ops (default on a CPU: the cores benchtui may use, the same "
-        "for every framework; on a GPU: each framework's own choice)",
+        help="CPU threads for every framework's ops (default on a CPU: the cores other processes left idle, "
+        "measured over 1 s before the plan, the same for every framework; on a GPU: each framework's own "
+        "choice)",
     )
     g.add_argument(
         "--memory-limit",
@@ -233,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--sessions-dir",
         metavar="DIR",
         dest="app_sessions_dir",
-        help="where the app (and any command that names none) reads and writes sessions (default ./sessions)",
+        help=f"where the app (and any command that names none) reads and writes sessions {SESSIONS_DEFAULT}",
     )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
@@ -266,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--name", help="a label for the session (its folder name is made safe from it)")
     watch.add_argument(
-        "--sessions-dir", metavar="DIR", help="where sessions are written (default ./sessions)"
+        "--sessions-dir",
+        metavar="DIR",
+        help=f"where sessions are written {SESSIONS_DEFAULT}",
     )
     watch.add_argument(
         "--interval", type=float, metavar="SECONDS", help="sampling period (default 0.5; 0.05 to 3600)"

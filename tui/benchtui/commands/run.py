@@ -385,7 +385,7 @@ def end_unstarted(plan: Any, writer: Any) -> None:
     from benchtui.core.store.session import StorageError
     from benchtui_runners import catalog
 
-    model = SessionModel(plan)
+    model = SessionModel(plan, host=writer.meta.get("host"))
     for spec in run_order(plan):
         ok, why = (True, "") if plan.watch else catalog.available(spec.framework, spec.model)
         status, reason = ("skipped", "session interrupted before this run") if ok else ("unavailable", why)

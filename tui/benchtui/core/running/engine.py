@@ -97,7 +97,8 @@ class Engine(Pausable):
     ) -> None:
         self.plan = plan
         self.writer = writer
-        self.model = SessionModel(plan)
+        # The host's core count: what the verdict's contention rule weighs other processes' load against.
+        self.model = SessionModel(plan, host=writer.meta.get("host"))
         self.listener = listener
         self.sampler = sampler
         self.launcher = launcher  # None: each run's own (launcher_for: torchrun for PyTorch data parallel)

@@ -421,7 +421,8 @@ class SessionFolder:
         warnings: list[str] = []
         meta = read_meta(self.path, warnings)
         plan = self.read_plan(meta)
-        model = SessionModel(plan)
+        host = meta.get("host")
+        model = SessionModel(plan, host=host if isinstance(host, dict) else None)
         other = recorded_by_other(meta.get("benchtui"))
         if other:
             warnings.append(other)
