@@ -135,7 +135,9 @@ def states(replay: Path, long_replay: Path, big: Path, sessions: Path) -> list[S
 
     def field_focused(tmux: Tmux) -> None:
         tmux.wait_for("plan a benchmark", 30)
-        tmux.keys("Tab")  # from the model list to the first number field (image size)
+        # From the preset (where the focus starts) past the four framework boxes and the model list to
+        # the first text field ("Your model"): a field with a cursor.
+        tmux.keys(*["Tab"] * 6)
 
     def sessions_screen(tmux: Tmux) -> None:
         tmux.wait_for("plan a benchmark", 30)

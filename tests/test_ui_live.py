@@ -654,6 +654,8 @@ async def test_a_replay_opened_mid_run_leaves_the_run_going_and_esc_comes_back(t
             row=[i["name"] for i in sessions.infos].index("20200101T000000Z_tiny")
         )
         await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("enter")  # at once
         await wait_for(pilot, lambda: app.replayer is not None and app.replayer.status == "complete")
         assert app.runs_going and app.engine is not None and app.engine.status == "running"
         await pilot.press("escape")

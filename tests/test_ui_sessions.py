@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import shutil
 import time
 from pathlib import Path
@@ -52,6 +53,8 @@ async def test_sessions_screen_lists_summarises_exports_and_replays(root: Path) 
         await wait_for(pilot, target.exists)
         assert "<svg" in target.read_text()
         await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("enter")  # the speed: at once, the first offered
         await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
         assert app.replayer is not None
 
@@ -87,6 +90,8 @@ async def test_a_replay_request_the_app_cannot_read_is_said_and_the_app_stays(ro
         assert selected is not None
         shutil.rmtree(selected)  # gone since the list was read
         await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("enter")
         await pilot.pause(0.2)
         requests = {
             id(m): m for m in posted if isinstance(m, SessionsScreen.ReplayRequested)
@@ -135,6 +140,8 @@ async def test_esc_leaves_a_replay_for_the_sessions_screen_it_came_from(root: Pa
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
         sessions = app.screen
         await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
         replay = app.screen
         assert "replay-back" in {b.binding.id for b in app.active_bindings.values()}  # Back, in the footer
@@ -238,3 +245,67 @@ async def test_the_summary_is_drawn_at_the_width_below_the_list(
         printed = Console(width=200, file=io.StringIO(), color_system=None)
         printed.print(real(screen.selected, widths[0]), width=widths[0])  # type: ignore[arg-type]
         assert max(map(len, printed.file.getvalue().splitlines())) <= widths[0]  # type: ignore[attr-defined]
+
+
+# -- the list follows the folder; replay at a speed (issue 30) -------------------------------------------
+@pytest.mark.asyncio
+async def test_replay_from_the_sessions_screen_offers_a_speed(root: Path) -> None:
+    from benchtui.screens.sessions import REPLAY_SPEEDS, ReplaySpeed
+
+    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.show_sessions()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen) and app.screen.infos)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReplaySpeed))
+        options = app.screen.query_one("#replay-speeds")
+        assert options.option_count == len(REPLAY_SPEEDS) > 2
+        assert [s for s, _ in REPLAY_SPEEDS][:2] == [math.inf, 1.0]
+        await pilot.press("escape")  # no replay
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        assert app.replayer is None
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReplaySpeed))
+        ten = [s for s, _ in REPLAY_SPEEDS].index(10.0)
+        await pilot.press(*["down"] * ten, "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
+        assert app.replayer is not None and app.replayer.speed == 10.0 and app.screen.speed == 10.0
+        assert "replay ×10" in app.screen.query_one("#status").render().plain
+
+
+@pytest.mark.asyncio
+async def test_the_list_follows_the_folder_a_session_added_or_changed(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cheap poll (a stat of the folder and of each session's two files, re-armed once done) shows a new
+    session and a changed status without a key; idle, it is the only timer, at its period."""
+    import json
+
+    from benchtui.screens import sessions
+    from sessionfactory import make_session
+    from test_ui_replay import Wakeups
+
+    monkeypatch.setattr(sessions, "POLL_S", 0.3)
+    wakeups = Wakeups(monkeypatch)
+    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.show_sessions()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen) and app.screen.shown is not None)
+        screen = app.screen
+        before = [i["name"] for i in screen.infos]
+        screen.action_mark()  # a mark stays on its session through a reload
+        marked = list(screen.marked)
+        made = make_session(root, folder="29990101T000000Z_newer", runs=1, epochs=1, steps=2)
+        await wait_for(pilot, lambda: len(screen.infos) == len(before) + 1, timeout=10)
+        assert screen.infos[0]["name"] == "29990101T000000Z_newer" and screen.marked == marked
+        table = screen.query_one("DataTable")
+        assert table.get_row_at(0)[2].plain == "29990101T000000Z_newer"
+        meta_path = made / "session.json"
+        meta = json.loads(meta_path.read_text())
+        meta["status"] = "interrupted"
+        meta_path.write_text(json.dumps(meta))
+        await wait_for(pilot, lambda: screen.infos[0]["status"] == "interrupted", timeout=10)
+        assert table.get_row_at(0)[1].plain == "interrupted"
+        await pilot.pause(1.0)  # the reload's redraw done
+        timers, _ = await wakeups.over(1.0)
+        assert set(timers) <= {"sessions-poll"} and 1 <= len(timers) <= 5, timers

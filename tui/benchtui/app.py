@@ -137,8 +137,8 @@ class BenchApp(App[int]):
         self.show_sessions()
 
     def on_sessions_screen_replay_requested(self, message: SessionsScreen.ReplayRequested) -> None:
-        # At once: the sessions were recorded; a failure to read one is said, and the app stays.
-        self.start_replay(message.path, float("inf"), from_sessions=True)
+        # At the speed chosen (at once by default); a failure to read one is said, and the app stays.
+        self.start_replay(message.path, message.speed, from_sessions=True)
 
     def on_live_screen_back_requested(self, message: LiveScreen.BackRequested) -> None:
         """Esc in a replay opened from the sessions screen: stop playing it and show that screen again."""

@@ -1,8 +1,14 @@
-"""Saved sessions: the list, the selected one's summary, and replay, export or compare from there."""
+"""Saved sessions: the list, the selected one's summary, and replay, export or compare from there.
+
+The list follows the folder: a cheap poll (``POLL_S``) stats the sessions folder and each session's
+two small files, and only a change reads the sessions again (in a thread).
+"""
 
 from __future__ import annotations
 
 import io
+import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +32,18 @@ if TYPE_CHECKING:
     from benchtui.core.reporting.compare import Comparison
 
 NAME_W = 24  # a session's name is cut to this: the columns after it stay on screen
+#: Seconds between two looks at the sessions folder: a new session, or one whose status changed, shows
+#: within this. A look is a stat of the folder and of each session's session.json and summary.json
+#: (microseconds each); the timer is armed again only once a look (and any reload) is done.
+POLL_S = 2.0
+#: Replay speeds offered (multiples of the recorded pace; inf: at once, the final state), the first the default.
+REPLAY_SPEEDS: tuple[tuple[float, str], ...] = (
+    (math.inf, "at once: the final state, as recorded"),
+    (1.0, "×1: at the recorded pace"),
+    (2.0, "×2"),
+    (10.0, "×10"),
+    (60.0, "×60: a minute a second"),
+)
 
 
 class ExportChoice(ModalScreen[str | None]):
@@ -44,6 +62,27 @@ class ExportChoice(ModalScreen[str | None]):
     @on(OptionList.OptionSelected)
     def chosen(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(list(WRITERS)[event.option_index])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ReplaySpeed(ModalScreen[float | None]):
+    """At what pace to replay; dismisses with a speed from ``REPLAY_SPEEDS``, or None."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="replay-speed-cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="export-box"):
+            yield Static("Replay the session…", id="export-title")
+            yield OptionList(*(words for _, words in REPLAY_SPEEDS), id="replay-speeds")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    @on(OptionList.OptionSelected)
+    def chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(REPLAY_SPEEDS[event.option_index][0])
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -71,11 +110,13 @@ class SessionsScreen(Screen):
     """The saved sessions, newest first, with the selected one's summary below."""
 
     class ReplayRequested(Message):
-        """The user asked to play this session through the live screen."""
+        """The user asked to play this session through the live screen, at ``speed`` × its recorded pace
+        (inf: at once)."""
 
-        def __init__(self, path: Path) -> None:
+        def __init__(self, path: Path, speed: float = math.inf) -> None:
             super().__init__()
             self.path = path
+            self.speed = speed
 
     BINDINGS = [
         Binding(
@@ -83,7 +124,7 @@ class SessionsScreen(Screen):
             "replay",
             "Replay",
             id="replay-session",
-            tooltip="Play the selected session through the live screen",
+            tooltip="Play the selected session through the live screen, at a speed you choose",
         ),
         Binding(
             "e", "export", "Export", id="export-session", tooltip=f"Write {registry.spoken()} into its folder"
@@ -111,6 +152,7 @@ class SessionsScreen(Screen):
         self.infos: list[dict[str, str]] = []
         self.shown: Path | None = None  # the session whose summary is on screen
         self.marked: list[Path] = []  # at most two, in the order marked
+        self._stamp: tuple[object, ...] | None = None  # what the last look at the folder saw
 
     def compose(self) -> ComposeResult:
         yield Static(id="sessions-title")
@@ -124,7 +166,74 @@ class SessionsScreen(Screen):
         table.add_column(" ", key="mark")
         for column in ("Status", "Session", "Device", "Frameworks", "Models", "Name"):
             table.add_column(column, key=column.lower())
-        self.infos = list_sessions(self.root)
+        self._fill(list_sessions(self.root))
+        self._stamp = self.stamp()
+        table.focus()
+        self.call_after_refresh(self._summarise)  # once laid out: the summary is drawn at its width
+        self.set_timer(POLL_S, self._look, name="sessions-poll")
+
+    # -- following the folder -----------------------------------------------------------------
+    def stamp(self) -> tuple[object, ...]:
+        """What changes when a session is added, removed or rewritten: the folder's own mtime (an entry
+        added or removed) and each listed session's session.json and summary.json (mtime and size)."""
+        base = sessions_dir(self.root)
+        seen: list[object] = []
+        for path in [str(base)] + [
+            os.path.join(info["path"], name)
+            for info in self.infos
+            for name in ("session.json", "summary.json")
+        ]:
+            try:
+                st = os.stat(path)
+            except OSError:
+                seen.append(None)
+                continue
+            seen.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        return tuple(seen)
+
+    def _look(self) -> None:
+        """The poll: read the sessions again when the folder changed, else look again later."""
+        if not self.is_mounted:
+            return
+        stamp = self.stamp()
+        if stamp == self._stamp:
+            self.set_timer(POLL_S, self._look, name="sessions-poll")
+            return
+        self._stamp = stamp
+        self.reload()
+
+    @work(thread=True, exclusive=True, group="sessions-list")
+    def reload(self) -> None:
+        """Read the sessions in a thread (each one's session.json), then show them; the poll goes on."""
+        try:
+            infos = list_sessions(self.root)
+        except OSError:
+            infos = None
+        self.app.call_from_thread(self._reloaded, infos)
+
+    def _reloaded(self, infos: list[dict[str, str]] | None) -> None:
+        if not self.is_mounted:
+            return
+        if infos is not None and infos != self.infos:
+            selected = self.selected
+            self._fill(infos)
+            self._stamp = self.stamp()  # the new list's files
+            table = self.query_one(DataTable)
+            paths = [Path(i["path"]) for i in self.infos]
+            if selected in paths:
+                table.move_cursor(row=paths.index(selected), animate=False)
+            self.shown = None  # the selected session may be the one that changed
+            self.refresh_bindings()
+            self.call_after_refresh(self._summarise)
+        self.set_timer(POLL_S, self._look, name="sessions-poll")
+
+    def _fill(self, infos: list[dict[str, str]]) -> None:
+        """The title and one row per session (marks kept for the sessions still there)."""
+        self.infos = infos
+        present = {Path(i["path"]) for i in infos}
+        self.marked = [p for p in self.marked if p in present]
+        table = self.query_one(DataTable)
+        table.clear()
         folder = sessions_dir(self.root).resolve()
         title = Text(f"Sessions in {clean(folder)}", style="bold")
         if not self.infos:
@@ -142,13 +251,11 @@ class SessionsScreen(Screen):
                 shorten(clean(own_name(info)), NAME_W),  # cut what shows, not escape codes
             )
             table.add_row(
-                Text(""),
+                Text("✓" if Path(info["path"]) in self.marked else "", style="bold"),
                 Text(clean(info["status"]), style=status_style(info["status"], "yellow")),
                 *(Text(clean(c)) for c in cells),
                 key=info["path"],
             )
-        table.focus()
-        self.call_after_refresh(self._summarise)  # once laid out: the summary is drawn at its width
 
     def on_resize(self) -> None:
         self.shown = None
@@ -234,8 +341,16 @@ class SessionsScreen(Screen):
             self.app.push_screen(CompareScreen(*pair))
 
     def action_replay(self) -> None:
-        if self.selected is not None:
-            self.post_message(self.ReplayRequested(self.selected))
+        """Ask at what speed, then ask the app to replay the selected session."""
+        path = self.selected
+        if path is None:
+            return
+
+        def chosen(speed: float | None) -> None:
+            if speed is not None:
+                self.post_message(self.ReplayRequested(path, speed))
+
+        self.app.push_screen(ReplaySpeed(), chosen)
 
     def action_export(self) -> None:
         path = self.selected
