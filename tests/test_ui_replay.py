@@ -515,3 +515,58 @@ async def test_the_log_pane_wraps_long_lines_to_its_width_and_again_when_it_chan
         assert len(wider) < len(lines) and all(
             cell_len(line) <= pane.scrollable_content_region.width for line in wider
         )
+
+
+# -- a verdict the machine may have decided claims no winner in the app (issue 30) ------------------
+@pytest.mark.asyncio
+async def test_unreliable_verdicts_read_as_warnings_and_about_the_same_as_neutral(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The verdicts as model_verdicts gives them (the contract's keys): "unreliable: …" in the warning
+    colour, "about the same" plain, never bold like a winner; the table marks no side."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from benchtui.screens import live
+    from benchtui.widgets import comparison
+    from benchtui.widgets.comparison import verdict_style
+
+    unreliable = {
+        "text": "unreliable: other processes kept 1.6 of 2 cores busy during PyTorch's runs; measured, not a "
+        "verdict: PyTorch 1.65× faster than tf.keras",
+        "unreliable": "other processes kept 1.6 of 2 cores busy during PyTorch's runs",
+        "about_same": False,
+        "significant": True,
+        "faster_framework": None,
+        "basis_label": "epoch times",
+    }
+    same = dict(
+        unreliable, text="PyTorch and tf.keras about the same (1.00×, 95% CI 0.97–1.03)", unreliable=None
+    )
+    same["about_same"] = True
+    shown: list[dict] = [unreliable]
+    fake = lambda model, model_id: (list(shown), [])  # noqa: E731
+    monkeypatch.setattr(live, "model_verdicts", fake)
+    monkeypatch.setattr(comparison, "model_verdicts", fake)
+    assert verdict_style(unreliable) == "bold yellow" and verdict_style(same) == ""
+    assert verdict_style({"text": "x", "significant": True}) == "bold"  # an old session's verdict
+    assert verdict_style({"text": "x", "significant": False}) == "dim"
+
+    def answer_line(app: BenchApp) -> Text:
+        group = app.screen.query_one("#answer").content
+        assert isinstance(group, Group)
+        return group.renderables[1]  # type: ignore[return-value]
+
+    for verdict, style in ((unreliable, "bold yellow"), (same, "")):
+        shown[:] = [verdict]
+        app = make_app(replay=TINY, speed=math.inf)
+        async with app.run_test(size=(120, 35)) as pilot:
+            await finished(pilot, app)
+            await pilot.pause(2 * TICK_S)
+            line = answer_line(app)
+            assert line.plain == f"ResNet50: {verdict['text']}"
+            assert [s.style for s in line.spans if s.start >= len("ResNet50: ")] == ([style] if style else [])
+            ratio = app.screen.query_one(BatchComparison)
+            assert verdict["text"] in "".join(t.plain for t in ratio._render_lines())
+            table = app.screen.query_one(ResultsTable)
+            assert {table._shown[k]["ips"][1] for k in table._shown} == {""}  # no side stands out

@@ -32,7 +32,7 @@ from benchtui.core.model.parity import differences_text, marked
 from benchtui.core.model.status import CautionKind, RunStatus, status_style
 from benchtui.core.model.summary import model_verdicts
 from benchtui.core.reporting import registry
-from benchtui.widgets.comparison import BatchComparison, focus_model
+from benchtui.widgets.comparison import BatchComparison, focus_model, verdict_style
 from benchtui.widgets.log_pane import RunLog
 from benchtui.widgets.results_table import LIVE, CellCache, ResultsTable, cell_values, rate_text, row_key
 from benchtui.widgets.telemetry import MAX_STRIPS, GpuStrips, TelemetryPanel
@@ -520,9 +520,7 @@ class LiveScreen(Screen):
             label = marked(model_label(m), bool(entry and entry["flagged"]))
             for verdict in verdicts:
                 line = Text(clean(f"{label}: "), style="bold")
-                line.append(
-                    clean(verdict["text"]), style="dim" if verdict.get("significant") is False else "bold"
-                )
+                line.append(clean(verdict["text"]), style=verdict_style(verdict))
                 lines.append(line)
             for item in refused:
                 lines.append(Text(clean(f"{label}: {item['text']}"), style="bold red"))

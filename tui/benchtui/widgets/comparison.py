@@ -61,6 +61,18 @@ def focus_model(model: SessionModel) -> str | None:
     return model.plan.models[0] if model.plan.models else None
 
 
+def verdict_style(verdict: dict[str, object]) -> str:
+    """How a verdict (``model_verdicts``) reads in the app: a warning when the machine, not the
+    frameworks, may have decided it ("unreliable: …": no winner is claimed, so none is made to stand
+    out); plain when the frameworks are about the same; dim when not significant; bold otherwise.
+    Old sessions' verdicts have neither key: as before."""
+    if verdict.get("unreliable"):
+        return "bold yellow"
+    if verdict.get("about_same"):
+        return ""
+    return "dim" if verdict.get("significant") is False else "bold"
+
+
 def ratio_line(series: list[Series], model: SessionModel | None = None, model_id: str | None = None) -> Text:
     """The verdict for the model on screen: the one every view prints (``model_verdicts``).
 
@@ -87,9 +99,7 @@ def ratio_line(series: list[Series], model: SessionModel | None = None, model_id
         for i, verdict in enumerate(verdicts):
             if i:
                 text.append("; ")
-            text.append(
-                fmt.clean(verdict["text"]), style="dim" if verdict.get("significant") is False else "bold"
-            )
+            text.append(fmt.clean(verdict["text"]), style=verdict_style(verdict))
         text.append(fmt.clean(f" · from {verdicts[0]['basis_label']}, finished runs"), style="dim")
         return text
     if len(series) < 2:
