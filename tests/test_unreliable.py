@@ -437,3 +437,25 @@ def test_compare_says_an_interrupted_cell_is_incomplete(tmp_path: Path) -> None:
     _edit_events(b, interrupt)
     (row,) = compare_sessions(a, b).rows
     assert row.status_a == "ok" and row.status_b == "incomplete" and row.ratio is not None
+
+
+def test_a_sessions_thread_totals_are_recorded_per_framework(tmp_path: Path) -> None:
+    # --devices 2 on a CPU: PyTorch runs a process per rank of 1 thread each, tf.keras one process of 2:
+    # the same 2 threads in all, which "threads 1" against "threads 2" hid.
+    path = make_session(tmp_path, name="dp", gpu=False, devices=2, runs=1, epochs=2, steps=4)
+
+    def pools(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for e in events:
+            if e.get("type") == "hello":
+                e["settings"]["intra_op_threads"] = 1 if e["framework"] == "torch" else 2
+        return events
+
+    _edit_events(path, pools)
+    env = load_session(path).model.summary()["frameworks"]
+    assert env["torch"]["threads"] == {
+        "per_process": 1,
+        "processes": 2,
+        "total": 2,
+        "text": "1 thread per rank × 2 ranks (2 in all)",
+    }
+    assert env["tensorflow"]["threads"]["total"] == 2 and env["tensorflow"]["threads"]["text"] == "2 threads"

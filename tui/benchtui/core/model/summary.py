@@ -621,15 +621,21 @@ class SessionModel:
     def summary(self) -> dict[str, Any]:
         environment: dict[str, Any] = {}
         for run in self.runs.values():
-            if run.hello:
-                environment.setdefault(
-                    run.spec.framework,
-                    {
-                        "versions": run.hello.get("versions", {}),
-                        "device": run.hello.get("device", {}),
-                        "settings": run.hello.get("settings", {}),
+            if run.hello and run.spec.framework not in environment:
+                threads, processes = analysis.host_threads(run)
+                environment[run.spec.framework] = {
+                    "versions": run.hello.get("versions", {}),
+                    "device": run.hello.get("device", {}),
+                    "settings": run.hello.get("settings", {}),
+                    # The CPU threads of its ops on this host: per process, its processes (a rank each for
+                    # PyTorch's data parallel), in all; so "1 per rank × 2" and "2" read as the same total.
+                    "threads": {
+                        "per_process": threads,
+                        "processes": processes,
+                        "total": threads * processes if threads is not None else None,
+                        "text": analysis.threads_text(threads, processes),
                     },
-                )
+                }
         rows = self.rows()
         ratios, refused = framework_ratios(self)
         for refusal in refused:  # every view shows a row's warnings: none can miss the refusal

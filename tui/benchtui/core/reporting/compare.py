@@ -22,10 +22,12 @@ from benchtui.core.model.analysis import (
     host_threads,
     mixed_devices,
     model_label,
+    pair_groups,
     threads_text,
+    timing_groups,
 )
 from benchtui.core.model.runs import RunState
-from benchtui.core.model.stats import Ratio, grouped_mean
+from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
 from benchtui.core.model.summary import OTHER_LOAD_WARN_CORES, contention_part
 from benchtui.core.plan.plan import command_text
 from benchtui.core.store.session import LoadedSession, load_session
@@ -334,8 +336,12 @@ def _threads(loaded: LoadedSession, fw: str) -> tuple[int | None, int] | None:
 
 
 def _seconds_per_sample(runs: list[RunState]) -> tuple[str, float | None]:
-    """A side's time per sample on the verdict's basis (``analysis.compare_cells``), and that basis."""
-    groups, _ = figure_groups(runs, "images_per_s")
+    """A side's time per sample on the verdict's basis (``analysis.compare_cells``), and that basis; for a
+    watched command whose hooks gave no samples per epoch, its steady times (``timing_groups``) instead."""
+    groups, numerator = figure_groups(runs, "images_per_s")
+    if numerator is None:
+        basis, groups = timing_groups(runs)
+        return basis, grouped_mean(groups) if groups else None
     basis = "epoch" if all(len(epochs_of(r)) > 1 for r in runs) else "single-epoch"
     return basis, grouped_mean(groups) if groups else None
 
@@ -378,7 +384,14 @@ def compare_sessions(
         elif runs_a and runs_b:
             result = compare_cells(runs_a, runs_b)  # the verdict's ratio, basis and interval
             if result is None:
-                row.note = "no comparable times"
+                # No samples per epoch (a watched command's hooks may not say): its steady times instead.
+                basis, ga, gb = pair_groups(runs_a, runs_b)
+                ratio = ratio_ci(ga, gb)
+                if ratio is None:
+                    row.note = "no comparable times"
+                else:
+                    row.ratio, row.basis = ratio, basis
+                    row.time_a, row.time_b = grouped_mean(ga), grouped_mean(gb)
             else:
                 row.ratio, row.basis = result["_ratio"], result["basis"]
                 parts = [

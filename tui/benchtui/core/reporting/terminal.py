@@ -528,20 +528,20 @@ def comparison_table(cmp: Comparison) -> Table:
     for col, justify in (
         ("Model", "left"),
         ("Framework", "left"),
-        ("A (ms/sample)", "right"),
-        ("B (ms/sample)", "right"),
+        ("A (ms)", "right"),
+        ("B (ms)", "right"),
         ("B/A", "right"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     # The verdict is what a reader came for: it gets the room. The times compared ("epoch times excluding
     # the first") are a column only where rows differ in them, else said once under the table.
     table.add_column("B compared with A", min_width=20)
-    bases = list(dict.fromkeys(BASIS_LABELS.get(row.basis, row.basis) for row in cmp.rows if row.basis))
+    bases = list(dict.fromkeys(_basis_text(row.basis) for row in cmp.rows if row.basis))
     per_row = len(bases) > 1
     if per_row:
-        table.add_column("Times", max_width=14)
+        table.add_column("Times", max_width=24)
     elif bases:
-        table.caption = fmt.clean(f"A, B: time per sample, from {bases[0]}")
+        table.caption = fmt.clean(f"A (ms), B (ms): {bases[0]}")
         table.caption_justify = "left"
     for row in cmp.rows:
         if row.ratio is not None:
@@ -565,9 +565,15 @@ def comparison_table(cmp: Comparison) -> Table:
             _milliseconds(row.time_b),
             ratio_text,
             verdict,
-            *([_plain(BASIS_LABELS.get(row.basis, row.basis))] if per_row else []),
+            *([_plain(_basis_text(row.basis))] if per_row else []),
         )
     return table
+
+
+def _basis_text(basis: str) -> str:
+    """What a comparison's times are: per sample on the verdict's basis, else a watch's steady times."""
+    label = BASIS_LABELS.get(basis, basis)
+    return f"time per sample, from {label}" if basis in ("epoch", "single-epoch") else label
 
 
 def _milliseconds(seconds: float | None) -> str:
