@@ -570,10 +570,10 @@ async def test_the_quick_presets_duration_comes_from_the_idle_cores(
     app = make_app(sessions_dir=str(tmp_path), probe=probe)
     async with app.run_test(size=(120, 35)) as pilot:
         deadline = 50
-        while "0.4 idle" not in preset_text(app.screen)[1] and deadline:
+        while "0.4 of 2" not in preset_text(app.screen)[1] and deadline:
             await pilot.pause(0.1)
             deadline -= 1
         assert preset_text(app.screen)[1] == (
-            f"quick: {preset_words('quick', 0.4)} on 0.4 idle CPU cores (ResNet50 v1.5, 64 px, 2 runs)"
+            f"quick: {preset_words('quick', 0.4)} with 0.4 of 2 CPU cores idle (ResNet50 v1.5, 64 px, 2 runs)"
         )
         assert preset_words("quick", 0.4) != preset_words("quick", 2)

@@ -147,13 +147,16 @@ def runnable(plan: Plan) -> Plan:
     return dataclasses.replace(plan, models=[m for m in plan.models if m not in refused])
 
 
-def cores_words(cores: float) -> str:
-    """'2 idle CPU cores', '0.4 idle CPU cores': the cores an estimate is made on."""
-    n = f"{cores:.0f}" if abs(cores - round(cores)) < 0.05 else f"{cores:.1f}"
-    return f"{n} idle CPU core{'' if n == '1' else 's'}"
+def cores_words(cores: float, of: int | None = None) -> str:
+    """The cores an estimate is made on: 'with 0.4 of 2 CPU cores idle' (``of``: the machine's), 'on 2 idle
+    CPU cores'."""
+    n = f"{cores:.0f}" if abs(cores - round(cores)) < 0.05 and cores >= 0.95 else f"{cores:.1f}"
+    if of:
+        return f"with {n} of {of} CPU core{'' if of == 1 else 's'} idle"
+    return f"on {n} idle CPU core{'' if n == '1' else 's'}"
 
 
-def long_plan_warning(plan: Plan, gpu: bool, cpus: float) -> str:
+def long_plan_warning(plan: Plan, gpu: bool, cpus: float, of: int | None = None) -> str:
     """A warning for a plan that takes hours or more on the CPU ('' otherwise, and on a GPU): about how
     long (``estimate.cpu_seconds``: the models' FLOPs at a generous rate, on ``cpus`` idle cores), and
     what to cut."""
@@ -162,12 +165,12 @@ def long_plan_warning(plan: Plan, gpu: bool, cpus: float) -> str:
     seconds = cpu_seconds(runnable(plan), cpus)
     if seconds < WARN_S:
         return ""
-    on = plural(plan.threads, "thread") if plan.threads else cores_words(cpus)
+    on = f"on {plural(plan.threads, 'thread')}" if plan.threads else cores_words(cpus, of)
     where = "No GPU here: on the CPU" if not gpu else "On the CPU"
     cut = "Try fewer runs or samples" if plan.preset == "quick" else "Try quick, or fewer models and samples"
     return (
         f"{where} this plan takes {'days' if seconds >= DAY else 'hours'}: likely {duration_words(seconds)} "
-        f"or more on {on}. {cut}."
+        f"or more {on}. {cut}."
     )
 
 
@@ -175,7 +178,9 @@ def plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'s' * (count != 1)}"
 
 
-def custom_description(plan: Plan, gpu: bool, cpus: float, how_long: bool = True) -> str:
+def custom_description(
+    plan: Plan, gpu: bool, cpus: float, how_long: bool = True, of: int | None = None
+) -> str:
     """What a plan of the user's own does, in one line: its runs (of the models that can run at its size,
     each a framework has), their size, where, and on a CPU about how long (``how_long``); the models
     refused at its size are named, not counted."""
@@ -199,27 +204,28 @@ def custom_description(plan: Plan, gpu: bool, cpus: float, how_long: bool = True
     if not how_long:  # the warning under it says how long, and on how many cores
         return text
     seconds = cpu_seconds(able, cpus)
-    on = plural(plan.threads, "thread") if plan.threads else cores_words(cpus)
+    on = f"on {plural(plan.threads, 'thread')}" if plan.threads else cores_words(cpus, of)
     how = "a minute or less" if seconds < 60 else f"likely {duration_words(seconds)} or more"
-    return f"{text}; {how} on {on}"
+    return f"{text}; {how} {on}"
 
 
-def quick_help(cpus: float) -> str:
+def quick_help(cpus: float, of: int | None = None) -> str:
     """The quick preset in a line: how long on this machine's idle cores (``estimate.preset_words``), and
     what it runs."""
     plan = from_preset("quick")
     models = ", ".join(catalog.MODELS[m].label if m in catalog.MODELS else m for m in plan.models)
     return (
-        f"quick: {preset_words('quick', cpus)} on {cores_words(cpus)} ({models}, {plan.image_size} px, "
+        f"quick: {preset_words('quick', cpus)} {cores_words(cpus, of)} ({models}, {plan.image_size} px, "
         f"{plural(plan.runs, 'run')})"
     )
 
 
-def plan_hint(plan: Plan, gpu: bool, cpus: float) -> Text:
-    """The line under the preset: the preset's description, or the plan's own, and a warning when long."""
-    warning = long_plan_warning(plan, gpu, cpus)  # says how long itself
-    described = quick_help(cpus) if plan.preset == "quick" else PRESET_HELP.get(plan.preset)
-    text = Text(described or custom_description(plan, gpu, cpus, how_long=not warning))
+def plan_hint(plan: Plan, gpu: bool, cpus: float, of: int | None = None) -> Text:
+    """The line under the preset: the preset's description, or the plan's own, and a warning when long;
+    estimated on ``cpus`` idle cores (of the ``of`` this machine lets runs use)."""
+    warning = long_plan_warning(plan, gpu, cpus, of)  # says how long itself
+    described = quick_help(cpus, of) if plan.preset == "quick" else PRESET_HELP.get(plan.preset)
+    text = Text(described or custom_description(plan, gpu, cpus, how_long=not warning, of=of))
     if warning:
         text.append("\n" + warning, style="bold yellow")
     return text
@@ -378,6 +384,7 @@ class PlanScreen(Screen):
         self.origin = self.initial.preset if self.initial.preset in PRESETS else ""
         # The cores an estimate is made on: the idle ones once measured (``probe.measure_idle``).
         self.cores: float = float(probe.cpus)
+        self.measured = False
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -540,7 +547,7 @@ class PlanScreen(Screen):
 
     def _set_cores(self, cores: float) -> None:
         if self.is_mounted:
-            self.cores = cores
+            self.cores, self.measured = cores, True
             self._show_preset()
 
     # -- form events --------------------------------------------------------------------------
@@ -604,7 +611,8 @@ class PlanScreen(Screen):
         if preset.value != (plan.preset or Select.NULL):
             with self.prevent(Select.Changed):  # a label that follows the form, not a preset chosen
                 preset.value = plan.preset or Select.NULL
-        self.query_one("#preset-help", Static).update(plan_hint(plan, self.probe.found, self.cores))
+        of = self.probe.cpus if self.measured else None  # measured: "with 0.4 of 2 CPU cores idle"
+        self.query_one("#preset-help", Static).update(plan_hint(plan, self.probe.found, self.cores, of))
         if self.query_one("#plan-error", Static).display:
             self._recheck()
 
