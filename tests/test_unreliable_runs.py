@@ -99,12 +99,14 @@ def test_a_stand_in_load_marks_the_verdict_and_the_mark_goes_away_without_it(ses
     for fw, label in (("torch", "PyTorch"), ("tensorflow", "tf.keras")):
         assert (f"during {label}'s runs" in verdict["unreliable"]) is over[fw]
 
-    # What the engine wrote and printed agrees with the fold wherever it knows the host's cores.
+    # What the engine wrote and printed at the end of the run, and what show prints, say the same.
     (written,) = json.loads((session / "summary.json").read_text())["ratios"]
-    answer = result.stdout[: result.stdout.index("Per model and framework")]
-    if written.get("unreliable") is not None:
-        assert written["unreliable"] == verdict["unreliable"] and "unreliable:" in answer
-    assert ("unreliable:" in answer) is (written.get("unreliable") is not None)
+    assert written["unreliable"] == verdict["unreliable"] and written["text"] == verdict["text"]
+    answer = " ".join(result.stdout[: result.stdout.index("Per model and framework")].split())
+    assert f": {' '.join(verdict['text'].split())}" in answer  # the answer line: 'ResNet50 …: unreliable: …'
+    shown = benchtui("show", str(session))
+    assert shown.returncode == 0, shown.stderr
+    assert " ".join(verdict["text"].split()) in " ".join(shown.stdout.split())
 
     # The same runs, nothing else on the cores: a verdict again, through the same fold.
     calm = _idle(events)
