@@ -389,7 +389,7 @@ def test_compare_says_when_one_session_trained_and_the_other_ran_inference(
     report: Report, inference: LoadedSession
 ) -> None:
     cmp = compare_sessions(report.session, inference)
-    assert "task: train vs inference" in cmp.differences
+    assert "--task: train vs inference" in cmp.differences
 
 
 def test_the_comparison_strip_marks_a_model_whose_networks_differ(report: Report) -> None:
