@@ -625,6 +625,34 @@ async def test_the_eta_has_a_figure_before_the_first_run_ends_and_keeps_moving(t
 
 
 @pytest.mark.asyncio
+async def test_without_threads_the_eta_is_estimated_on_the_idle_cores_measured_before_the_plan(
+    tmp_path: Path,
+) -> None:
+    """The plan screen words the quick preset on the idle cores; the live ETA's first figure uses the idle
+    cores the engine measured before the first run (session.json's cpu_threads), not the host's count."""
+    from benchtui.core.model import eta
+
+    plan = tiny_plan(samples=8000)
+    app = make_app(
+        plan,
+        autostart=True,
+        sessions_dir=str(tmp_path),
+        use_nvml=False,
+        launcher=FakeLauncher("--batch-s", "0.05"),
+        probe=NO_GPU,
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen) and "cpu_threads" in app.screen.meta)
+        screen = app.screen
+        assert isinstance(screen, LiveScreen)
+        idle = screen.meta["cpu_threads"]["idle_cores"]
+        assert isinstance(idle, (int, float))
+        assert screen.prior() == eta.prior_seconds(plan, float(idle))
+        app.engine.cancel()  # type: ignore[union-attr]
+        await wait_for(pilot, lambda: not app.runs_going, timeout=20)
+
+
+@pytest.mark.asyncio
 async def test_a_replay_opened_mid_run_leaves_the_run_going_and_esc_comes_back(tmp_path: Path) -> None:
     """A saved session replayed from the palette while a plan runs: the run goes on (the replay's worker
     once shared the engine's exclusive group, and starting it cancelled the session), and Esc twice

@@ -570,3 +570,31 @@ async def test_unreliable_verdicts_read_as_warnings_and_about_the_same_as_neutra
             assert verdict["text"] in "".join(t.plain for t in ratio._render_lines())
             table = app.screen.query_one(ResultsTable)
             assert {table._shown[k]["ips"][1] for k in table._shown} == {""}  # no side stands out
+
+
+@pytest.mark.asyncio
+async def test_the_how_line_under_the_strips_wraps_whole_at_120_columns() -> None:
+    """Beside the telemetry (120 columns) the comparison is half the screen: the line that says how each
+    framework ran (compile mode, threads, waits) wraps there, never cut with an ellipsis."""
+    from benchtui.widgets.comparison import settings_line
+
+    app = make_app(replay=TINY, speed=math.inf)
+    async with app.run_test(size=(120, 35)) as pilot:
+        await finished(pilot, app)
+        for run in app.replayer.model.runs.values():  # type: ignore[union-attr]
+            settings = run.hello.setdefault("settings", {})
+            settings["compile"] = "a graph traced once, with its own thread pools and no XLA, as its default"
+            settings["host_sync_per_step"] = True
+        widget = app.screen.query_one(BatchComparison)
+        widget.update_from(app.replayer.model)  # type: ignore[union-attr]
+        await pilot.pause(2 * TICK_S)
+        how = settings_line(widget.series).plain
+        assert widget.size.width < len(how)  # half the screen: it has to wrap
+        shown = [
+            line.plain
+            for text in widget._render_lines(widget.size.width)
+            for line in text.wrap(app.console, widget.size.width)
+        ]
+        assert "…" not in "".join(shown)
+        assert " ".join(s.strip() for s in shown).endswith(how)
+        assert widget.size.height >= len(shown)  # every wrapped line has its row

@@ -708,14 +708,20 @@ class LiveScreen(Screen):
         return plan.device == "auto" and isinstance(gpus, list) and not gpus
 
     def prior(self) -> dict[tuple[str, str], float] | None:
-        """The plan's estimate of one run per cell on a CPU (``eta.prior_seconds``), from the cores the
-        plan uses: its threads (on a CPU, the idle cores measured before the plan), else the machine's (this
-        one's usable cores; a replay's recorded host's)."""
+        """The plan's estimate of one run per cell on a CPU (``eta.prior_seconds``), on the cores the plan
+        has: its --threads, else the idle cores measured before the plan, else the machine's (this one's
+        usable cores; a replay's recorded host's)."""
         if not self.on_cpu():
             return None
+        # The idle cores measured before the plan (the engine's ``cpu_threads``; absent in old sessions, with
+        # --threads, before the engine measured): what the plan screen's estimate was made on, too.
+        record = self.meta.get("cpu_threads")
+        idle = record.get("idle_cores") if isinstance(record, dict) else None
         host = self.meta.get("host") or {}
-        cores = host.get("cpu_count") if isinstance(host, dict) and not self.live else None
-        cores = cores if isinstance(cores, int) and cores > 0 else usable_cores()
+        count = host.get("cpu_count") if isinstance(host, dict) and not self.live else None
+        cores: float = count if isinstance(count, int) and count > 0 else usable_cores()
+        if isinstance(idle, (int, float)) and not isinstance(idle, bool) and idle >= 0:
+            cores = float(idle)
         key = (self.model.plan.threads, cores)
         if self._prior is None or self._prior[0] != key:
             self._prior = (key, eta.prior_seconds(self.model.plan, cores))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import Group
 from rich.text import Text
@@ -61,14 +62,17 @@ def focus_model(model: SessionModel) -> str | None:
     return model.plan.models[0] if model.plan.models else None
 
 
-def verdict_style(verdict: dict[str, object]) -> str:
+def verdict_style(verdict: dict[str, Any]) -> str:
     """How a verdict (``model_verdicts``) reads in the app: a warning when the machine, not the
     frameworks, may have decided it ("unreliable: …": no winner is claimed, so none is made to stand
     out); plain when the frameworks are about the same; dim when not significant; bold otherwise.
-    Old sessions' verdicts have neither key: as before."""
-    if verdict.get("unreliable"):
+    Old sessions' verdicts have neither key: as before. The mark is the reports' (``ratio_mark``)."""
+    from benchtui.core.reporting.model import ratio_mark  # once a verdict is shown: not at start-up
+
+    mark = ratio_mark(verdict)
+    if mark == "unreliable":
         return "bold yellow"
-    if verdict.get("about_same"):
+    if mark == "about_same":
         return ""
     return "dim" if verdict.get("significant") is False else "bold"
 
@@ -125,7 +129,7 @@ def ratio_line(series: list[Series], model: SessionModel | None = None, model_id
 def settings_line(series: list[Series]) -> Text:
     """What each framework compiled with (as resolved), on the CPU its threads, and whether its step
     waits for the device every step (the how line of the reports says what waits): what the numbers
-    above mean."""
+    above mean. It wraps where the pane is narrow (beside the telemetry on a wide screen), never cut."""
     parts = []
     for s in series:
         settings = (s.run.hello.get("settings") or {}) if s.run is not None else {}
@@ -139,7 +143,7 @@ def settings_line(series: list[Series]) -> Text:
             + (f", {fmt.plural(threads, 'thread')}" if threads else "")
             + (", waits every step" if settings.get("host_sync_per_step") else "")
         )
-    return Text(" · ".join(parts), style="dim", overflow="ellipsis", no_wrap=True)
+    return Text(" · ".join(parts), style="dim")  # wrapped, never cut: it says how the figures were made
 
 
 def _label(framework: str) -> str:

@@ -255,7 +255,7 @@ def _cell_values(
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
         bs = run_batch_size(live, model, model_id)
         now = rate_text(bs / recent if recent else None, tokens, mixed, kind)
-        values["ips"] = (f"{ips} · {live_rate(now)}", "")
+        values["ips"] = (f"{ips} · {live_rate(now)}" if now != "–" else ips, "")
     else:
         values["ips"] = (ips, "")
     values["tflops"] = (unit.with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
@@ -279,8 +279,9 @@ def _cell_values(
 
 
 def live_rate(rate: str) -> str:
-    """A run going on's current rate, said as such ('now 41.2'): not a finished run's figure."""
-    return f"now {rate}"
+    """A run going on's current rate, said as such ('now 41.2'): not a finished run's figure ('–' while it
+    has none)."""
+    return rate if rate == "–" else f"now {rate}"
 
 
 def _live_flops(model: SessionModel, run: RunState, unit: fmt.FlopUnit) -> str:
