@@ -315,10 +315,9 @@ def _edit_events(path: Path, change: Any) -> None:
 
 
 def _loaded(path: Path) -> LoadedSession:
-    """A session read back with its host's cores (what the loader gives the model once it passes them)."""
+    """A session read back: the loader gives its model the host's cores from session.json."""
     loaded = load_session(path)
-    if loaded.model.host_cores is None:
-        loaded.model.host_cores = (loaded.meta.get("host") or {}).get("cpu_count")
+    assert loaded.model.host_cores == loaded.meta["host"]["cpu_count"]
     return loaded
 
 
