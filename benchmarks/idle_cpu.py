@@ -8,7 +8,7 @@ then reads the app process's utime + stime (every thread; runners are children a
 counted) over ``--seconds`` of wall time: its share of one core. A busy machine slows the
 app's work down but does not add to its CPU time, so the figure holds on a shared machine.
 
-States: the plan screen at start-up (``benchtui``) and with a number field focused, the
+States: the plan screen at start-up (``benchtui``) and with a text field focused (a cursor), the
 sessions screen (ctrl+o), a replay finished at ``--speed inf`` and at ``--speed 1``, a replay
 paused mid-way, and the live screen after a real tiny CPU run has finished (PyTorch,
 ResNet50, 32 px: about 20 s). The replayed sessions are written by tests/sessionfactory.py

@@ -56,7 +56,8 @@ class Eta:
 def prior_seconds(plan: Plan, cores: float) -> dict[tuple[str, str], float]:
     """The plan's estimate of one run of each (framework, model), on ``cores`` CPU cores (the plan's
     ``threads`` when it has them): ``estimate.cpu_seconds`` of the cell alone, one run, at the plan's
-    first device count. Models of unknown cost (a user's own) and pairs a framework lacks get none."""
+    device count (a scaling plan: its largest). Models of unknown cost (a user's own) and pairs a framework
+    lacks get none."""
     out: dict[tuple[str, str], float] = {}
     for model in plan.models:
         if estimate.sample_gflops(plan, model) is None:
