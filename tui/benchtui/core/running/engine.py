@@ -98,7 +98,8 @@ class Engine(Pausable):
         self.plan = plan
         self.writer = writer
         # The host's core count: what the verdict's contention rule weighs other processes' load against.
-        self.model = SessionModel(plan, host=writer.meta.get("host"))
+        meta = getattr(writer, "meta", None)
+        self.model = SessionModel(plan, host=meta.get("host") if isinstance(meta, dict) else None)
         self.listener = listener
         self.sampler = sampler
         self.launcher = launcher  # None: each run's own (launcher_for: torchrun for PyTorch data parallel)

@@ -966,6 +966,10 @@ def _check_plan(plan: Plan, folder: Path) -> None:
         value = getattr(plan, name)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise SessionError(f"{folder}/session.json: the plan's {name} is {value!r}")
+    # The verdict's contention rule reads the plan's --threads (0: none given) for a runner that did not
+    # report its pool: a number, as every writer records it.
+    if not isinstance(plan.threads, int) or isinstance(plan.threads, bool) or plan.threads < 0:
+        raise SessionError(f"{folder}/session.json: the plan's threads is {plan.threads!r}")
     for flag, (name, most) in LIMITS.items():
         value = getattr(plan, name)
         if isinstance(value, int) and value > most:
