@@ -22,7 +22,7 @@ from tests.reporttext import html_table, md_section, written
 
 from benchtui.core import fmt
 from benchtui.core.model.parity import parity_entries
-from benchtui.core.reporting import csvfile, htmlreport, markdown, plots
+from benchtui.core.reporting import csvfile, htmlreport, markdown, plots, terminal
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
     STALL_HEADER,
@@ -183,6 +183,10 @@ def test_an_epoch_start_stall_is_shown_and_said(loaded: LoadedSession, summary: 
     )  # of the session's own epoch times here (the factory's), as a share
     md = written(report, markdown)
     assert "- ResNet50 · tf.keras: epoch 2: 4.900 s before its first batch" in md
+    # show prints no warm-up table: the stall is said there in the same words
+    console = terminal.stdout_console(io.StringIO())
+    terminal.print_report(report, console)
+    assert "ResNet50 · tf.keras: epoch 2: 4.900 s before its first batch" in console.file.getvalue()
     html = unescape(written(report, htmlreport))
     assert "<li>ResNet50 · tf.keras: epoch 2: 4.900 s before its first batch" in html
     from benchtui.core.reporting.model import stall_lines

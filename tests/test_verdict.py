@@ -106,7 +106,7 @@ def test_one_verdict_in_every_view(session: Path, tmp_path: Path, capsys: pytest
     out = capsys.readouterr().out
     # The answer opens the output (with the note on how to read it), the table follows.
     assert out.index("headless") < out.index("The verdict") < out.index(text) < out.index("Images/s")
-    assert out.index("'not significant' when the CI contains 1.") < out.index("Images/s")
+    assert out.index("95% CIs by seeded bootstrap.") < out.index("Images/s")
 
     # Every export.
     for fmt in ("md", "html", "json"):

@@ -338,7 +338,7 @@ class Verdict:
 ANSWER_TITLE = "The verdict: frameworks compared"
 VERDICT_NOTE = (
     "Time per {one}, one framework's over the other's (so the inverse ratio of {plural}/s), from the times "
-    "each verdict names; 95% CIs by seeded bootstrap; 'not significant' when the CI contains 1."
+    "each verdict names; 95% CIs by seeded bootstrap."
 )
 #: Added to the note when a verdict says so.
 ABOUT_SAME_NOTE = (
@@ -779,7 +779,23 @@ def how_it_ran(frameworks: dict[str, Any]) -> list[str]:
     for fw, env in frameworks.items():
         settings = env.get("settings") or {}
         parts = [str(settings.get("compile") or "compile not recorded")]
-        if settings.get("intra_op_threads"):
+        threads = env.get("threads") if isinstance(env.get("threads"), dict) else {}
+        if isinstance(threads.get("text"), str) and threads["text"]:
+            # '1 thread per rank × 2 ranks (2 in all)'; said equal when another framework's total is the same
+            said = threads["text"]
+            same = [
+                framework_label(other)
+                for other, o in frameworks.items()
+                if other != fw
+                and isinstance(o, dict)
+                and isinstance(o.get("threads"), dict)
+                and o["threads"].get("total") == threads.get("total")
+                and o["threads"].get("per_process") != threads.get("per_process")
+            ]
+            if same and isinstance(threads.get("total"), int):
+                said += f", the same {threads['total']} in all as {', '.join(same)}"
+            parts.append(said)
+        elif settings.get("intra_op_threads"):
             parts.append(fmt.plural(settings["intra_op_threads"], "thread"))
         if isinstance(settings.get("timing"), str):
             parts.append(settings["timing"].split(":")[0] + " timing")
@@ -787,6 +803,10 @@ def how_it_ran(frameworks: dict[str, Any]) -> list[str]:
             parts.append(f"{settings['optimizer']}, {settings.get('loss', '')}".rstrip(", "))
         if settings.get("host_sync_per_step"):
             parts.append(f"waits for the device every step: {settings['host_sync_per_step']}")
+        if isinstance(settings.get("unlike_default"), str) and settings["unlike_default"]:
+            parts.append(
+                settings["unlike_default"]
+            )  # what a default script of the framework would do instead
         out.append(f"{framework_label(fw)}: {'; '.join(parts)}")
     return out
 

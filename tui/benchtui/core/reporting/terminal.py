@@ -495,6 +495,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
     for label, text in report.watch:  # a watch: the command, its folder, its telemetry
         console.print(Text.assemble((f"{label}: ", "bold"), text), highlight=False)
     print_how(report.summary, console)
+    for line in report.warmup_notes:  # an epoch-start stall (issue 30): said where the figures are
+        console.print(Text(fmt.clean(line)), style="yellow", highlight=False)
     print_data_parallel(report.scaling, report.per_device, report.per_device_notes, report.wiring, console)
     print_parity_table(report.parity, console)
     print_why(report.why, console)

@@ -65,7 +65,8 @@ class Replayer(Pausable):
         self.warnings: list[str] = []
         self.meta = self.folder.read_meta(self.warnings)
         self.plan = self.folder.read_plan(self.meta)  # the same checks as loading
-        self.model = SessionModel(self.plan)
+        host = self.meta.get("host")
+        self.model = SessionModel(self.plan, host=host if isinstance(host, dict) else None)
         self.speed = speed
         self.listener = listener
         self.max_gap = max_gap
