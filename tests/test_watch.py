@@ -349,6 +349,8 @@ def test_a_command_that_crashes_before_any_hook_says_its_last_stderr_line(
     said = "ModuleNotFoundError: No module named 'mynets_not_here'"
     assert end["reason"] == f"exited with code 1: {said}", end
     assert f"exited with code 1: {said}" in " ".join(result.stderr.split())
+    # it crashed before it could reach a hook: nothing suggests it does not use them
+    assert "timing hooks" not in result.stderr and "ended before it sent a batch" in result.stderr
 
 
 # -- Ctrl+C ------------------------------------------------------------------------------------------------

@@ -71,6 +71,10 @@ NO_TIMINGS = (
     "or KerasTimer); the session holds its telemetry only"
 )
 NO_COMMAND = "no timings: no command was watched; the session holds telemetry only"
+#: ... and when the command failed before it could reach a hook: its own error (the reason) says why.
+NO_TIMINGS_FAILED = (
+    "no timings: the command ended before it sent a batch or an epoch; the session holds its telemetry only"
+)
 
 
 class SessionModel:
@@ -493,7 +497,12 @@ class SessionModel:
             # The batch the hooks said (None: unknown, never the catalog's placeholder).
             row["batch_size"] = row["global_batch"] = self.plan.batch_sizes.get(model)
             if runs and all(r.finished and not (r.batch_seconds or r.epoch_times) for r in runs):
-                said = NO_TIMINGS if self.plan.watch.get("command") else NO_COMMAND
+                failed = all(r.status is RunStatus.FAILED for r in runs)
+                said = (
+                    (NO_TIMINGS_FAILED if failed else NO_TIMINGS)
+                    if self.plan.watch.get("command")
+                    else NO_COMMAND
+                )
                 row["reason"] = f"{row['reason']}; {said}" if row.get("reason") else said
                 row["warnings"] = []  # no times: nothing for contention or sharing to cast doubt on
         row["run_ids"] = [r.spec.run_id for r in runs]
