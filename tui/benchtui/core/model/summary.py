@@ -968,37 +968,3 @@ def per_flop_verdict(
         "flops_per_sample": {base_fw: flops_base, fw: flops_other},
         "text": text,
     }
-
-
-#: Runs whose length says how long the next run of their kind takes (a stopped or skipped one does not).
-TIMED = (RunStatus.OK, RunStatus.FAILED)
-
-
-def plan_eta(model: SessionModel, now: float | None) -> tuple[float, int] | None:
-    """The seconds the plan has left, and how many runs to come it could not estimate; None before any
-    run has finished.
-
-    A run to come takes as long as the finished runs of its framework, model and device count took
-    on average; the run going on, that less the time it has run so far (``now``, on the events' clock).
-    """
-    took: dict[tuple[str, str, int], list[float]] = {}
-    for run in model.runs.values():
-        if run.status in TIMED and run.started_t is not None and run.ended_t is not None:
-            took.setdefault((run.spec.framework, run.spec.model, run.spec.devices), []).append(
-                max(run.ended_t - run.started_t, 0.0)
-            )
-    if not took:
-        return None
-    left, unknown = 0.0, 0
-    for run in model.runs.values():
-        if run.finished:
-            continue
-        times = took.get((run.spec.framework, run.spec.model, run.spec.devices))
-        if not times:
-            unknown += 1
-            continue
-        expected = sum(times) / len(times)
-        if run.started_t is not None and now is not None:
-            expected = max(expected - (now - run.started_t), 0.0)
-        left += expected
-    return left, unknown
