@@ -628,7 +628,8 @@ ONE_ITERATOR = (
     "(keras/src/trainers/epoch_iterator.py, steps_per_epoch None) and drops the last one there; "
     "TensorFlow then waits, idle, for the dropped iterator's autotuning thread to wake from its "
     "timed sleep (tf.data's model::Model::OptimizeLoop, whose period doubles from 10 ms to 60 s): "
-    "0 to 5 s at the start of an epoch of about 5 s, depending on where its wake-ups fall. "
+    "from nothing to nearly an epoch's length, depending on where its wake-ups fall (0.01 to 9 s "
+    "seen at the starts of 3 to 18 s epochs on 2 cores). "
     "benchtui gives fit the same pipeline (Keras's ArrayDataAdapter) repeated, with steps_per_epoch: "
     "one iterator for the whole run, no such stall"
 )
@@ -649,7 +650,7 @@ def unlike_default(config: RunConfig, backend: str, on_cpu: bool) -> str | None:
     if fed_once:
         parts.append(
             "one tf.data iterator for all epochs (a default model.fit(x, y) makes one per epoch and "
-            "can stall 0-5 s at an epoch's start)"
+            "can stall for seconds at an epoch's start)"
         )
     cores = usable_cores()
     if config.threads > 0 and config.threads != cores:
