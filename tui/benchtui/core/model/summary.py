@@ -497,9 +497,9 @@ class SessionModel:
             # The batch the hooks said (None: unknown, never the catalog's placeholder).
             row["batch_size"] = row["global_batch"] = self.plan.batch_sizes.get(model)
             if runs and all(r.finished and not (r.batch_seconds or r.epoch_times) for r in runs):
-                failed = all(r.status is RunStatus.FAILED for r in runs)
+                crashed = len(failed) == len(runs)  # it ended before it could reach a hook
                 said = (
-                    (NO_TIMINGS_FAILED if failed else NO_TIMINGS)
+                    (NO_TIMINGS_FAILED if crashed else NO_TIMINGS)
                     if self.plan.watch.get("command")
                     else NO_COMMAND
                 )
