@@ -125,6 +125,18 @@ def test_a_loaded_cpu_marks_the_verdict_and_claims_no_winner() -> None:
     assert "its verdict claims no winner" in load["message"] and "--threads N" in load["message"]
 
 
+def test_a_run_on_one_thread_is_not_told_to_use_fewer() -> None:
+    # The idle cores measured before the plan were 1 (or --threads 1): no smaller pool to give it.
+    model = _model({"torch": 1.4, "tensorflow": 1.4}, threads=1)
+    (load,) = [
+        w for w in model.row("torch", "resnet50")["warnings"] if w["kind"] == CautionKind.CPU_CONTENTION
+    ]
+    assert "used 1 thread" in load["message"] and load["message"].endswith(
+        "stop the other work and run again"
+    )
+    assert "--threads" not in load["message"]
+
+
 def test_both_sides_loaded_are_both_named() -> None:
     (verdict,) = _model({"torch": 1.6, "tensorflow": 0.9}).summary()["ratios"]
     assert verdict["unreliable"] == (

@@ -516,6 +516,9 @@ class SessionModel:
                 "stop the other work and watch the command again, its thread pools (torch.set_num_threads, "
                 "OMP_NUM_THREADS, tf.config.threading) sized to the cores left idle"
             )
+        elif loaded.gpu or loaded.needed <= 1:
+            # One thread (the idle cores measured before the plan, or --threads 1): no smaller pool to give.
+            advice = "stop the other work and run again"
         else:
             advice = (
                 "stop the other work and run again, or give every framework only the idle cores (--threads N)"
