@@ -654,7 +654,9 @@ def unlike_default(config: RunConfig, backend: str, on_cpu: bool) -> str | None:
         )
     cores = usable_cores()
     if config.threads > 0 and config.threads != cores:
-        parts.append(f"{config.threads} op thread(s) (default: {cores}, one per core)")
+        parts.append(
+            f"{config.threads} op thread{'s' if config.threads != 1 else ''} (default: {cores}, one per core)"
+        )
     return "unlike a default TensorFlow: " + "; ".join(parts) if parts else None
 
 
