@@ -34,26 +34,10 @@ QUIT_WAIT_S = 15.0  # the engine needs ~3 s (SIGTERM grace) + the SIGKILL; this 
 def probe_gpus(use_nvml: bool = True) -> GpuProbe:
     """NVIDIA GPUs by NVML only: importing a framework to ask would take seconds. The plan screen then
     measures the idle cores (``measure_idle``)."""
-    if not use_nvml:
-        return GpuProbe((), "NVML not used", measure_idle=True)
-    from benchtui.core.running.sampler import load_nvml
+    from benchtui.core.running.sampler import find_gpus  # the one probe: the CLI's default plan uses it too
 
-    nvml, status = load_nvml()
-    if nvml is None:
-        return GpuProbe((), status, measure_idle=True)
-    names = []
-    try:
-        for i in range(nvml.nvmlDeviceGetCount()):
-            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i))
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-    except Exception:  # noqa: BLE001 - a GPU NVML cannot name is still a GPU
-        names = names or ["GPU"]
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
-    return GpuProbe(tuple(names), status, measure_idle=True)
+    names, status = find_gpus(use_nvml)
+    return GpuProbe(names, status, measure_idle=True)
 
 
 class BenchApp(App[int]):

@@ -21,6 +21,7 @@ from textual.widgets.option_list import OptionDoesNotExist
 from textual.widgets.selection_list import Selection
 
 from benchtui.core.plan.custom import check_sources, read_model_file
+from benchtui.core.plan.devices import default_preset
 from benchtui.core.plan.estimate import cpu_seconds, duration_words, preset_words
 from benchtui.core.plan.plan import ORDERS, PRESETS, Plan, PlanError, from_preset
 from benchtui_runners import catalog
@@ -377,7 +378,7 @@ class PlanScreen(Screen):
     def __init__(self, plan: Plan | None, probe: GpuProbe) -> None:
         super().__init__()
         self.probe = probe
-        default = "study" if probe.found else "quick"
+        default = default_preset(probe.found)  # the one decision: `benchtui run` with no plan makes it too
         self.initial = plan or from_preset(default)
         # The preset the form started from (chosen, or the plan's): the label returns to it when edits
         # bring the form back to its values.
