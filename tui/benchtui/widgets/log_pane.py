@@ -104,14 +104,34 @@ class RunLog(Log):
     def add_lines(self, lines: list[str]) -> None:
         """Show ``lines`` (already cleaned), wrapped to the pane's width."""
         self._kept.extend(lines)
+        if not self._wrapped_at and self._rewrap():  # laid out since: the kept lines, these too, are wrapped
+            return
         self.write_lines(wrap(lines, self._wrapped_at))
 
-    def on_resize(self) -> None:
+    def _rewrap(self) -> bool:
+        """Wrap the kept lines again when the pane's width is known and differs from theirs; whether it did.
+
+        A Resize can come before the layout gives the pane its width (a pane shown with ``l`` in a
+        finished replay): the lines written then are wrapped here, on the next lines or once refreshed."""
         width = self._wrap_width()
-        if width and width != self._wrapped_at:
-            self._wrapped_at = width
-            self.clear()
-            self.write_lines(wrap(list(self._kept), width))
+        if not width or width == self._wrapped_at:
+            return False
+        # At the end before (or never laid out): at the end after. clear() leaves the old offset, which the
+        # Log's own follow would read as "scrolled up"; the end is known only after the next layout.
+        at_end = not self._wrapped_at or self.is_vertical_scroll_end
+        self._wrapped_at = width
+        self.clear()
+        self.write_lines(wrap(list(self._kept), width), scroll_end=False)
+        if at_end and self.auto_scroll:
+            self.scroll_end(animate=False, x_axis=False)
+        return True
+
+    def on_resize(self) -> None:
+        self._rewrap()
+        self.call_after_refresh(self._rewrap)  # and once the layout has settled
+
+    def on_show(self) -> None:
+        self.call_after_refresh(self._rewrap)
 
     @property
     def caught_up(self) -> bool:
