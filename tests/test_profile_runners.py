@@ -314,9 +314,10 @@ def test_a_real_profile_adds_up_to_the_measured_step(framework: str, tmp_path: P
     assert sum(p["categories"].values()) == pytest.approx(p["traced_step_s"], rel=1e-6)
     assert p["traced_step_s"] == pytest.approx(p["step_s"], rel=0.05)
     assert p["busy_s"] + p["idle_s"] == pytest.approx(p["traced_step_s"], rel=1e-6)
-    # The profiled steps are the timed steps' work: within ±50% of the timed steady step (the
-    # profiler's own cost, and a shared 2-core machine; the reports state each side's overhead).
-    assert 0.5 < p["step_s"] / _steady_step_s(events) < 1.5
+    # The profiled steps are the timed steps' work, not a build or an evaluation: within a factor of 3 of
+    # the timed steady step. Not a speed check (those live in benchmarks/): the profiler's own cost on a
+    # shared 2-core machine took Keras/JAX's profiled step to 1.91x its timed one in a full CI run (issue 30).
+    assert 1 / 3 < p["step_s"] / _steady_step_s(events) < 3
     # A ResNet's step is mostly convolutions, and some of it is the optimizer's or the XLA fusions'.
     assert p["categories"]["conv"] > 0.2 * p["traced_step_s"]
     assert p["top"] and all(t["category"] in CATEGORIES for t in p["top"])
