@@ -443,7 +443,7 @@ def verdict_style(verdict: report_model.Verdict) -> str:
         return "yellow"
     if verdict.kind == "alone":
         return ""
-    return "bold" if verdict.significant and not getattr(verdict, "about_same", False) else "dim"
+    return "bold" if verdict.significant and not verdict.about_same else "dim"
 
 
 def print_answer(answer: Answer, console: Console) -> None:
@@ -588,12 +588,10 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     console.print(comparison_table(cmp))
     for side, loaded, verdicts in (("A", cmp.a, cmp.verdicts_a), ("B", cmp.b, cmp.verdicts_b)):
         for r in verdicts:  # each session's own verdict, as show and every export print it
-            if r.get("unreliable"):
-                style = "yellow"  # its mark: no winner, the machine may have decided it
-            elif r.get("significant") is False or r.get("about_same"):
-                style = "dim"
-            else:
-                style = "bold"
+            mark = report_model.ratio_mark(r)  # unreliable: no winner, the machine may have decided it
+            style = {"unreliable": "yellow", "about_same": "dim"}.get(mark) or (
+                "dim" if r.get("significant") is False else "bold"
+            )
             console.print(
                 Text.assemble(
                     fmt.clean(f"{side} {loaded.path.name} · {model_label(r['model'])}: "),
