@@ -1,21 +1,16 @@
-"""Shared fixtures: tiny plans, CLI invocation in a real subprocess, event-file readers."""
+"""Fixtures and hooks, and the test run's environment (set once, here). No test imports this file:
+the helpers the tests import are in support.py (``from support import ...``)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from benchtui.core.running.launcher import collect_events, config_args, start_runner
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # Per-framework environments (benchtui envs) of the machine running the tests would replace
 # this Python in every run: the tests use the one they were started with.
 os.environ["BENCHTUI_ENVS"] = str(ROOT / ".pytest_cache" / "no-framework-envs")
@@ -27,62 +22,6 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-cache-")
 # A command that names no sessions folder, started where there is no ./sessions, writes to the user's
 # data folder (session.user_sessions_dir): the tests' go to one of their own, never the user's.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-data-")
-
-# The smallest plan that still exercises everything: two epochs (first + rest), 2 batches each. One
-# thread: two test workers share two cores, and oversubscribed thread pools slow PyTorch down tenfold.
-TINY = (
-    "--models resnet50 --image-size 32 --samples 16 --batch-size 8 --epochs 2 --runs 1 --device cpu"
-    " --threads 1"
-).split()
-# A real headless run whose one cell is unavailable (no PNASNet in Keras): no framework starts.
-UNAVAILABLE_RUN = (
-    "run --headless --frameworks tensorflow --models pnasnet_large --image-size 64 --samples 8 --batch-size 4"
-    " --epochs 1 --runs 1 --device cpu --no-nvml"
-).split()
-
-
-def benchtui(
-    *args: str, timeout: float = 600, env: dict[str, str] | None = None, cwd: Path = ROOT
-) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a fresh process, as a user would."""
-    return subprocess.run(
-        [sys.executable, "-m", "benchtui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def run_runner(config: dict[str, Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """One real runner process started by the launcher, as the engine starts it; its events.
-    A run without a ``done`` event prints the end of the runner's log."""
-
-    async def go() -> list[dict[str, Any]]:
-        with tempfile.TemporaryFile() as log:
-            proc = await start_runner(sys.executable, config_args(config), log, env_extra=env)
-            try:
-                events = await collect_events(proc)
-            finally:
-                proc.close()
-            if not any(e["type"] == "done" for e in events):
-                log.seek(0)
-                print(log.read().decode(errors="replace")[-3000:])
-            return events
-
-    return asyncio.run(go())
-
-
-def read_events(session: Path) -> list[dict]:
-    return [json.loads(line) for line in (session / "events.jsonl").read_text().splitlines()]
-
-
-def only_session(root: Path) -> Path:
-    folders = [p for p in root.iterdir() if p.is_dir()]
-    assert len(folders) == 1, folders
-    return folders[0]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 from benchtui.core.plan.custom import check_sources, from_flags, read_model_file
 from benchtui.core.plan.plan import Plan, PlanError
 from benchtui_runners import catalog
-from conftest import benchtui, only_session, read_events, run_runner
+from support import benchtui, only_session, read_events, run_runner
 
 CNN = '''
 """The same small CNN in PyTorch and Keras: 3x3 convolutions of 8 and 16 channels, pooled, dense."""

@@ -21,7 +21,8 @@ from typing import Any
 
 import psutil
 import pytest
-from tests.conftest import ROOT, benchtui, only_session, read_events
+
+from support import ROOT, benchtui, only_session, read_events
 
 SMALL = "--models resnet50 --image-size 32 --batch-size 4 --device cpu --no-nvml --threads 1".split()
 

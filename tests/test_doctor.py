@@ -25,7 +25,7 @@ from benchtui.commands.setup import _age, cmd_doctor
 from benchtui.core.running import doctor
 from benchtui.core.running.sampler import Sampler
 from benchtui_runners import catalog
-from conftest import ROOT
+from support import ROOT
 from test_sampler import FakeNVML
 
 FRAMEWORKS = list(catalog.FRAMEWORKS)

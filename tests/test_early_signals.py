@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from benchtui.core.store.session import list_sessions, load_session
-from conftest import benchtui
+from support import benchtui
 from test_faults import hostile_python
 
 __all__ = ["hostile_python"]  # the fixture, imported for pytest

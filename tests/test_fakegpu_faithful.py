@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from benchtui.core.running.launcher import EXTRA_PATH_ENV
-from conftest import run_runner
+from support import run_runner
 
 FAKEGPU = Path(__file__).resolve().parent / "fakegpu"
 H100 = "NVIDIA H100 80GB HBM3"

@@ -22,7 +22,7 @@ from benchtui.core.plan.plan import Plan
 from benchtui.core.running.launcher import LOG_CAP_BYTES, LOG_TAIL_BYTES
 from benchtui.core.running.session_run import start_session
 from benchtui.core.store.session import list_sessions, load_session
-from conftest import benchtui, only_session
+from support import benchtui, only_session
 
 HOSTILE = Path(__file__).parent / "data" / "hostile_runner.py"
 

@@ -26,8 +26,8 @@ from benchtui.core.reporting.terminal import print_summary
 from benchtui.core.store.session import load_session
 from benchtui_runners.flops import emit_flops
 from benchtui_runners.protocol import EventWriter
-from conftest import ROOT, benchtui, only_session, read_events
 from sessionfactory import make_session
+from support import ROOT, benchtui, only_session, read_events
 
 H100 = {"type": "cuda", "index": 0, "name": "NVIDIA H100 80GB HBM3"}
 CPU = {"type": "cpu", "name": "x86_64"}

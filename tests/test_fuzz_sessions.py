@@ -43,7 +43,7 @@ from benchtui.core.store.session import (
     SessionError,
     load_session,
 )
-from conftest import ROOT, benchtui, only_session
+from support import ROOT, benchtui, only_session
 
 HOSTILE = Path(__file__).parent / "data" / "hostile_runner.py"
 MEASURED = ("mean_epoch_s", "first_epoch_s", "mean_epoch_excl_first_s", "images_per_s")

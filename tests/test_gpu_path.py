@@ -27,8 +27,8 @@ from benchtui.core.running.launcher import EXTRA_PATH_ENV
 from benchtui.core.running.sampler import Sampler
 from benchtui.core.store.session import SessionWriter, list_sessions, load_session
 from benchtui_runners.config import RunConfig, is_oom, xla_flags
-from conftest import run_runner
 from sessionfactory import make_session
+from support import run_runner
 from test_sampler import FakeNVML
 
 FAKEGPU = str(Path(__file__).resolve().parent / "fakegpu")

@@ -286,7 +286,7 @@ def test_the_sessions_screen_lists_and_summarises_beside_fifos(tmp_path: Path) -
         BAD_FOLDERS[name](session(root, name, runs=1, epochs=1, steps=2, meta_extra={"placement": PLACEMENT}))
     import subprocess
 
-    from conftest import ROOT
+    from support import ROOT
 
     proc = subprocess.run(
         [sys.executable, "-c", _APP, str(root)],

@@ -24,7 +24,7 @@ from benchtui.core.running import engine as engine_module
 from benchtui.core.running.session_run import start_session
 from benchtui.core.store.session import list_sessions, load_session
 from benchtui.core.wire.events import Malformed, parse_line
-from conftest import ROOT, benchtui, only_session
+from support import ROOT, benchtui, only_session
 from test_faults import assert_readable, figures, hostile_python, run_hostile, strict_json
 
 __all__ = ["hostile_python"]  # the fixture, imported for pytest

@@ -27,8 +27,8 @@ from benchtui.core.reporting.markdown import md_escape, table_lines
 from benchtui.core.reporting.model import Table, build_report
 from benchtui.core.store.session import load_session
 from benchtui.widgets.log_pane import RunLog, open_log, shown_lines
-from conftest import UNAVAILABLE_RUN, benchtui
 from sessionfactory import make_session
+from support import UNAVAILABLE_RUN, benchtui
 
 #: What must never reach a terminal from a session: C0 controls but newline, DEL, C1, bidi overrides.
 UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

@@ -28,8 +28,8 @@ from benchtui.core.running.engine import Engine
 from benchtui.core.store import session as session_store
 from benchtui.core.store.session import SessionError, SessionWriter
 from benchtui_runners import catalog
-from conftest import TINY, benchtui, only_session, read_events
 from sessionfactory import make_session
+from support import TINY, benchtui, only_session, read_events
 
 
 # -- the quick preset's duration comes from the idle cores ---------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 
 from benchtui.core.plan import envs
 from benchtui_runners import catalog
-from conftest import ROOT
+from support import ROOT
 
 
 # -- what a package is built for, from its name and version ---------------------------------------

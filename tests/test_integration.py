@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import TINY, benchtui, only_session, read_events
 
 from benchtui.core.plan.plan import Plan
 from benchtui.core.running.engine import Engine
 from benchtui.core.running.launcher import LocalLauncher
 from benchtui.core.store.session import SessionWriter, load_session
+from support import TINY, benchtui, only_session, read_events
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent

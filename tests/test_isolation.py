@@ -19,7 +19,7 @@ import pytest
 from benchtui.core.provenance import RUNNER_PACKAGE
 from benchtui.core.running import launcher
 from benchtui.core.running.launcher import collect_events, runner_root, start_runner
-from conftest import TINY, only_session, read_events
+from support import TINY, only_session, read_events
 
 #: A package that, when imported, leaves a mark: it stands for the parent's torch, or a hijacker.
 MARKING = "import pathlib\npathlib.Path({mark!r}).write_text({name!r})\n"

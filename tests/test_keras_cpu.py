@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from benchtui.core.wire.events import check_event
-from conftest import run_runner
+from support import run_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 

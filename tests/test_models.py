@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.conftest import benchtui, only_session, read_events
 
 from benchtui_runners import catalog
+from support import benchtui, only_session, read_events
 
 pytestmark = pytest.mark.slow
 SIZE = max(

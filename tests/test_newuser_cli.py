@@ -19,8 +19,8 @@ from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.terminal import print_comparison
 from benchtui.core.running.engine import Engine
 from benchtui.core.store.session import SessionWriter, load_session
-from conftest import benchtui, read_events
 from sessionfactory import make_session
+from support import benchtui, read_events
 
 
 def _one_error(err: str, *words: str) -> None:

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from benchtui.core import fmt
-from conftest import ROOT, UNAVAILABLE_RUN
 from sessionfactory import make_session
+from support import ROOT, UNAVAILABLE_RUN
 
 #: What a shell reports for a command its reader left: killed by SIGPIPE.
 BROKEN_PIPE = 128 + signal.SIGPIPE

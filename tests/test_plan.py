@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import benchtui
 
 from benchtui.core.plan.plan import Plan, PlanError, from_preset, run_order
 from benchtui_runners import catalog
+from support import benchtui
 
 
 def test_defaults_are_the_study_protocol_with_study_batch_sizes() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import benchtui
+from support import benchtui
 
 #: Sources Python's parser fails on with MemoryError or RecursionError (not SyntaxError).
 TOO_DEEP = {

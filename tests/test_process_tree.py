@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import benchtui, only_session
+from support import benchtui, only_session
 
 HOSTILE = Path(__file__).parent / "data" / "hostile_runner.py"
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import benchtui
 
 from benchtui.core.plan.plan import PROFILE_STEPS, TRACE_CAP_MB, Plan, PlanError
 from benchtui.core.running import counting
 from benchtui.core.running.engine import Engine
 from benchtui.core.store.session import SessionFolder, SessionWriter, load_session
+from support import benchtui
 from test_integration import FakeLauncher
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import run_runner
 
 from benchtui_runners.profiling import (
     CATEGORIES,
@@ -28,6 +27,7 @@ from benchtui_runners.profiling import (
     reduce_spans,
     short_name,
 )
+from support import run_runner
 
 
 # -- categories ------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from benchtui.core.reporting.files import export_session
 from benchtui.core.reporting.model import STUDY_COLUMNS, Report, build_report, cell_text
 from benchtui.core.reporting.registry import WRITERS, Writer
 from benchtui.core.store.session import LoadedSession, load_session
-from conftest import UNAVAILABLE_RUN, benchtui
 from sessionfactory import make_session
+from support import UNAVAILABLE_RUN, benchtui
 
 OOM = "CUDA out of memory"
 

@@ -28,8 +28,8 @@ from benchtui.core.reporting import csvfile, htmlreport, markdown, terminal
 from benchtui.core.reporting.model import Report, build_report, milliseconds, scaling_views
 from benchtui.core.reporting.plots import FRAMEWORK_COLORS, value_label
 from benchtui.core.store.session import load_session
-from conftest import benchtui
 from sessionfactory import make_session, read_events
+from support import benchtui
 
 FRAMEWORKS = ("torch", "tensorflow")
 LABELS = {"torch": "PyTorch", "tensorflow": "tf.keras"}

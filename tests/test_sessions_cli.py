@@ -11,8 +11,8 @@ import pytest
 from benchtui.cli import main
 from benchtui.core.plan.plan import Plan
 from benchtui.core.store.session import SessionWriter, list_sessions, load_session, resolve_session, slugify
-from conftest import UNAVAILABLE_RUN, benchtui
 from sessionfactory import cut_off, make_session
+from support import UNAVAILABLE_RUN, benchtui
 
 REPO = Path(__file__).resolve().parents[1]
 

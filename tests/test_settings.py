@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOT, benchtui, only_session, read_events
+
+from support import ROOT, benchtui, only_session, read_events
 
 # One process per framework applies every precision in turn (the framework is imported once:
 # a fresh process per case cost the fast suite a minute and a half). TF32 comes before fp32, so

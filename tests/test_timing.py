@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchtui_runners.timing import StepClock, next_window
-from conftest import run_runner
+from support import run_runner
 
 
 class Writer:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import benchtui, only_session, read_events
 
 from benchtui.core.model.summary import CONTENTION_SLACK_CORES, SessionModel
 from benchtui.core.store.session import load_session
+from support import benchtui, only_session, read_events
 
 pytestmark = pytest.mark.slow
 

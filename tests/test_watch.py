@@ -28,7 +28,7 @@ from benchtui.core.reporting.model import wording
 from benchtui.core.running.launcher import INHERITED_HOOK_ENV, command_env, runner_root
 from benchtui.core.store.session import SessionError, load_session
 from benchtui_runners import catalog
-from conftest import ROOT, benchtui, only_session, read_events
+from support import ROOT, benchtui, only_session, read_events
 from test_ui_live import alive
 
 TORCH_SCRIPT = """

@@ -31,8 +31,8 @@ from benchtui.core.reporting.model import Report, build_report
 from benchtui.core.reporting.plots import CATEGORY_COLORS
 from benchtui.core.store.session import SessionFolder, load_session
 from benchtui.core.wire.events import Malformed, check_event, parse_line
-from conftest import benchtui
 from sessionfactory import PROFILE_SHARES, make_session, read_events
+from support import benchtui
 
 FRAMEWORKS = ("torch", "tensorflow")
 LABELS = {"torch": "PyTorch", "tensorflow": "tf.keras"}

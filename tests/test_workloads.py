@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.conftest import benchtui, only_session, read_events, run_runner
 
 from benchtui.core.plan.plan import Plan
+from support import benchtui, only_session, read_events, run_runner
 
 pytestmark = pytest.mark.slow
 

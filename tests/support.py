@@ -1,0 +1,74 @@
+"""Helpers the tests import (``from support import ...``): the CLI in a real subprocess, one real
+runner, event-file readers, the tiny plans. A plain module, imported once under one name; the
+fixtures and hooks stay in conftest.py, which pytest loads itself and no test imports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchtui.core.running.launcher import collect_events, config_args, start_runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The smallest plan that still exercises everything: two epochs (first + rest), 2 batches each. One
+# thread: two test workers share two cores, and oversubscribed thread pools slow PyTorch down tenfold.
+TINY = (
+    "--models resnet50 --image-size 32 --samples 16 --batch-size 8 --epochs 2 --runs 1 --device cpu"
+    " --threads 1"
+).split()
+# A real headless run whose one cell is unavailable (no PNASNet in Keras): no framework starts.
+UNAVAILABLE_RUN = (
+    "run --headless --frameworks tensorflow --models pnasnet_large --image-size 64 --samples 8 --batch-size 4"
+    " --epochs 1 --runs 1 --device cpu --no-nvml"
+).split()
+
+
+def benchtui(
+    *args: str, timeout: float = 600, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a fresh process, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchtui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def run_runner(config: dict[str, Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One real runner process started by the launcher, as the engine starts it; its events.
+    A run without a ``done`` event prints the end of the runner's log."""
+
+    async def go() -> list[dict[str, Any]]:
+        with tempfile.TemporaryFile() as log:
+            proc = await start_runner(sys.executable, config_args(config), log, env_extra=env)
+            try:
+                events = await collect_events(proc)
+            finally:
+                proc.close()
+            if not any(e["type"] == "done" for e in events):
+                log.seek(0)
+                print(log.read().decode(errors="replace")[-3000:])
+            return events
+
+    return asyncio.run(go())
+
+
+def read_events(session: Path) -> list[dict]:
+    return [json.loads(line) for line in (session / "events.jsonl").read_text().splitlines()]
+
+
+def only_session(root: Path) -> Path:
+    folders = [p for p in root.iterdir() if p.is_dir()]
+    assert len(folders) == 1, folders
+    return folders[0]
