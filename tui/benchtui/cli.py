@@ -1,8 +1,9 @@
 """The ``benchtui`` command line: one vocabulary for the app, headless runs and the docs.
 
 The parser and a lazy dispatch into ``benchtui.commands``: only argparse, the commands
-package's exit codes and the export-format registry (standard library only) are imported
-up front, so ``benchtui --help`` answers at once; each command imports what it needs when it runs.
+package's exit codes, the export-format registry and the plan options (``core.plan.options``, where
+each plan flag is declared once) are imported up front, so ``benchtui --help`` answers at once; each
+command imports what it needs when it runs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from benchtui.commands import EXIT_BAD_INPUT, EXIT_OK, BadInput, say
 from benchtui.core.fmt import FALLBACK, FALLBACK_KEEPING_BYTES, OutputError
+from benchtui.core.plan.options import SESSIONS_DEFAULT, add_plan_args, csv_list
 from benchtui.core.reporting.registry import WRITERS
 
 if TYPE_CHECKING:
@@ -28,213 +30,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # One clear line, not usage + error.
         raise BadInput(message)
-
-
-#: Where sessions go when no --sessions-dir names a folder (session.sessions_dir), as the help says it.
-SESSIONS_DEFAULT = (
-    "(default: $BENCHTUI_SESSIONS_DIR, else ./sessions where it exists, else the user's data folder)"
-)
-
-
-def _csv(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _stall(text: str) -> float:
-    if text in ("auto", "off"):
-        return 0.0 if text == "auto" else -1.0
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be auto, off or seconds, got {text!r}") from None
-
-
-def _devices(text: str) -> tuple[int, list[int]]:
-    """``--devices 4`` (a count) or ``--devices 0,2`` (GPUs by NVML index): (count, indices)."""
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        numbers = [int(p) for p in parts if p]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a count or a list of GPU indices, got {text!r}") from None
-    if not numbers:
-        raise argparse.ArgumentTypeError(f"a count or a list of GPU indices, got {text!r}")
-    if len(parts) == 1:
-        return numbers[0], []
-    return len(numbers), numbers
-
-
-def _add_plan_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group(
-        "plan (defaults: the study's protocol; with no PLAN and no flag that shapes one, the quick preset "
-        "where the runs go to the CPU)"
-    )
-    g.add_argument("--preset", help="start from a preset: study, quick, modern, modern-cpu")
-    g.add_argument("--frameworks", type=_csv, help="comma-separated: torch,tensorflow,keras-jax,keras-torch")
-    g.add_argument(
-        "--models", type=_csv, help="comma-separated model ids, or groups of them: study, modern, all"
-    )
-    g.add_argument(
-        "--model-file",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="your own model: a TOML (or .json) file naming its builder per framework, its input, and "
-        "optionally its loss and optimizer (see the README); repeatable",
-    )
-    g.add_argument(
-        "--model-def",
-        action="append",
-        default=[],
-        metavar="FRAMEWORK=MODULE:FUNCTION",
-        help="your own model's builder for a framework (torch, tensorflow, keras-jax, keras-torch, or keras "
-        "for every Keras backend): FUNCTION(input_shape, num_classes) returns the model; repeatable",
-    )
-    g.add_argument(
-        "--model-name", metavar="NAME", help="--model-def: the model's name (default: its module's)"
-    )
-    g.add_argument(
-        "--model-input",
-        metavar="image|tokens:VOCAB:SEQ_LEN|tensor:D1xD2...",
-        help="--model-def: what the model takes: images of --image-size (default), token ids, or float "
-        "tensors of one sample's shape",
-    )
-    g.add_argument(
-        "--task",
-        metavar="train|inference",
-        help="train (default): training steps; inference: forward only, eval mode, no gradients, "
-        "every batch timed (--timing step unless given)",
-    )
-    g.add_argument("--image-size", type=int, metavar="N")
-    g.add_argument(
-        "--seq-len",
-        type=int,
-        metavar="N",
-        help="token models (GPT-2): tokens per sample (default: the model's context)",
-    )
-    g.add_argument("--samples", type=int, metavar="N")
-    g.add_argument(
-        "--batch-size",
-        metavar="N|auto|MODEL=N,...",
-        help="one size for all, per model, or auto: the largest that fits (probed in fresh processes)",
-    )
-    g.add_argument(
-        "--batch-policy", help="auto: min (the smallest across frameworks, default) or per-framework"
-    )
-    g.add_argument("--max-batch-size", type=int, metavar="N", help="auto: never probe above N")
-    g.add_argument("--epochs", type=int, metavar="N")
-    g.add_argument("--runs", type=int, metavar="N")
-    g.add_argument("--device", help="auto, cpu, cuda or cuda:N (default auto)")
-    g.add_argument(
-        "--devices",
-        type=_devices,
-        metavar="N|I,J,...",
-        help="data parallel on N devices (GPUs, or CPU replicas), or on the GPUs listed by NVML index: "
-        "torchrun + DDP, tf.distribute.MirroredStrategy, keras.distribution.DataParallel",
-    )
-    g.add_argument(
-        "--scaling",
-        action="store_true",
-        default=None,
-        help="also run 1, 2, 4 ... devices up to --devices: throughput and scaling efficiency per count",
-    )
-    g.add_argument(
-        "--global-batch",
-        type=int,
-        metavar="N",
-        help="samples per step over all devices (strong scaling); default: --batch-size is per device",
-    )
-    g.add_argument("--data", help="device: synthetic tensors made on the device; host: a NumPy array")
-    g.add_argument("--precision", help="fp32, tf32, amp-fp16, amp-bf16 (default fp32)")
-    g.add_argument(
-        "--compile",
-        nargs="?",
-        const="on",
-        metavar="default|on|off",
-        help="default: each framework's own (Keras jit_compile='auto': XLA on a GPU; PyTorch eager); "
-        "on (bare --compile): XLA / torch.compile everywhere; off: none anywhere",
-    )
-    g.add_argument(
-        "--timing",
-        metavar="window|step",
-        help="window (default): one device sync per ~0.3 s of steps; step: a sync after every step, "
-        "on every framework",
-    )
-    g.add_argument(
-        "--optimizer", metavar="sgd|adam", help="sgd (default, lr 0.01, momentum 0.9) or adam (lr 1e-4)"
-    )
-    g.add_argument("--learning-rate", type=float, metavar="LR", help="the optimizer's learning rate")
-    g.add_argument(
-        "--head",
-        metavar="softmax|sigmoid",
-        help="softmax over --num-classes (default), or one sigmoid output with binary cross-entropy (the study's)",
-    )
-    g.add_argument(
-        "--shuffle",
-        action="store_true",
-        default=None,
-        help="host data: a new order every epoch (the study's)",
-    )
-    g.add_argument(
-        "--loader-workers",
-        type=int,
-        metavar="N",
-        help="PyTorch host data: DataLoader worker processes (default min(4, usable cores))",
-    )
-    g.add_argument("--no-cudnn-autotune", dest="cudnn_autotune", action="store_false", default=None)
-    g.add_argument("--channels-last", action="store_true", default=None, help="PyTorch NHWC memory format")
-    g.add_argument("--order", help="interleaved (default) or grouped")
-    g.add_argument("--num-classes", type=int, metavar="N")
-    g.add_argument("--name", help="a label for the session (its folder name is made safe from it)")
-    g.add_argument(
-        "--sessions-dir",
-        metavar="DIR",
-        help=f"where sessions are written {SESSIONS_DEFAULT}",
-    )
-    g.add_argument(
-        "--interval", type=float, metavar="SECONDS", help="GPU sampling period (default 0.5; 0.05 to 3600)"
-    )
-    g.add_argument(
-        "--stall-timeout",
-        type=_stall,
-        metavar="auto|off|SECONDS",
-        help="stop a runner that sends nothing for this long, as failed: stalled (auto, the default: 15 min "
-        "before its first step, then 50 times its longest window of steps, at least 2 min)",
-    )
-    g.add_argument(
-        "--threads",
-        type=int,
-        metavar="N",
-        help="CPU threads for every framework's ops (default on a CPU: the cores other processes left idle, "
-        "measured over 1 s before the plan, the same for every framework; on a GPU: each framework's own "
-        "choice)",
-    )
-    g.add_argument(
-        "--memory-limit",
-        dest="memory_limit_mb",
-        type=int,
-        metavar="MB",
-        help="cap each runner's address space (RLIMIT_AS): a smaller memory, on CPU",
-    )
-    g.add_argument(
-        "--python",
-        action="append",
-        default=[],
-        metavar="FRAMEWORK=INTERPRETER",
-        help="run a framework's runners with another Python (repeatable)",
-    )
-    g.add_argument(
-        "--profile",
-        action="store_true",
-        default=None,
-        help="after each run's timed epochs, capture a few steps with the framework's own profiler: where "
-        "step time goes (raw traces in the session's traces/ folder; batch-size probes are never profiled)",
-    )
-    g.add_argument(
-        "--profile-steps",
-        type=int,
-        metavar="N",
-        help="--profile: steps captured per run (default 5; 1 to 50)",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -264,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PLAN",
         help="a preset to start from: study, quick, modern, modern-cpu (as --preset)",
     )
-    _add_plan_args(run)
+    add_plan_args(run)
     run.add_argument("--headless", action="store_true", help="no app: Rich progress, table on stdout")
     run.add_argument("--no-nvml", action="store_true", help=argparse.SUPPRESS)
 
@@ -310,8 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
         "parity",
         help="is each model the same network on every side? parameters and FLOPs counted by each framework",
     )
-    parity.add_argument("--models", type=_csv, help="model ids or groups: study, modern, all (default: all)")
-    parity.add_argument("--frameworks", type=_csv, help="default: torch,tensorflow")
+    parity.add_argument(
+        "--models", type=csv_list, help="model ids or groups: study, modern, all (default: all)"
+    )
+    parity.add_argument("--frameworks", type=csv_list, help="default: torch,tensorflow")
     parity.add_argument(
         "--model-file",
         action="append",

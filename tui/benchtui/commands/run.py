@@ -71,54 +71,12 @@ class EarlySignals:
             raise Interrupted(self.pending)
 
 
-def _csv(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-#: The flags that say what a plan measures: a command with none of them (and no preset) gets the default
-#: plan, as the app's plan screen does (``devices.default_preset``). The others (--device, --threads,
-#: --name, --sessions-dir, --python, --interval, --stall-timeout, --profile, --memory-limit) say where or
-#: how it runs and is recorded, and keep it.
-SHAPING_FLAGS = (
-    "frameworks",
-    "models",
-    "model_file",
-    "model_def",
-    "model_name",
-    "model_input",
-    "task",
-    "image_size",
-    "seq_len",
-    "samples",
-    "batch_size",
-    "batch_policy",
-    "max_batch_size",
-    "epochs",
-    "runs",
-    "devices",
-    "scaling",
-    "global_batch",
-    "data",
-    "precision",
-    "compile",
-    "timing",
-    "optimizer",
-    "learning_rate",
-    "head",
-    "shuffle",
-    "loader_workers",
-    "cudnn_autotune",
-    "channels_last",
-    "order",
-    "num_classes",
-)
-
-
 def chosen_preset(args: argparse.Namespace) -> str:
     """The preset a run starts from: PLAN or --preset, as named; with neither and no flag that shapes the
     plan, the default plan (quick where its runs go to the CPU, the study where a GPU takes them); '' when
     flags shape a plan of their own (the study's protocol, the help's "defaults")."""
     from benchtui.core.plan.devices import default_preset
+    from benchtui.core.plan.options import SHAPING, given
     from benchtui.core.plan.plan import PRESETS, PlanError, did_you_mean
 
     named = getattr(args, "plan", None)
@@ -133,7 +91,7 @@ def chosen_preset(args: argparse.Namespace) -> str:
         return str(named)
     if args.preset is not None:
         return str(args.preset)
-    if any(getattr(args, flag, None) not in (None, []) for flag in SHAPING_FLAGS):
+    if any(given(args, option) for option in SHAPING):
         return ""
     device = args.device or "auto"
     if device == "auto":
@@ -146,14 +104,13 @@ def chosen_preset(args: argparse.Namespace) -> str:
 
 def plan_from_args(args: argparse.Namespace) -> Any:
     """Build and validate a Plan from parsed flags (raises PlanError)."""
+    from benchtui.core.plan.options import COPIED, timing_for
     from benchtui.core.plan.plan import Plan, PlanError, from_preset, models_named
     from benchtui_runners import catalog
 
     preset = chosen_preset(args)
     plan = from_preset(preset) if preset else Plan()
     overrides: dict[str, Any] = {}
-    if args.frameworks is not None:
-        overrides["frameworks"] = args.frameworks
     own = own_models(args)
     if own:
         plan.custom_models = own  # registered by plan.validate()
@@ -163,45 +120,12 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         overrides["models"] = named + [n for n in names if n not in named]
     elif args.models is not None:
         overrides["models"] = models_named(args.models)
-    if args.task == "inference" and args.timing is None:
-        # Latency is the figure of inference: every batch waited for, on every framework.
-        overrides["timing"] = "step"
-    for name in (
-        "task",
-        "seq_len",
-        "image_size",
-        "samples",
-        "epochs",
-        "runs",
-        "device",
-        "data",
-        "precision",
-        "compile",
-        "timing",
-        "optimizer",
-        "learning_rate",
-        "head",
-        "shuffle",
-        "loader_workers",
-        "cudnn_autotune",
-        "channels_last",
-        "order",
-        "num_classes",
-        "name",
-        "interval",
-        "memory_limit_mb",
-        "batch_policy",
-        "max_batch_size",
-        "threads",
-        "stall_timeout",
-        "scaling",
-        "global_batch",
-        "profile",
-        "profile_steps",
-    ):
-        value = getattr(args, name)
+    for option in COPIED:  # every option that sets its plan field as given
+        value = getattr(args, option.name)
         if value is not None:
-            overrides[name] = value
+            overrides[option.field] = value
+    if args.timing is None and args.task is not None:  # --timing's default follows the task
+        overrides["timing"] = timing_for(args.task)
     if args.profile_steps is not None and not (args.profile or plan.profile):
         raise PlanError(
             f"--profile-steps {args.profile_steps} sets how many steps --profile captures: add --profile"
@@ -261,6 +185,8 @@ def own_models(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _batch_sizes(text: str, models: list[str], error: type[Exception]) -> dict[str, int]:
+    from benchtui.core.plan.options import csv_list
+
     try:
         if "=" not in text:
             size = int(text)
@@ -268,7 +194,7 @@ def _batch_sizes(text: str, models: list[str], error: type[Exception]) -> dict[s
                 raise error(f"--batch-size must be a positive whole number, got {size}")
             return {m: size for m in models}
         sizes = {}
-        for part in _csv(text):
+        for part in csv_list(text):
             model, _, value = part.partition("=")
             sizes[model.strip()] = int(value)
         return sizes

@@ -23,10 +23,10 @@ from textual.widgets.selection_list import Selection
 from benchtui.core.plan.custom import check_sources, read_model_file
 from benchtui.core.plan.devices import default_preset
 from benchtui.core.plan.estimate import cpu_seconds, duration_words, preset_words
-from benchtui.core.plan.plan import ORDERS, PRESETS, Plan, PlanError, from_preset
+from benchtui.core.plan.options import FORM_CHOICES, FORM_LABELS, FORM_NUMBERS, timing_for
+from benchtui.core.plan.plan import PRESETS, Plan, PlanError, from_preset
 from benchtui_runners import catalog
-from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, TASKS, usable_cores
-from benchtui_runners.timing import TIMINGS
+from benchtui_runners.config import usable_cores
 
 PRESET_HELP = {
     "study": "study: the 2019 scripts, 7 models, 299 px, 10,000 samples, 5 epochs, 3 runs, Adam, sigmoid head",
@@ -37,44 +37,11 @@ PRESET_HELP = {
     "64 tokens); a few minutes",
 }
 # Flags in PlanError messages, as the fields of this screen are labelled.
-FIELD_NAMES = {
-    "--image-size": "Image size",
-    "--seq-len": "Seq len",
-    "--task": "Task",
-    "--samples": "Samples",
-    "--epochs": "Epochs",
-    "--runs": "Runs",
-    "--num-classes": "Classes",
-    "--batch-size": "Batch size",
-    "--device": "Device",
-    "--data": "Data",
-    "--precision": "Precision",
-    "--threads": "Threads",
-    "--order": "Order",
-    "--compile": "Compile",
-    "--timing": "Timing",
-    "--optimizer": "Optimizer",
-    "--head": "Head",
-}
+FIELD_NAMES = FORM_LABELS
 #: The protocol's choices the form shows as drop-downs: plan field -> (label, choices).
-CHOICES = {
-    "task": ("Task", TASKS),
-    "precision": ("Precision", PRECISIONS),
-    "compile": ("Compile", COMPILE_MODES),
-    "timing": ("Timing", TIMINGS),
-    "optimizer": ("Optimizer", tuple(OPTIMIZERS)),
-    "head": ("Head", HEADS),
-    "order": ("Order", ORDERS),
-}
+CHOICES = FORM_CHOICES
 #: The protocol's counts the form shows as number fields: plan field -> label.
-NUMBERS = {
-    "image_size": "Image size",
-    "seq_len": "Seq len",
-    "samples": "Samples",
-    "epochs": "Epochs",
-    "runs": "Runs",
-    "threads": "Threads",
-}
+NUMBERS = FORM_NUMBERS
 #: The plan's fields this form edits. A plan is a preset's only while all of them, and every value the
 #: preset sets, are the preset's. Profiling is not among them: it runs after the timed epochs and
 #: changes nothing they measure.
@@ -561,9 +528,9 @@ class PlanScreen(Screen):
                 self._show_preset()
             return
         if event.select.id == "task":
-            # Latency is what inference is measured by: every batch waited for (on every framework).
+            # --timing's default follows the task (inference: every batch waited for, on every framework).
             with self.prevent(Select.Changed):
-                self.query_one("#timing", Select).value = "step" if event.value == "inference" else "window"
+                self.query_one("#timing", Select).value = timing_for(str(event.value))
         self._show_preset()
 
     def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:

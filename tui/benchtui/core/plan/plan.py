@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from benchtui.core.fmt import clean
+from benchtui.core.plan.options import CHOICES, LIMITS, POSITIVE, RUNNER_FIELDS
 from benchtui_runners import catalog
-from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, TASKS, RunConfig
-from benchtui_runners.timing import TIMINGS
+from benchtui_runners.config import OPTIMIZERS, RunConfig
 
 
 class PlanError(ValueError):
@@ -44,22 +44,6 @@ def did_you_mean(word: str, choices: Any, aliases: dict[str, str] | None = None)
 
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d{1,3})?)$")
-#: The largest value each count may take: beyond these a plan is a typo, not a benchmark (and
-#: --runs 999999999 would allocate the whole memory before anything ran).
-LIMITS: dict[str, tuple[str, int]] = {  # flag: (the plan's field, its largest value)
-    "--image-size": ("image_size", 4096),
-    "--seq-len": ("seq_len", 1 << 20),
-    "--samples": ("samples", 10**8),
-    "--epochs": ("epochs", 10_000),
-    "--runs": ("runs", 1000),
-    "--num-classes": ("num_classes", 10**6),
-    "--threads": ("threads", 4096),
-    "--loader-workers": ("loader_workers", 256),
-    "--memory-limit": ("memory_limit_mb", 2**24),  # MB: 16 TiB
-    "--max-batch-size": ("max_batch_size", 10**6),
-    "--devices": ("devices", 1024),
-    "--global-batch": ("global_batch", 10**8),
-}
 #: Most runs one plan may make (runs x frameworks x models x device counts): the study's is 42, all
 #: 4 frameworks x 21 models x 100 runs is 8,400; a session of more would take seconds to load.
 MAX_RUNS_IN_PLAN = 10_000
@@ -73,13 +57,11 @@ PROFILE_STEPS = 5
 #: A run's raw trace is kept in the session's traces/ folder up to this size (MB); a larger one is dropped.
 TRACE_CAP_MB = 200
 TRACE_CAP_MAX_MB = 1 << 20  # MB: 1 TiB, a typo beyond
-ORDERS = ("interleaved", "grouped")
 #: The one run of a ``benchtui watch`` session: no framework in its id (the command's hooks say which
 #: it is only once it runs), so its events match it whatever the framework becomes.
 WATCH_RUN = "001-watch"
 #: The longest a watched command's label (the run's model label in every view) gets before it is cut.
 WATCH_LABEL_MAX = 48
-DATA_PLACEMENTS = ("device", "host")
 
 
 def _whole(value: Any, lo: int, hi: int) -> bool:
@@ -254,37 +236,20 @@ class Plan:
         return plan
 
     def run_config(self, framework: str, model: str, run_id: str, devices: int = 0) -> RunConfig:
+        """The runner's configuration as the plan alone decides it: every option a runner takes as it is
+        (``options.RUNNER_FIELDS``), and what the plan works out per run. Where the run goes, and the CPU
+        threads a plan left to benchtui, are the resolved plan's (``Resolved.run_config``)."""
         devices = devices or self.devices
         return RunConfig(
             framework=framework,
             model=model,
-            image_size=self.image_size,
-            task=self.task,
-            seq_len=self.seq_len,
-            samples=self.samples,
+            run_id=run_id,
             batch_size=self.batch_size(model, framework, devices),
             replicas=devices,
-            epochs=self.epochs,
-            device=self.device,
-            data=self.data,
-            precision=self.precision,
-            compile=self.compile,
-            timing=self.timing,
-            optimizer=self.optimizer,
             learning_rate=self.lr,
-            head=self.head,
-            shuffle=self.shuffle,
-            loader_workers=self.loader_workers,
-            cudnn_autotune=self.cudnn_autotune,
-            channels_last=self.channels_last,
-            num_classes=self.num_classes,
-            run_id=run_id,
-            memory_limit_mb=self.memory_limit_mb,
-            threads=self.threads,
-            profile=self.profile,
-            profile_steps=self.profile_steps,
             trace_cap_mb=self.trace_cap_mb,
             model_def=self.model_def(model),
+            **{name: getattr(self, name) for name in RUNNER_FIELDS},
         )
 
     def _validate_devices(self) -> None:
@@ -372,17 +337,14 @@ class Plan:
                     f"choose from {', '.join(known)} "
                     f"(or {', '.join(catalog.MODEL_GROUPS)})"
                 )
-        if self.task not in TASKS:
-            raise PlanError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        for option in CHOICES:
+            value = getattr(self, option.field)
+            if value not in option.choices:
+                raise PlanError(f"{option.flag} must be {option.must_be()}, got {value!r}")
         if not isinstance(self.seq_len, int) or isinstance(self.seq_len, bool) or self.seq_len < 0:
             raise PlanError(f"--seq-len must be a positive whole number, got {self.seq_len!r}")
-        for label, value in (
-            ("--image-size", self.image_size),
-            ("--samples", self.samples),
-            ("--epochs", self.epochs),
-            ("--runs", self.runs),
-            ("--num-classes", self.num_classes),
-        ):
+        for label, name in POSITIVE:
+            value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise PlanError(f"{label} must be a positive whole number, got {value!r}")
         if not isinstance(self.threads, int) or self.threads < 0:
@@ -413,8 +375,6 @@ class Plan:
                 raise PlanError(f"--batch-size names unknown model {key!r}")
             if not isinstance(size, int) or size <= 0 or size > LIMITS["--samples"][1]:
                 raise PlanError(f"--batch-size for {model} must be a positive whole number")
-        if self.batch_policy not in ("min", "per-framework"):
-            raise PlanError(f"--batch-policy must be min or per-framework, got {self.batch_policy!r}")
         if not isinstance(self.max_batch_size, int) or self.max_batch_size < 0:
             raise PlanError(f"--max-batch-size must be a positive whole number, got {self.max_batch_size!r}")
         for model in self.models:
@@ -453,22 +413,8 @@ class Plan:
                 )
         if not DEVICE_RE.match(self.device):
             raise PlanError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-        if self.data not in DATA_PLACEMENTS:
-            raise PlanError(f"--data must be device or host, got {self.data!r}")
-        if self.precision not in PRECISIONS:
-            raise PlanError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.order not in ORDERS:
-            raise PlanError(f"--order must be interleaved or grouped, got {self.order!r}")
-        if self.compile not in COMPILE_MODES:
-            raise PlanError(f"--compile must be one of {', '.join(COMPILE_MODES)}, got {self.compile!r}")
-        if self.timing not in TIMINGS:
-            raise PlanError(f"--timing must be one of {', '.join(TIMINGS)}, got {self.timing!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise PlanError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if not isinstance(self.learning_rate, (int, float)) or not 0 <= self.learning_rate < 1e3:
             raise PlanError(f"--learning-rate must be a positive number, got {self.learning_rate!r}")
-        if self.head not in HEADS:
-            raise PlanError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}")
         if not isinstance(self.loader_workers, int) or self.loader_workers < -1:
             raise PlanError(
                 f"--loader-workers must be a whole number of at least 0, got {self.loader_workers!r}"

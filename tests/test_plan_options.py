@@ -1,0 +1,137 @@
+"""Each plan option is declared once (``core.plan.options.OPTIONS``): the parser, the plan's fields, the
+limits, the runner's configuration and the plan screen's fields are read from that one table."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from benchtui.cli import build_parser
+from benchtui.commands.run import plan_from_args
+from benchtui.core.plan import options
+from benchtui.core.plan.options import OPTIONS, Option
+from benchtui.core.plan.plan import Plan, PlanError
+from benchtui_runners.config import RunConfig
+
+#: Plan fields no flag sets as it is: read by code of their own (--models, --batch-size, --devices,
+#: --python, --model-*), or set by benchtui (a watch, the trace cap).
+NOT_FLAGS = {
+    "models",
+    "batch_sizes",
+    "batch_auto",
+    "python",
+    "devices",
+    "device_ids",
+    "trace_cap_mb",
+    "custom_models",
+    "watch",
+}
+#: RunConfig fields that are not an option copied as it is: worked out per run by the plan
+#: (``Plan.run_config``), by the resolved plan (where it runs, its threads), or by the engine (a probe).
+WORKED_OUT = {
+    "framework",
+    "model",
+    "run_id",
+    "batch_size",
+    "replicas",
+    "learning_rate",
+    "trace_cap_mb",
+    "model_def",
+    "gpu",
+    "gpus",
+    "trace_path",
+    "mode",
+    "probe_steps",
+}
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["run"]
+
+
+def test_every_plan_field_is_an_option_or_said_why_not() -> None:
+    plan_fields = {f.name for f in dataclasses.fields(Plan)}
+    declared = {o.field for o in OPTIONS if o.field}
+    assert declared <= plan_fields, declared - plan_fields
+    assert plan_fields - declared == NOT_FLAGS
+
+
+def test_every_runner_field_comes_from_one_option_or_is_worked_out() -> None:
+    config_fields = {f.name for f in dataclasses.fields(RunConfig)}
+    assert set(options.RUNNER_FIELDS) <= config_fields
+    runner_defaults = {"nodes", "node_rank", "rendezvous", "window_s", "seed", "momentum"}  # not a plan's
+    assert config_fields - set(options.RUNNER_FIELDS) - runner_defaults == WORKED_OUT
+
+
+def test_the_run_parser_has_the_options_in_their_order_and_nothing_else() -> None:
+    group = next(g for g in _run_parser()._action_groups if g.title == options.PLAN_GROUP_TITLE)
+    flags = [a.option_strings[0] for a in group._group_actions]
+    assert flags == [o.flag for o in OPTIONS]
+
+
+def test_each_option_given_reaches_its_plan_field_and_the_runner() -> None:
+    """A value given on the command line is the plan's, and the runner's where the option says so."""
+    given = {
+        "--image-size": ("64", 64),
+        "--samples": ("64", 64),
+        "--epochs": ("2", 2),
+        "--num-classes": ("10", 10),
+        "--seq-len": ("16", 16),
+        "--precision": ("amp-bf16", "amp-bf16"),
+        "--data": ("host", "host"),
+        "--head": ("sigmoid", "sigmoid"),
+        "--loader-workers": ("2", 2),
+        "--threads": ("3", 3),
+        "--memory-limit": ("4096", 4096),
+    }
+    argv = ["run", "--models", "resnet50", "--batch-size", "8"]
+    for flag, (text, _) in given.items():
+        argv += [flag, text]
+    plan = plan_from_args(build_parser().parse_args(argv))
+    config = plan.run_config("torch", "resnet50", "r")
+    for flag, (_, value) in given.items():
+        option = options.BY_FLAG[flag]
+        assert getattr(plan, option.field) == value, flag
+        if option.runner:
+            assert getattr(config, option.field) == value, flag
+
+
+def test_limits_and_choices_are_the_tables() -> None:
+    assert options.LIMITS["--runs"] == ("runs", 1000)
+    assert options.LIMITS["--memory-limit"] == ("memory_limit_mb", 2**24)
+    for option in OPTIONS:
+        if option.most is not None and option.field:
+            plan = Plan(**{option.field: option.most + 1})
+            with pytest.raises(PlanError, match=f"{option.flag} must be at most"):
+                plan.validate()
+        if option.choices:
+            with pytest.raises(PlanError, match=f"{option.flag} must be .*, got 'nope'"):
+                Plan(**{option.field: "nope"}).validate()
+
+
+def test_the_plan_screen_labels_are_the_options() -> None:
+    from benchtui.screens import plan as screen
+
+    assert screen.CHOICES["timing"] == ("Timing", options.BY_FLAG["--timing"].choices)
+    assert list(screen.NUMBERS) == ["image_size", "seq_len", "samples", "epochs", "runs", "threads"]
+    assert screen.user_message(PlanError("--num-classes must be a positive whole number, got 0")) == (
+        "Classes must be a positive whole number, got 0"
+    )
+
+
+def test_the_shaping_flags_are_the_ones_that_say_what_a_plan_measures() -> None:
+    keep = {"--preset", "--device", "--name", "--sessions-dir", "--interval", "--stall-timeout", "--threads"}
+    keep |= {"--memory-limit", "--python", "--profile", "--profile-steps"}
+    assert {o.flag for o in options.SHAPING} == {o.flag for o in OPTIONS} - keep
+
+
+def test_an_option_is_one_declaration() -> None:
+    """What a new option needs besides its Plan field and its runner code: one row, nothing else."""
+    row = Option("--warmup-steps", "epochs", type=int, metavar="N", help="steps before timing", most=99)
+    parser = argparse.ArgumentParser()
+    row.add_to(parser.add_argument_group("g"))
+    assert parser.parse_args(["--warmup-steps", "3"]).warmup_steps == 3
+    assert row.name == "warmup_steps"
