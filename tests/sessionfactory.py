@@ -3,6 +3,8 @@
 ``make_session`` writes ``session.json`` (as SessionWriter does), ``events.jsonl``
 (runner events tagged with their run, parent run_start/run_end events and GPU samples,
 in time order, as Engine writes them) and ``summary.json`` (SessionModel.summary()).
+The runner events are written by the runners' own ``EventWriter`` and tagged as the engine
+tags them, so a made session's runner lines are the wire's (``benchtui_runners.wire``).
 Everything is deterministic for a given seed.
 """
 
@@ -21,6 +23,7 @@ from benchtui.core.plan.plan import Plan, run_order
 from benchtui.core.provenance import benchtui_version
 from benchtui.core.store.session import SESSION_SCHEMA, slugify
 from benchtui_runners import catalog
+from benchtui_runners.protocol import EventWriter
 from benchtui_runners.timing import describe as timing_words
 
 GIB = 1024**3
@@ -246,9 +249,17 @@ class _Timeline:
         self.at(t)
         self.write_line(_dumps({"type": type_, "t": round(t, 6), "run": run, **fields}))
 
-    def runner(self, t: float, run: str, type_: str, **fields: Any) -> None:
+    def runner(self, t: float, run: str) -> EventWriter:
+        """The run's runner at ``t``: what it sends (the runners' EventWriter, at a made-up clock) is
+        written tagged with ``run``, as the engine tags a runner's line (``Engine._pump``)."""
         self.at(t)
-        self.write_line(_dumps({"run": run, "v": 1, "type": type_, "t": round(t, 6), **fields}))
+        now = round(t, 6)
+        prefix = '{"run":' + json.dumps(run) + ","
+        return EventWriter(
+            None,
+            sink=lambda line: self.write_line(prefix + line.decode("utf-8").strip()[1:]),
+            clock=lambda: now,
+        )
 
 
 def _versions(framework: str) -> dict[str, Any]:
@@ -418,8 +429,8 @@ def make_session(
             (path / "logs" / f"{rid}.log").write_text(f"{fw} {model} run {index}\n", encoding="utf-8")
             t0 = t + 0.04
             t = t0 + 1.5
-            tl.runner(t, rid, "phase", name="import", edge="start", at=round(t0, 6))
-            tl.runner(t, rid, "phase", name="import", edge="end")
+            tl.runner(t, rid).phase("import", "start", at=round(t0, 6))
+            tl.runner(t, rid).phase("import", "end")
             config = {
                 "framework": fw,
                 "model": model,
@@ -453,10 +464,7 @@ def make_session(
                 if gpu and fw not in cpu_frameworks  # cpu_frameworks: fell back to the CPU (the bug to catch)
                 else {"type": "cpu", "name": "x86_64", "threads": 8}
             )
-            tl.runner(
-                t,
-                rid,
-                "hello",
+            tl.runner(t, rid).hello(
                 pid=4000 + index,
                 framework=fw,
                 versions=_versions(fw),
@@ -466,17 +474,15 @@ def make_session(
                 steps_per_epoch=n_steps,
                 samples_per_epoch=n_steps * bs,
             )
-            tl.runner(t, rid, "phase", name="data", edge="start")
+            tl.runner(t, rid).phase("data", "start")
             t += 0.05
-            tl.runner(t, rid, "phase", name="data", edge="end")
-            tl.runner(t, rid, "phase", name="build", edge="start")
+            tl.runner(t, rid).phase("data", "end")
+            tl.runner(t, rid).phase("build", "start")
             t += BUILD_S.get(fw, 1.0) * (1 + 0.03 * rng.gauss(0, 1))
-            tl.runner(t, rid, "phase", name="build", edge="end")
+            tl.runner(t, rid).phase("build", "end")
             network = (networks or {}).get((fw, model))
             if network is not None:
-                tl.runner(
-                    t,
-                    rid,
+                tl.runner(t, rid).emit(
                     "model",
                     params=network["params"],
                     trainable_params=network.get("trainable_params", network["params"]),
@@ -507,27 +513,27 @@ def make_session(
                         break
                     first = epoch == 1 and step == 1
                     if first:
-                        tl.runner(t, rid, "phase", name="first_batch", edge="start")
+                        tl.runner(t, rid).phase("first_batch", "start")
                     seconds = base * (1 + noise * rng.gauss(0, 1))
                     if epoch == 1 and step <= len(warmup):
                         # The first step compiles and autotunes; a few more are slow too.
                         seconds = base * warmup[step - 1]
                     t += seconds
-                    tl.runner(t, rid, "batch", epoch=epoch, step=step, seconds=seconds, samples=bs)
+                    tl.runner(t, rid).batch(epoch, step, seconds, bs)
                     if d > 1 and catalog.family(fw) == "torch":
                         ranks = [seconds * (1 + straggler * r) for r in range(d)]
-                        tl.runner(t, rid, "ranks", epoch=epoch, step=step, steps=1, seconds=ranks)
+                        tl.runner(t, rid).emit("ranks", epoch=epoch, step=step, steps=1, seconds=ranks)
                     if first:
-                        tl.runner(t, rid, "phase", name="first_batch", edge="end")
+                        tl.runner(t, rid).phase("first_batch", "end")
                 if crashed:
                     break
                 t += 0.002
-                tl.runner(t, rid, "epoch", epoch=epoch, seconds=t - epoch_start, samples=n_steps * bs)
-                tl.runner(t, rid, "memory", epoch=epoch, peak_bytes=int(12.5 * GIB), source=source)
+                tl.runner(t, rid).epoch(epoch, t - epoch_start, n_steps * bs)
+                tl.runner(t, rid).memory(epoch=epoch, peak_bytes=int(12.5 * GIB), source=source)
             tl.busy = False
             wanted = (profile or {}).get((fw, model, index)) or (profile or {}).get((fw, model))
             if wanted is not None and not crashed:
-                tl.runner(t, rid, "phase", name="profile", edge="start")
+                tl.runner(t, rid).phase("profile", "start")
                 trace = None
                 if wanted.get("trace", True) and wanted.get("ok") is not False:
                     name = f"{rid}.pt.trace.json.gz" if catalog.family(fw) == "torch" else f"{rid}.xplane.pb"
@@ -536,29 +542,20 @@ def make_session(
                     trace = {"file": name, "bytes": (path / "traces" / name).stat().st_size}
                 event = profile_event(wanted, fw, base, gpu and fw not in cpu_frameworks, trace)
                 t += base * wanted.get("steps", 5) * 2
-                tl.runner(t, rid, "profile", **event)
-                tl.runner(t, rid, "phase", name="profile", edge="end")
+                tl.runner(t, rid).emit("profile", **event)
+                tl.runner(t, rid).phase("profile", "end")
             if crashed:
                 assert failure is not None
                 kind = failure.get("kind", "exception")
                 message = failure.get("message", "RuntimeError: boom")
-                tl.runner(
-                    t,
-                    rid,
-                    "error",
-                    kind=kind,
-                    message=message,
-                    traceback=failure.get("traceback", "Traceback ...\n" + message),
-                )
+                tl.runner(t, rid).error(kind, message, failure.get("traceback", "Traceback ...\n" + message))
                 reason = f"out of memory: {message}" if kind == "oom" else message
                 t += 0.3
                 tl.parent(t, "run_end", rid, status="failed", reason=reason, returncode=1, malformed=0)
                 failed_any = True
             else:
                 if network is not None and network.get("flops"):
-                    tl.runner(
-                        t,
-                        rid,
+                    tl.runner(t, rid).emit(
                         "flops",
                         per_step=network["flops"] * bs,
                         per_image=network["flops"],
@@ -567,7 +564,7 @@ def make_session(
                         counted="forward" if task == "inference" else "forward+backward",
                         convention="multiply-add = 2 FLOPs",
                     )
-                tl.runner(t, rid, "done", peak_bytes=int(12.5 * GIB), source=source)
+                tl.runner(t, rid).done(peak_bytes=int(12.5 * GIB), source=source)
                 t += 0.3
                 per_gpu = (
                     [

@@ -1,5 +1,7 @@
-"""The event writer: the only place on the runner side that knows the wire format.
+"""The event writer: the only place on the runner side that writes the wire format.
 
+What each event carries is stated once, in ``benchtui_runners.wire`` (the parent's checks are derived
+from it; tests/test_wire_schema.py proves every field this writer and the runners send is declared there).
 Events are JSON Lines on a dedicated pipe whose file descriptor number is in the
 environment variable ``BENCHTUI_EVENT_FD``. Nothing is ever written to stdout:
 frameworks print there, and the parent sends that output to the run's log file.
@@ -12,9 +14,13 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
-WIRE_VERSION = 1
+from benchtui_runners.wire import WIRE_VERSION
+
+__all__ = ["FD_ENV", "FIFO_ENV", "WIRE_VERSION", "EventWriter", "ParentGone", "die_with_parent"]
+
 FD_ENV = "BENCHTUI_EVENT_FD"
 #: Data parallel under torchrun, whose workers inherit no file descriptor: the path of a FIFO that
 #: ``benchtui_runners.torchrun`` reads and relays to the event pipe. Rank 0 sends its events there;
@@ -65,12 +71,22 @@ class EventWriter:
     """Writes one JSON object per line to the event pipe.
 
     Each event is sent with a single ``os.write`` call so a crash can at worst
-    lose the event being written, never corrupt an earlier one.
+    lose the event being written, never corrupt an earlier one. ``sink``: each line goes to it instead
+    of a file descriptor (a test's recorder, a made session); ``clock``: what ``t`` reads (monotonic time).
     """
 
-    def __init__(self, fd: int | None, rank: int = 0) -> None:
+    def __init__(
+        self,
+        fd: int | None,
+        rank: int = 0,
+        *,
+        sink: Callable[[bytes], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._fd = fd
-        self.closed = fd is None
+        self._sink = sink
+        self.clock = clock
+        self.closed = fd is None and sink is None
         self.rank = rank  # data parallel: only rank 0 sends anything but errors
         self.phases: dict[str, str] = {}  # each phase's last edge sent: what was going on at an error
 
@@ -89,7 +105,7 @@ class EventWriter:
     def emit(self, type_: str, **fields: Any) -> None:
         if self.closed or (self.rank and type_ != "error"):
             return
-        event = {"v": WIRE_VERSION, "type": type_, "t": time.monotonic()}
+        event = {"v": WIRE_VERSION, "type": type_, "t": self.clock()}
         event.update(fields)
         line = json.dumps(_clean(event), separators=(",", ":"), allow_nan=False) + "\n"
         self.send(line.encode("utf-8"))
@@ -97,6 +113,9 @@ class EventWriter:
     def send(self, data: bytes) -> None:
         """One whole line, as it is (the torchrun relay copies its workers' lines with this)."""
         if self.closed:
+            return
+        if self._sink is not None:
+            self._sink(data)
             return
         try:
             while data:
@@ -110,7 +129,8 @@ class EventWriter:
 
     # Convenience wrappers, one per event type of the wire format.
     def hello(self, **fields: Any) -> None:
-        self.emit("hello", pid=os.getpid(), **fields)
+        """The runner's hello: its ``pid`` first (this process's unless given), then ``fields``."""
+        self.emit("hello", **{"pid": os.getpid(), **fields})
 
     def phase(self, name: str, edge: str, **fields: Any) -> None:
         self.phases[name] = edge

@@ -3,7 +3,8 @@
 A runner sends the runner events (``python -m benchtui_runners``, see its protocol.py); the
 parent adds its own (``run_start``, ``run_end``, GPU samples, batch search) to events.jsonl.
 Every event has ``type`` and ``t`` (monotonic seconds); the parent tags runner events with
-``run``. The TypedDicts say what each carries; unknown types and fields pass through.
+``run``. What each carries, and each field's limits, is stated once, in ``benchtui_runners.wire`` (the
+TypedDicts re-exported here); the checks below are derived from it. Unknown types and fields pass through.
 """
 
 from __future__ import annotations
@@ -12,214 +13,70 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import Any, Literal, TypedDict
+from typing import Any
 
-WIRE_VERSION = 1
+from benchtui_runners import wire
+from benchtui_runners.wire import (
+    COUNTERS,
+    EVENTS,
+    PARENT_EVENTS,
+    RUNNER_EVENTS,
+    WIRE_VERSION,
+    BatchChoiceEvent,
+    BatchEvent,
+    CountersEvent,
+    DoneEvent,
+    EnergyEvent,
+    EpochEvent,
+    ErrorEvent,
+    FlopsEvent,
+    GpuEvent,
+    HelloEvent,
+    MemoryEvent,
+    ModelEvent,
+    PhaseEvent,
+    ProbeEvent,
+    ProbeStartEvent,
+    ProfileEvent,
+    RanksEvent,
+    RunEndEvent,
+    RunStartEvent,
+    SessionEndEvent,
+    SettingsEvent,
+)
 
-
-class _Event(TypedDict, total=False):
-    type: str
-    t: float
-    v: int  # wire version (runner events)
-    run: str  # the run it belongs to (added by the parent)
-
-
-# -- runner events ------------------------------------------------------------------------------
-class HelloEvent(_Event, total=False):
-    """Versions, the device the runner really uses, settings that change the answer."""
-
-    pid: int
-    framework: str
-    versions: dict[str, str]
-    device: dict[str, Any]
-    settings: dict[str, Any]
-    samples_per_epoch: int
-    steps_per_epoch: int
-
-
-class PhaseEvent(_Event, total=False):
-    name: str  # import, build, compile, first_batch, ...
-    edge: Literal["start", "end"]
-    at: float  # when it really happened, if earlier than ``t``
-
-
-class BatchEvent(_Event, total=False):
-    """A window of ``steps`` steps ending with ``step``, timed between device synchronizations."""
-
-    epoch: int
-    step: int
-    seconds: float  # the window's mean time per step
-    samples: int  # per step
-    steps: int  # steps in the window (1 when absent: sessions before benchtui 0.3)
-
-
-class RanksEvent(_Event, total=False):
-    """Data parallel: every rank's mean time per step over the window that ended with ``step``."""
-
-    epoch: int
-    step: int
-    steps: int
-    seconds: list[float]  # by rank
-
-
-class SettingsEvent(_Event, total=False):
-    """Settings known only after the build (what Keras's ``jit_compile="auto"`` became): added to the hello's."""
-
-    settings: dict[str, Any]
-
-
-class EpochEvent(_Event, total=False):
-    epoch: int
-    seconds: float
-    samples: int
-    # Seconds from the epoch's start (before the framework builds or resets its data iterator) to
-    # the moment its first step begins: a stall there (tf.data tearing down an iterator) shows as
-    # such. Runners before issue 30 omit it.
-    to_first_batch_s: float
-
-
-class MemoryEvent(_Event, total=False):
-    peak_bytes: int | None
-    source: str
-
-
-class FlopsEvent(_Event, total=False):
-    per_step: float
-    per_image: float
-    batch_size: int
-    method: str
-    counted: str  # "forward+backward" (training) or "forward" (inference)
-    convention: str
-    reason: str
-    seconds: float
-
-
-class ModelEvent(_Event, total=False):
-    """The network a runner built, sent once after building: what parity is judged on."""
-
-    params: int  # every parameter (trainable or not; BatchNorm statistics are buffers, not counted)
-    trainable_params: int
-    kind: str  # "image", "tokens" or "tensor" (a user's own model on float tensors)
-    tokens_per_sample: int  # token models: the sequence length
-    source: str  # "torchvision 0.24 resnet50", "keras.applications ResNet50", ...
-    architecture: str  # the catalog's words for this side, where the sides differ
-
-
-class ProfileEvent(_Event, total=False):
-    """Where a profiled step's time goes, sent once after the timed epochs (``--profile``); see ``check_profile``.
-
-    ``ok`` False: the profiler was missing or failed, and ``reason`` says why ("profile
-    unavailable: ..."); the run itself is not failed by it. Times are seconds per step.
-    """
-
-    ok: bool
-    reason: str
-    profiler: str  # "torch.profiler 2.5 (CUDA activity)", ...
-    device: Literal["cpu", "gpu"]
-    steps: int  # steps profiled
-    window_s: float  # every profiled step, synchronised: the profiler's overhead included
-    step_s: float  # window_s / steps
-    traced_step_s: float  # the trace's own span of the window, per step
-    categories: dict[str, float]  # PROFILE_CATEGORIES -> seconds per step (they sum to traced_step_s)
-    busy_s: float
-    idle_s: float
-    host_s: float | None
-    idle_means: str  # what "idle" is on this device
-    top: list[dict[str, Any]]  # {name, category, seconds, calls, share}: the longest ops, at most PROFILE_TOP
-    trace: dict[str, Any] | None  # {file: a plain file name in <session>/traces/, bytes}
-    trace_note: str | None  # "trace dropped: 412 MB over the 200 MB cap"
-    method: str
-
-
-class CountersEvent(_Event, total=False):
-    """Whether the sampler can read the GPU's profiling counters (SM, tensor-core, DRAM activity): sent once."""
-
-    available: bool
-    source: str  # "DCGM profiling fields 1002, 1004, 1005", ...
-    reason: str  # why not, when not
-
-
-class ErrorEvent(_Event, total=False):
-    kind: str  # unavailable, device, oom, exception
-    message: str
-    traceback: str
-
-
-class DoneEvent(MemoryEvent, total=False):
-    pass
-
-
-# -- parent events ------------------------------------------------------------------------------
-class RunStartEvent(_Event, total=False):
-    framework: str
-    model: str
-    index: int
-    python: str
-    devices: int  # data-parallel devices (absent: one)
-
-
-class RunEndEvent(_Event, total=False):
-    status: str  # a RunStatus word
-    reason: str
-    returncode: int | None
-    malformed: int
-    other_cpu_cores: float
-    other_gpu_processes: int
-    other_gpu_memory: int
-    per_gpu: list[dict[str, Any]]  # data parallel: {index, util, mem_max, power_w, samples} per GPU
-    log_problem: str  # what the run's log lost because it could not be written (absent: nothing)
-    # Means over the samples taken while the run trained (its GPUs), as the sampler read them:
-    # NVML's utilization (a kernel was running) and, where readable, the profiling counters (%).
-    gpu_util: float
-    sm_active: float
-    tensor_active: float
-    dram_active: float
-
-
-class EnergyEvent(_Event, total=False):
-    epoch: int  # 0: at the first batch; N: at the end of epoch N
-    mj: float
-
-
-class GpuEvent(_Event, total=False):
-    """One telemetry sample: every GPU, the runner's host figures, which GPU the run uses.
-
-    A GPU's reading may carry ``sm_active``, ``tensor_active`` and ``dram_active`` (percent, 0 to
-    100): the profiling counters, where they can be read (the ``counters`` event says whether).
-    """
-
-    gpus: list[dict[str, Any]]
-    host: dict[str, Any]
-    watched: int
-    devices: list[int]  # a data-parallel run's GPUs (NVML indices), when it trains on several
-
-
-RUNNER_EVENTS: dict[str, type] = {
-    "hello": HelloEvent,
-    "phase": PhaseEvent,
-    "batch": BatchEvent,
-    "settings": SettingsEvent,
-    "epoch": EpochEvent,
-    "memory": MemoryEvent,
-    "flops": FlopsEvent,
-    "model": ModelEvent,
-    "error": ErrorEvent,
-    "done": DoneEvent,
-    "ranks": RanksEvent,
-    "profile": ProfileEvent,
-}
-PARENT_EVENTS: dict[str, type] = {
-    "run_start": RunStartEvent,
-    "run_end": RunEndEvent,
-    "energy": EnergyEvent,
-    "gpu": GpuEvent,
-    "counters": CountersEvent,
-}
-
+__all__ = [
+    "COUNTERS",
+    "EVENTS",
+    "PARENT_EVENTS",
+    "RUNNER_EVENTS",
+    "WIRE_VERSION",
+    "BatchChoiceEvent",
+    "BatchEvent",
+    "CountersEvent",
+    "DoneEvent",
+    "EnergyEvent",
+    "EpochEvent",
+    "ErrorEvent",
+    "FlopsEvent",
+    "GpuEvent",
+    "HelloEvent",
+    "MemoryEvent",
+    "ModelEvent",
+    "PhaseEvent",
+    "ProbeEvent",
+    "ProbeStartEvent",
+    "ProfileEvent",
+    "RanksEvent",
+    "RunEndEvent",
+    "RunStartEvent",
+    "SessionEndEvent",
+    "SettingsEvent",
+]
 
 #: Types only the parent writes (its own events, the sampler's, the batch search's, the session's end):
 #: a runner's line of one of these is malformed, never recorded as the parent's.
-PARENT_ONLY = frozenset((*PARENT_EVENTS, "session_end", "probe_start", "probe", "batch_choice"))
+PARENT_ONLY = frozenset(PARENT_EVENTS)
 
 
 class Malformed(ValueError):
@@ -251,15 +108,13 @@ def parse_line(line: bytes | str) -> dict[str, Any]:
 # -- validation: every event is checked where it enters the parent, and again when a file is read --
 #: Most bytes one event line may have (a traceback included); longer lines are malformed.
 MAX_LINE_BYTES = 1 << 20
-_MAX_TIME = 1e9  # seconds: one step, one epoch or a monotonic clock beyond this is nonsense
-_MAX_TO_FIRST_BATCH = 1e6  # seconds from an epoch's start to its first step (11 days: nonsense beyond)
-_MAX_COUNT = 10**12
-_MAX_EPOCH = 10**7
-_MAX_WINDOW = 10**9  # steps in one batch event
-_MAX_VERSION = 10**6
-_MAX_TEXT = 4096  # a name, a word, a device's field
-_LONG_TEXT = 64 * 1024  # an error's message
-_MAX_TRACEBACK = 512 * 1024
+_MAX_TIME = wire.MAX_TIME
+_MAX_COUNT = wire.MAX_COUNT
+_MAX_EPOCH = wire.MAX_EPOCH
+_MAX_WINDOW = wire.MAX_WINDOW
+_MAX_VERSION = wire.MAX_VERSION
+_MAX_TEXT = wire.MAX_TEXT
+_LONG_TEXT = wire.LONG_TEXT
 
 
 def _reject_constant(name: str) -> Any:
@@ -410,7 +265,7 @@ def _kind(*types: type) -> Callable[[Any], str | None]:
 
 
 def _obj(spec: dict[str, Callable[[Any], str | None]], many: bool = False) -> Callable[[Any], str | None]:
-    """An object (``many``: a list of at most 1024 objects) whose known fields pass ``spec``; None passes."""
+    """An object (``many``: a list of at most ``MAX_OBJECTS`` objects) whose known fields pass ``spec``; None passes."""
 
     def one(value: Any) -> str | None:
         if not isinstance(value, dict):
@@ -424,61 +279,51 @@ def _obj(spec: dict[str, Callable[[Any], str | None]], many: bool = False) -> Ca
     def check(value: Any) -> str | None:
         if not many:
             return one(value)
-        if not isinstance(value, list) or len(value) > 1024:
-            return "is not a list of at most 1024 objects"
+        if not isinstance(value, list) or len(value) > wire.MAX_OBJECTS:
+            return f"is not a list of at most {wire.MAX_OBJECTS} objects"
         return next((f"[{i}] {why}" for i, item in enumerate(value) if (why := one(item)) is not None), None)
 
     return check
 
 
-_TIME = _float(0.0, _MAX_TIME, above=True)  # a duration that was measured: never zero
-_CLOCK = _float(-_MAX_TIME, _MAX_TIME)  # a monotonic clock reading
-_COUNT = _int(0)
-_DICT = _kind(dict)
-_TEXTS = _text()
+Check = Callable[[Any], str | None]  # None: the value passes; else why not
 
-_AMOUNT = _float(-1e18, 1e18)  # a telemetry reading: any finite number
-_PERCENT = _float(0.0, 100.0)
-_DEVICE = _obj(
-    {
-        "type": _TEXTS,
-        "name": _TEXTS,
-        "index": _COUNT,
-        "memory_bytes": _COUNT,
-        "capability": _TEXTS,
-        "threads": _COUNT,
-        "assigned": _DICT,
+
+def _check(limit: wire.Limit) -> Check:
+    """The check of one of the schema's limits: None when a value passes, else why not (after its name)."""
+    if isinstance(limit, wire.Int):
+        return _int(limit.lo, limit.hi)
+    if isinstance(limit, wire.Num):
+        return _float(limit.lo, limit.hi, limit.above)
+    if isinstance(limit, wire.Text):
+        return _text(limit.most)
+    if isinstance(limit, wire.OneOf):
+        return _one_of(*limit.words)
+    if isinstance(limit, wire.Exactly):
+        return _kind(*limit.types)
+    if isinstance(limit, wire.Ints):
+        return _ints(limit.lo, limit.hi, limit.most)
+    if isinstance(limit, wire.Durations):
+        return _times(limit.most)
+    if isinstance(limit, wire.Obj):
+        return _obj(_checks(limit.spec), limit.many)
+    raise TypeError(f"{limit!r} is checked by hand where it is read, not by a limit")
+
+
+def _checks(spec: type) -> dict[str, Check]:
+    """Field -> check for every field ``spec`` (a schema TypedDict) gives a limit, in its order."""
+    return {
+        name: _check(f.limit)
+        for name, f in wire.fields(spec).items()
+        if f.limit is not None and not isinstance(f.limit, wire.Custom)
     }
-)
-#: The GPU's profiling counters a reading may carry (percent of the interval): SM, tensor-core and DRAM activity.
-COUNTERS = ("sm_active", "tensor_active", "dram_active")
+
+
+_TIME = _check(wire.TIME)  # a duration that was measured: never zero
+_COUNT = _check(wire.COUNT)
 #: What the sampler reads of one GPU (``gpus`` of a ``gpu`` event) and of the host, and their checks.
-_GPU_FIELDS: dict[str, Callable[[Any], str | None]] = {
-    "index": _COUNT,
-    "name": _TEXTS,
-    "throttle": _kind(list),
-    "lost": _kind(bool),
-    **{
-        name: _AMOUNT
-        for name in (
-            "util",
-            "mem_util",
-            "mem_used",
-            "mem_total",
-            "power_w",
-            "temp_c",
-            "sm_clock_mhz",
-            "energy_mj",
-            "proc_mem",
-            "other_procs",
-            "other_mem",
-        )
-    },
-    **{name: _PERCENT for name in COUNTERS},
-}
-_HOST_FIELDS = {name: _AMOUNT for name in ("cpu_percent", "rss", "system_busy_cores")}
-_GPU_READING = _obj(_GPU_FIELDS, many=True)
-_HOST_READING = _obj(_HOST_FIELDS)
+_GPU_FIELDS = _checks(wire.GpuReading)
+_HOST_FIELDS = _checks(wire.HostReading)
 #: Most GPUs one sample keeps (NVML numbers a node's GPUs; the largest nodes have tens).
 MAX_SAMPLE_GPUS = 256
 
@@ -507,131 +352,20 @@ def prune_gpu_sample(event: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: type -> field -> check; ``REQUIRED`` names the fields an event of that type cannot lack.
-#: Fields not named pass through unchecked (a newer runner's additions).
-FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
-    "hello": {
-        "pid": _COUNT,
-        "framework": _TEXTS,
-        "versions": _DICT,
-        "device": _DEVICE,
-        "settings": _DICT,
-        "samples_per_epoch": _int(1),
-        "steps_per_epoch": _int(1),
-    },
-    "phase": {"name": _TEXTS, "edge": _one_of("start", "end"), "at": _CLOCK},
-    "batch": {
-        "epoch": _int(1, _MAX_EPOCH),
-        "step": _int(1),
-        "seconds": _TIME,
-        "samples": _COUNT,
-        "steps": _int(1, _MAX_WINDOW),
-    },
-    "settings": {"settings": _DICT},
-    "epoch": {
-        "epoch": _int(1, _MAX_EPOCH),
-        "seconds": _TIME,
-        "samples": _COUNT,
-        "to_first_batch_s": _float(0.0, _MAX_TO_FIRST_BATCH),
-    },
-    "memory": {"peak_bytes": _COUNT, "source": _TEXTS},
-    "done": {"peak_bytes": _COUNT, "source": _TEXTS},
-    "flops": {
-        "per_step": _float(0.0, 1e30),
-        "per_image": _float(0.0, 1e30),
-        "batch_size": _int(1),
-        "method": _TEXTS,
-        "counted": _TEXTS,
-        "convention": _TEXTS,
-        "reason": _text(_LONG_TEXT),
-        "seconds": _float(0.0, _MAX_TIME),
-    },
-    "model": {
-        "params": _COUNT,
-        "trainable_params": _COUNT,
-        "kind": _one_of("image", "tokens", "tensor"),
-        "tokens_per_sample": _COUNT,
-        "source": _TEXTS,
-        "architecture": _text(_LONG_TEXT),
-    },
-    "error": {"kind": _TEXTS, "message": _text(_LONG_TEXT), "traceback": _text(_MAX_TRACEBACK)},
-    "run_start": {
-        "framework": _TEXTS,
-        "model": _TEXTS,
-        "index": _COUNT,
-        "python": _TEXTS,
-        "pid": _COUNT,
-        "devices": _int(1, 1 << 20),
-    },
-    "run_end": {
-        "status": _TEXTS,
-        "reason": _text(_LONG_TEXT),
-        "returncode": _int(-(2**31), 2**31),
-        "malformed": _COUNT,
-        "log_problem": _text(_LONG_TEXT),
-        "other_cpu_cores": _float(0.0, 1e6),
-        "other_gpu_processes": _COUNT,
-        "other_gpu_memory": _COUNT,
-        # Data parallel: each of the run's GPUs over the run, as the sampler saw it.
-        "per_gpu": _obj(
-            {
-                "index": _int(0, 1024),
-                "util": _AMOUNT,
-                "mem_max": _AMOUNT,
-                "power_w": _AMOUNT,
-                "samples": _COUNT,
-            },
-            many=True,
-        ),
-        **{name: _PERCENT for name in ("gpu_util", *COUNTERS)},
-    },
-    "energy": {"epoch": _int(0, _MAX_EPOCH), "mj": _float(0.0, 1e18)},
-    "gpu": {
-        "gpus": _GPU_READING,
-        "host": _HOST_READING,
-        "watched": _int(-1, 1024),
-        "devices": _ints(0, 1024),
-    },
-    # Data parallel (PyTorch ranks): each rank's mean step time over a window, gathered by rank 0.
-    "ranks": {
-        "epoch": _int(1, _MAX_EPOCH),
-        "step": _int(1),
-        "steps": _int(1, _MAX_WINDOW),
-        "seconds": _times(),
-    },
-    "probe_start": {"probe": _TEXTS, "framework": _TEXTS, "model": _TEXTS, "batch_size": _int(1)},
-    "probe": {
-        "probe": _TEXTS,
-        "framework": _TEXTS,
-        "model": _TEXTS,
-        "batch_size": _int(1),
-        "result": _TEXTS,
-        "reason": _text(_LONG_TEXT),
-        "peak_bytes": _COUNT,
-        "seconds": _float(0.0, _MAX_TIME),
-    },
-    "batch_choice": {"model": _TEXTS, "policy": _TEXTS, "upper": _COUNT, "found": _DICT, "chosen": _DICT},
-    "session_end": {"lines": _COUNT, "status": _TEXTS},
-    # Whether the GPU's profiling counters can be sampled, once, when sampling starts.
-    "counters": {"available": _kind(bool), "source": _TEXTS, "reason": _text(_LONG_TEXT)},
+#: type -> field -> check, derived from the schema; ``REQUIRED`` names the fields an event of that type
+#: cannot lack. Fields not named pass through unchecked (a newer runner's additions). The profile has its
+#: own check (``check_profile``: a bad field is dropped, not the line).
+FIELDS: dict[str, dict[str, Check]] = {
+    kind: _checks(spec) for kind, spec in EVENTS.items() if kind != "profile"
 }
 REQUIRED: dict[str, tuple[str, ...]] = {
-    "model": ("params",),
-    "phase": ("name", "edge"),
-    "batch": ("epoch", "step", "seconds"),
-    "epoch": ("epoch", "seconds"),
-    "energy": ("epoch", "mj"),
-    "probe_start": ("probe", "framework", "model", "batch_size"),
-    "probe": ("probe", "framework", "model", "batch_size", "result"),
-    "batch_choice": ("model",),
-    "ranks": ("epoch", "step", "seconds"),
-    "session_end": ("lines",),
-    "counters": ("available",),
+    kind: names
+    for kind, spec in EVENTS.items()
+    if (names := tuple(name for name, f in wire.fields(spec).items() if f.required))
 }
-_COMMON: dict[str, Callable[[Any], str | None]] = {
-    "t": _CLOCK,
-    "v": _int(0, _MAX_VERSION),
-    "run": _kind(str, type(None)),
+#: What every event may carry (``type`` is checked by hand: it picks the rest).
+_COMMON: dict[str, Check] = {
+    name: _check(f.limit) for name, f in wire.common_fields().items() if f.limit is not None
 }
 
 
@@ -713,21 +447,8 @@ PROFILE_CATEGORIES = (
 PROFILE_TOP = 12
 #: Most characters of an op's name kept (TensorFlow's scoped names can be long).
 _OP_NAME = 240
-_PROFILE_FIELDS: dict[str, Callable[[Any], str | None]] = {
-    "profiler": _TEXTS,
-    "device": _one_of("cpu", "gpu"),
-    "steps": _int(1, _MAX_WINDOW),
-    "window_s": _TIME,
-    "step_s": _TIME,
-    "traced_step_s": _TIME,
-    "busy_s": _float(0.0, _MAX_TIME),
-    "idle_s": _float(0.0, _MAX_TIME),
-    "host_s": _float(0.0, _MAX_TIME),
-    "idle_means": _TEXTS,
-    "method": _text(_LONG_TEXT),
-    "trace_note": _text(_LONG_TEXT),
-}
-_SECONDS = _float(0.0, _MAX_TIME)  # a share of a step: may be zero
+_PROFILE_FIELDS = _checks(wire.ProfileEvent)  # those without a check of their own in check_profile
+_SECONDS = _check(wire.SECONDS)  # a share of a step: may be zero
 
 
 def check_profile(event: dict[str, Any]) -> dict[str, Any]:
