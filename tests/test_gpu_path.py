@@ -111,10 +111,8 @@ def test_torch_trains_on_the_gpu_asked_for_without_an_index(fake_gpu, device: st
     assert hello["settings"]["memory_policy"]["counter"].startswith("torch.cuda.max_memory_allocated")
     syncs = [c for c in calls(log) if c.startswith("torch.cuda.synchronize")]
     assert set(syncs) == {"torch.cuda.synchronize 0"}
-    if timing == "window":
-        # One wait per window, per epoch's start and end and after the build: never one per step.
-        assert len(windows) < 48 and len(syncs) <= len(windows) + 2 * 2 + 1, (len(windows), len(syncs))
-    else:  # --timing step: a wait after every step, as asked
+    # Window timing's waits: test_every_backend_waits_for_the_gpu_once_per_window_never_per_step.
+    if timing == "step":  # --timing step: a wait after every step, as asked
         assert len(windows) == 48 and len(syncs) >= 48
 
 
@@ -169,14 +167,38 @@ def test_keras_backends_train_on_the_gpu_with_an_explicit_memory_policy(
             "torch.cuda.synchronize 1",
             "torch.cuda.max_memory_allocated 1",
         }
-        syncs = [c for c in seen if c.startswith("torch.cuda.synchronize")]
-        assert len(syncs) <= len(windows) + 2 * 2 + 2 < 48  # per window, never per step
     if framework == "keras-jax":
         # Every sync waits for what the step wrote, never for nothing (item 8): the whole model state,
         # hundreds of arrays (inside model.fit, Keras keeps it in a TrackedDict JAX sees as one leaf).
         waits = [int(c.split()[-1]) for c in seen if c.startswith("jax.block_until_ready")]
         assert waits and min(waits) >= 100, waits
-        assert len(waits) <= len(windows) + 2 * 2 + 2 < 48  # per window, never per step
+
+
+#: Each backend's wait for the device, as the fake logs it (benchtui_runners.lifecycle: one per window).
+DEVICE_WAIT = {
+    "torch": "torch.cuda.synchronize",
+    "tensorflow": "tf.test.experimental.sync_devices",
+    "keras-jax": "jax.block_until_ready",
+    "keras-torch": "torch.cuda.synchronize",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", list(DEVICE_WAIT))
+def test_every_backend_waits_for_the_gpu_once_per_window_never_per_step(fake_gpu, framework: str) -> None:  # noqa: ANN001
+    """The one lifecycle's clock on every backend: a wait as each epoch begins, one per window of
+    steps, and the backend's own few (after the build, for a pool of device batches): never one per step."""
+    log = fake_gpu({"keras-jax": "jax", "keras-torch": "torch"}.get(framework, framework))
+    events = run_runner({"framework": framework, **TINY, **STEPS, "device": "cuda", "data": "host"})
+    assert one(events, "hello")["device"]["type"] == "cuda"
+    windows = [e for e in events if e["type"] == "batch"]
+    epochs = [e for e in events if e["type"] == "epoch"]
+    assert sum(w["steps"] for w in windows) == 48 and len(epochs) == 2
+    waits = [c for c in calls(log) if c.startswith(DEVICE_WAIT[framework])]
+    assert len(windows) + len(epochs) <= len(waits) <= len(windows) + 2 * len(epochs) + 2 < 48, (
+        len(windows),
+        len(waits),
+    )
 
 
 # -- the launcher's one device, and energy per image ------------------------------------------------

@@ -404,7 +404,7 @@ def test_a_whole_run_waits_only_where_its_settings_say(
     pytest.importorskip("torch")
     if model.startswith("gpt2"):
         pytest.importorskip("transformers")
-    from benchtui_runners import torch_runner
+    from benchtui_runners import lifecycle, torch_runner
     from benchtui_runners.timing import StepClock
 
     seen = HostReads()
@@ -420,7 +420,7 @@ def test_a_whole_run_waits_only_where_its_settings_say(
                 seen.__exit__(None, None, None)
             return super().epoch_end()
 
-    monkeypatch.setattr(torch_runner, "StepClock", Watched)
+    monkeypatch.setattr(lifecycle, "StepClock", Watched)
     config = _tiny(model, precision=precision, data=data, samples=8, epochs=1, loader_workers=0, mode="train")
     recorder = _Recorder()
     try:

@@ -11,6 +11,7 @@ function and says what happened, which fails the run (never a traceback in the p
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -140,6 +141,33 @@ def own(table: str, framework: str, model_id: str) -> tuple[str, Any] | None:
     if not spec:
         return None
     return spec, load(spec, definition.get("paths", []))
+
+
+def own_loss(config: Any) -> Any:
+    """A user's own model's loss, for the run's framework: its definition's ``losses``, called with
+    what the framework hands a loss (PyTorch: ``(outputs, targets)``; Keras: ``(y_true, y_pred)``)
+    through :func:`call`, so that what it raises names it; None where the run uses the plan's loss.
+    The same on every side."""
+    own_fn = own("losses", config.framework, config.model) if config.model_def else None
+    if own_fn is None:
+        return None
+    spec, fn = own_fn
+
+    @functools.wraps(fn)
+    def loss(*args: Any) -> Any:
+        return call(spec, fn, *args)
+
+    return loss
+
+
+def own_optimizer(config: Any, *args: Any) -> Any:
+    """A user's own model's optimizer, made: its definition's ``optimizers`` called with ``args``
+    (PyTorch: the parameters; Keras: nothing) through :func:`call`; None where the run uses the
+    plan's optimizer. The same on every side."""
+    own_fn = own("optimizers", config.framework, config.model) if config.model_def else None
+    if own_fn is None:
+        return None
+    return call(own_fn[0], own_fn[1], *args)
 
 
 def source(framework: str, model_id: str) -> str:

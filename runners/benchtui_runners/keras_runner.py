@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from benchtui_runners import custom as user
+from benchtui_runners import lifecycle
 from benchtui_runners.catalog import MODELS, custom_entry
 from benchtui_runners.config import (
     DeviceMissing,
@@ -115,32 +118,6 @@ def data_parallel(config: RunConfig, backend: str) -> tuple[Any, dict[str, Any]]
     raise DeviceMissing(
         f"{_LABELS.get(backend, backend)} has no data parallel in Keras 3 (keras.distribution: JAX only)"
     )
-
-
-def _versions() -> dict[str, Any]:
-    import keras
-
-    versions: dict[str, Any] = {"python": platform.python_version(), "keras": keras.__version__}
-    backend = _backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        versions["tensorflow"] = tf.__version__
-        build = tf.sysconfig.get_build_info()
-        versions["cuda"] = build.get("cuda_version")
-        versions["cudnn"] = build.get("cudnn_version")
-    elif backend == "jax":
-        import jax
-        import jaxlib
-
-        versions["jax"] = jax.__version__
-        versions["jaxlib"] = jaxlib.__version__
-    elif backend == "torch":
-        import torch
-
-        versions["torch"] = torch.__version__
-        versions["cuda"] = torch.version.cuda
-    return versions
 
 
 def _gpus() -> list[dict[str, Any]]:
@@ -332,7 +309,7 @@ def describe(framework: str, device_spec: str) -> dict[str, Any]:
     devices = _devices()
     sees = any(d["type"] == "cuda" for d in devices)
     gpu = {"sees_gpu": True} if sees else {"sees_gpu": False, "why": why_no_gpu()}
-    return {"versions": _versions(), "devices": devices, "gpu": gpu}
+    return {"versions": KerasDevice(_backend(), "cpu", {}).versions(), "devices": devices, "gpu": gpu}
 
 
 def _resolve_device(spec: str) -> tuple[str, dict[str, Any]]:
@@ -393,57 +370,150 @@ def _gpu_index(device_name: str) -> int:
     return int(device_name.split(":")[1])
 
 
-def _sync(backend: str, device_name: str, state: Any) -> None:
-    """Block until the device has finished all work queued so far.
+class KerasDevice:
+    """Keras's device layer, per backend: waits, peak memory, versions and the device's record.
 
-    ``state``: arrays the last step produced (its logs) or the model's variables. JAX has no
-    "wait for everything"; blocking on what the step wrote is how it waits for the step.
+    Used by the Keras runner and by the ``KerasTimer`` hook in a user's own script (``detail=False``:
+    the framework's version only, no build libraries). ``name``: ``cpu`` or ``gpu:N``; ``info``: the
+    device's record as resolved; ``state``: what the last step wrote (JAX waits for it).
     """
+
+    def __init__(
+        self,
+        backend: str,
+        name: str,
+        info: dict[str, Any],
+        state: Callable[[], Any] | None = None,
+        detail: bool = True,
+    ) -> None:
+        self.backend = backend
+        self.name = name
+        self._info = info
+        self.state = state
+        self.detail = detail
+        self._torch_device: Any = None
+
+    @property
+    def gpu(self) -> bool:
+        return self.name.startswith("gpu")
+
+    def _torch(self) -> Any:
+        """Keras on torch: PyTorch's own device layer, on the run's GPU (not the current one)."""
+        if self._torch_device is None:
+            import torch
+
+            from benchtui_runners.torch_runner import TorchDevice
+
+            self._torch_device = TorchDevice(torch.device("cuda", _gpu_index(self.name)), detail=False)
+        return self._torch_device
+
+    def sync(self, state: Any = None) -> None:
+        """Block until the device has finished all work queued so far.
+
+        ``state``: arrays the last step produced (its logs) or the model's variables; None: this
+        device's ``state()``. JAX has no "wait for everything"; blocking on what the step wrote is how
+        it waits for the step.
+        """
+        backend = self.backend
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            tf.test.experimental.sync_devices()
+        elif backend == "jax":
+            import jax
+
+            jax.block_until_ready(state if state is not None or self.state is None else self.state())
+            jax.effects_barrier()
+        elif backend == "torch" and self.gpu:
+            self._torch().sync()
+
+    def peak_memory(self) -> dict[str, Any]:
+        try:
+            if self.gpu:
+                index = _gpu_index(self.name)
+                if self.backend == "tensorflow":
+                    import tensorflow as tf
+
+                    info = tf.config.experimental.get_memory_info(f"GPU:{index}")
+                    return {"peak_bytes": info["peak"], "source": "tf get_memory_info peak"}
+                if self.backend == "jax":
+                    stats = _jax_gpus()[index].memory_stats() or {}
+                    return {
+                        "peak_bytes": stats.get("peak_bytes_in_use"),
+                        "source": "jax memory_stats peak_bytes_in_use",
+                    }
+                if self.backend == "torch":
+                    return dict(self._torch().peak_memory())
+        except Exception as exc:  # noqa: BLE001 - a missing counter is reported, not fatal
+            return {"peak_bytes": None, "source": f"unavailable ({exc})"}
+        return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
+
+    def versions(self) -> dict[str, Any]:
+        import keras
+
+        versions: dict[str, Any] = {"python": platform.python_version(), "keras": keras.__version__}
+        backend, detail = self.backend, self.detail
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            versions["tensorflow"] = tf.__version__
+            if detail:
+                build = tf.sysconfig.get_build_info()
+                versions["cuda"] = build.get("cuda_version")
+                versions["cudnn"] = build.get("cudnn_version")
+        elif backend == "jax":
+            import jax
+
+            versions["jax"] = jax.__version__
+            if detail:
+                import jaxlib
+
+                versions["jaxlib"] = jaxlib.__version__
+        elif backend == "torch":
+            import torch
+
+            versions["torch"] = torch.__version__
+            if detail:
+                versions["cuda"] = torch.version.cuda
+        return versions
+
+    def info(self) -> dict[str, Any]:
+        return self._info
+
+
+def default_device(backend: str) -> tuple[str, dict[str, Any]]:
+    """The device a script trains on when it names none (what the ``KerasTimer`` hook times): the
+    backend's first GPU (torch: its current one) as ``gpu:N`` and its record, or the CPU."""
     if backend == "tensorflow":
         import tensorflow as tf
 
-        tf.test.experimental.sync_devices()
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            details = tf.config.experimental.get_device_details(gpus[0])
+            return "gpu:0", {
+                "type": "cuda",
+                "index": 0,
+                "name": str(details.get("device_name", gpus[0].name)),
+            }
     elif backend == "jax":
         import jax
 
-        jax.block_until_ready(state)
-        jax.effects_barrier()
-    elif backend == "torch" and device_name.startswith("gpu"):
+        device = jax.devices()[0]
+        if device.platform != "cpu":
+            kind = "cuda" if device.platform in ("gpu", "cuda") else device.platform
+            return "gpu:0", {"type": kind, "index": 0, "name": device.device_kind}
+    elif backend == "torch":
         import torch
 
-        torch.cuda.synchronize(_gpu_index(device_name))  # the run's GPU, not the current one
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            index = torch.cuda.current_device()
+            return f"gpu:{index}", {"type": "cuda", "index": 0, "name": torch.cuda.get_device_name()}
+    return "cpu", {"type": "cpu", "name": platform.processor() or platform.machine()}
 
 
 def _variables(model: Any) -> list[Any]:
     """The backend arrays behind a Keras model's variables (what a step updates)."""
     return [v.value for v in model.variables]
-
-
-def _peak_memory(backend: str, device_name: str) -> dict[str, Any]:
-    try:
-        if device_name.startswith("gpu"):
-            index = _gpu_index(device_name)
-            if backend == "tensorflow":
-                import tensorflow as tf
-
-                info = tf.config.experimental.get_memory_info(f"GPU:{index}")
-                return {"peak_bytes": info["peak"], "source": "tf get_memory_info peak"}
-            if backend == "jax":
-                stats = _jax_gpus()[index].memory_stats() or {}
-                return {
-                    "peak_bytes": stats.get("peak_bytes_in_use"),
-                    "source": "jax memory_stats peak_bytes_in_use",
-                }
-            if backend == "torch":
-                import torch
-
-                return {
-                    "peak_bytes": torch.cuda.max_memory_allocated(index),
-                    "source": "torch.cuda.max_memory_allocated",
-                }
-    except Exception as exc:  # noqa: BLE001 - a missing counter is reported, not fatal
-        return {"peak_bytes": None, "source": f"unavailable ({exc})"}
-    return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
 
 
 def _settings(config: RunConfig, backend: str) -> dict[str, Any]:
@@ -697,226 +767,292 @@ def input_record(config: RunConfig, backend: str) -> str:
 
 
 def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
-    _pre_import_settings(config)
-    import keras
-    import numpy as np
+    lifecycle.run(config, writer, KerasBackend(config))
 
-    from benchtui_runners.models import build_keras, emit_model, keras_loss
 
-    backend = _backend()
-    writer.phase("import", "end")
-    device_name, device_info = _resolve_device(config.device)
-    refuse_emulated_bf16(config, backend, device_info)
-    memory_policy = _memory_policy(backend, device_name)  # before anything starts the GPU runtime
-    _logical_cpus(config, backend)  # before the runtime starts too
-    runtime_settings = _settings(config, backend)
-    scope, distributed = data_parallel(config, backend) if config.replicas > 1 else (None, None)
-    settings = {
-        **runtime_settings,
-        **training_record(config),
-        "input": input_record(config, backend),
-        "memory_policy": memory_policy,
-    }
-    if distributed is not None:
-        settings["distributed"] = distributed
-        if config.data != "host" and backend == "tensorflow":
-            settings["input"] = (
-                "a pool of 4 global batches in host memory, in a tf.data dataset that MirroredStrategy "
-                "splits among the replicas and prefetches to each device"
+class KerasBackend:
+    """Keras 3 (tf.keras on TensorFlow, Keras on JAX or torch) at each point of the lifecycle
+    (``benchtui_runners.lifecycle``): ``model.fit`` on host arrays or a pool of device batches,
+    ``predict_on_batch`` for inference, the framework's own data parallel."""
+
+    device: KerasDevice  # set by start()
+    rank: int = 0
+    gather: Callable[[float], list[float]] | None = None
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.backend = _backend()
+        self.inference = config.task == "inference"
+        # Data parallel: every step takes the global batch, which the framework splits among the devices.
+        self.step_samples = self.flops_batch = config.global_batch
+        self.parallel: Any = None  # the data-parallel scope
+        self.distributed: dict[str, Any] | None = None
+        self.mirrored = False
+        self.pool: list[tuple[Any, Any]] = []
+        self.x_host: Any = None
+        self.y_host: Any = None
+        self.model: Any = None
+
+    def load(self) -> None:
+        _pre_import_settings(self.config)
+        import keras  # noqa: F401 - imported here: the import phase
+
+    def start(self, writer: EventWriter) -> dict[str, Any]:
+        import keras
+
+        config, backend = self.config, self.backend
+        device_name, device_info = _resolve_device(config.device)
+        refuse_emulated_bf16(config, backend, device_info)
+        memory_policy = _memory_policy(backend, device_name)  # before anything starts the GPU runtime
+        _logical_cpus(config, backend)  # before the runtime starts too
+        runtime_settings = _settings(config, backend)
+        if config.replicas > 1:
+            self.parallel, self.distributed = data_parallel(config, backend)
+        distributed = self.distributed
+        self.mirrored = distributed is not None and backend == "tensorflow"
+        settings = {
+            **runtime_settings,
+            **training_record(config),
+            "input": input_record(config, backend),
+            "memory_policy": memory_policy,
+        }
+        if distributed is not None:
+            settings["distributed"] = distributed
+            if config.data != "host" and backend == "tensorflow":
+                settings["input"] = (
+                    "a pool of 4 global batches in host memory, in a tf.data dataset that MirroredStrategy "
+                    "splits among the replicas and prefetches to each device"
+                )
+        if config.data == "host":
+            settings["host_data"] = "in host memory" + (
+                " (tensors on /CPU:0)" if backend == "tensorflow" else ""
             )
-    if config.data == "host":
-        settings["host_data"] = "in host memory" + (" (tensors on /CPU:0)" if backend == "tensorflow" else "")
-    unlike = unlike_default(config, backend, device_name == "cpu")
-    if unlike:
-        settings["unlike_default"] = unlike
-    if config.task == "inference":
-        settings["inference_path"] = (
-            "model.predict_on_batch on every batch (compiled as jit_compile resolves, training=False), "
-            "its outputs returned to the host as NumPy"
+        unlike = unlike_default(config, backend, device_name == "cpu")
+        if unlike:
+            settings["unlike_default"] = unlike
+        if self.inference:
+            settings["inference_path"] = (
+                "model.predict_on_batch on every batch (compiled as jit_compile resolves, training=False), "
+                "its outputs returned to the host as NumPy"
+            )
+        settings["xla_gpu_autotune"] = (
+            "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
         )
-    settings["xla_gpu_autotune"] = (
-        "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
-    )
-    waits = step_waits(config, backend)
-    if waits:
-        settings["host_sync_per_step"] = waits
-    if config.tokens and not config.model_def:
-        from benchtui_runners.models import KERAS_GPT2_ATTENTION
+        waits = step_waits(config, backend)
+        if waits:
+            settings["host_sync_per_step"] = waits
+        if config.tokens and not config.model_def:
+            from benchtui_runners.models import KERAS_GPT2_ATTENTION
 
-        settings["attention"] = KERAS_GPT2_ATTENTION
-    keras.utils.set_random_seed(config.seed)
-    writer.hello(
-        framework=config.framework,
-        versions=_versions(),
-        device={**device_info, **({"assigned": config.gpu} if config.gpu else {})},
-        config=config.to_dict(),
-        settings=settings,
-        steps_per_epoch=config.steps_per_epoch,
-        samples_per_epoch=config.samples_per_epoch,
-    )
-    # Data parallel: every step takes the global batch, which the framework splits among the devices.
-    bs, size, steps = config.global_batch, config.image_size, config.steps_per_epoch
-    n = config.samples_per_epoch
-    inference = config.task == "inference"
-    mirrored = distributed is not None and backend == "tensorflow"
+            settings["attention"] = KERAS_GPT2_ATTENTION
+        keras.utils.set_random_seed(config.seed)
+        self.device = KerasDevice(backend, device_name, device_info, state=self.state)
+        return settings
 
-    with scope if scope is not None else device_scope(device_name):
+    def scope(self) -> AbstractContextManager[Any]:
+        return self.parallel if self.parallel is not None else device_scope(self.device.name)
+
+    def data(self) -> None:
+        import keras
+        import numpy as np
+
+        config, backend = self.config, self.backend
+        bs, steps, n = config.global_batch, config.steps_per_epoch, config.samples_per_epoch
         rng = np.random.default_rng(config.seed)
-        pool: list[tuple[Any, Any]] = []
-        x_host = y_host = None
-        if config.mode != "count":
-            writer.phase("data", "start")
-            if mirrored:
-                # tf.distribute splits batches of a tf.data dataset among its replicas: a few global
-                # batches in host memory, repeated (or the whole epoch, for host data).
-                count = n if config.data == "host" else bs * min(steps, 4)
-                x_host, y_host = _host_inputs(config, count, rng), _labels(config, count, rng)
-            elif config.data == "host":
-                x_host, y_host = _host_inputs(config, n, rng), _labels(config, n, rng)
-                if backend == "tensorflow" and not inference:
-                    # TensorFlow turns NumPy into a tensor on its default device, the GPU: the study's
-                    # 10.7 GB array would sit in GPU memory. Made on the host, Keras's own array
-                    # pipeline slices it there and copies one batch at a time.
-                    import tensorflow as tf
+        if self.mirrored:
+            # tf.distribute splits batches of a tf.data dataset among its replicas: a few global
+            # batches in host memory, repeated (or the whole epoch, for host data).
+            count = n if config.data == "host" else bs * min(steps, 4)
+            self.x_host, self.y_host = _host_inputs(config, count, rng), _labels(config, count, rng)
+        elif config.data == "host":
+            self.x_host, self.y_host = _host_inputs(config, n, rng), _labels(config, n, rng)
+            if backend == "tensorflow" and not self.inference:
+                # TensorFlow turns NumPy into a tensor on its default device, the GPU: the study's
+                # 10.7 GB array would sit in GPU memory. Made on the host, Keras's own array
+                # pipeline slices it there and copies one batch at a time.
+                import tensorflow as tf
 
-                    with tf.device("/CPU:0"):
-                        x_host, y_host = tf.constant(x_host), tf.constant(y_host)
-            else:
-                pool = [
-                    (
-                        _device_inputs(config, bs, config.seed + i),
-                        keras.ops.convert_to_tensor(_labels(config, bs, rng)),
-                    )
-                    for i in range(min(steps, 4))
-                ]
-                if distributed is not None:  # JAX: each batch laid out over the devices once, here
-                    pool = [_laid_out(x, y) for x, y in pool]
-                _sync(backend, device_name, pool)
-            writer.phase("data", "end")
+                with tf.device("/CPU:0"):
+                    self.x_host, self.y_host = tf.constant(self.x_host), tf.constant(self.y_host)
+        else:
+            pool = [
+                (
+                    _device_inputs(config, bs, config.seed + i),
+                    keras.ops.convert_to_tensor(_labels(config, bs, rng)),
+                )
+                for i in range(min(steps, 4))
+            ]
+            if self.distributed is not None:  # JAX: each batch laid out over the devices once, here
+                pool = [_laid_out(x, y) for x, y in pool]
+            self.device.sync(pool)
+            self.pool = pool
 
-        writer.phase("build", "start")
+    def build(self, writer: EventWriter) -> dict[str, Any] | None:
+        import keras
+
+        from benchtui_runners.models import build_keras, emit_model, keras_loss
+
+        config, backend, inference = self.config, self.backend, self.inference
         custom = bool(config.model_def)
         if custom:  # a user's own model, from its builder (benchtui_runners.custom)
             model = _functional(user.build("keras", config.framework, config), config)
         else:
             model = build_keras(
-                config.model, config.num_classes, size, config.head, config.tokens, last_only=inference
+                config.model,
+                config.num_classes,
+                config.image_size,
+                config.head,
+                config.tokens,
+                last_only=inference,
             )
-        if pool and backend == "tensorflow" and not inference and not mirrored:
-            model = _device_fed(model, pool)
+        if self.pool and backend == "tensorflow" and not inference and not self.mirrored:
+            model = _device_fed(model, self.pool)
         emit_model(writer, "keras", config.model, config.tokens, model, config.framework)
         if inference:
             # Nothing is trained: compiled only for how predict_on_batch runs (jit_compile).
             model.compile(jit_compile=_jit_compile(config))
         else:
-            loss: Any = keras_loss(config.head, "tokens" if config.tokens else "image", logits=custom)
-            own_loss = user.own("losses", config.framework, config.model) if custom else None
-            if own_loss is not None:
-                loss = own_loss[1]
-            own_optimizer = user.own("optimizers", config.framework, config.model) if custom else None
-            if own_optimizer is not None:
-                optimizer = user.call(own_optimizer[0], own_optimizer[1])
-            elif config.optimizer == "adam":
+            loss = user.own_loss(config) or keras_loss(
+                config.head, "tokens" if config.tokens else "image", logits=custom
+            )
+            optimizer = user.own_optimizer(config)
+            if optimizer is None and config.optimizer == "adam":
                 optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
-            else:
+            elif optimizer is None:
                 optimizer = keras.optimizers.SGD(learning_rate=config.learning_rate, momentum=config.momentum)
             model.compile(optimizer=optimizer, loss=loss, jit_compile=_jit_compile(config))
-        _sync(backend, device_name, _variables(model))
-        writer.phase("build", "end")
+        self.model = model
+        self.device.sync(_variables(model))
         # What "auto" became is known only now: the record is completed by a settings event.
-        writer.emit(
-            "settings",
-            settings={
-                "compile": resolved_compile(backend, model.jit_compile, config.compile),
-                "jit_compile": bool(model.jit_compile),
-            },
-        )
+        return {
+            "compile": resolved_compile(backend, model.jit_compile, config.compile),
+            "jit_compile": bool(model.jit_compile),
+        }
 
-        def state() -> Any:
-            """What the last step wrote. On JAX, fit keeps it in ``model._jax_state`` while an epoch
-            runs (the variables are emptied then), which is how Keras lets callbacks reach it. Keras
-            tracks that dict (a TrackedDict of TrackedLists, which JAX's tree functions take for one
-            opaque leaf): its arrays are taken out into a plain list, or nothing would be waited for."""
-            current = getattr(model, "_jax_state", None) if backend == "jax" else None
-            if current:
-                return [array for part in dict(current).values() for array in (part or [])]
-            return _variables(model)
+    def state(self) -> Any:
+        """What the last step wrote. On JAX, fit keeps it in ``model._jax_state`` while an epoch
+        runs (the variables are emptied then), which is how Keras lets callbacks reach it. Keras
+        tracks that dict (a TrackedDict of TrackedLists, which JAX's tree functions take for one
+        opaque leaf): its arrays are taken out into a plain list, or nothing would be waited for."""
+        return step_state(self.backend, self.model)
 
-        clock = StepClock(
-            writer, lambda: _sync(backend, device_name, state()), bs, config.timing, config.window_s
-        )
-        epochs = 0 if config.mode == "count" else config.epochs_to_run
-        if inference and epochs:
-            _infer(
-                model, clock, writer, config, pool, x_host, lambda epoch: _peak_memory(backend, device_name)
-            )
-        elif epochs:
+    def stepping(self) -> AbstractContextManager[Any]:
+        return lifecycle.nothing()
+
+    def epochs(self, clock: StepClock, epochs: int, epoch_done: Callable[[int], None]) -> None:
+        if self.inference:
+            _infer(self.model, clock, self.config, self.pool, self.x_host, epochs, epoch_done)
+        else:
             _fit(
-                model,
+                self.model,
                 clock,
-                writer,
-                config,
-                pool,
-                x_host,
-                y_host,
-                backend,
-                lambda epoch: _peak_memory(backend, device_name),
-                mirrored=mirrored,
+                self.config,
+                self.pool,
+                self.x_host,
+                self.y_host,
+                self.backend,
+                epochs,
+                epoch_done,
+                mirrored=self.mirrored,
             )
-        final_memory = _peak_memory(backend, device_name)  # before counting: no part of the run
-        if config.profile and config.mode == "train" and epochs:
-            _profile(
-                model,
-                config,
-                writer,
-                pool,
-                x_host,
-                y_host,
-                backend,
-                device_name.startswith("gpu"),
-                mirrored,
-                lambda: _sync(backend, device_name, state()),
-            )
-        if config.mode != "probe":
-            # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
-            from benchtui_runners.flops import COUNTED_FORWARD, COUNTED_TRAIN, count_keras, emit_flops
 
-            emit_flops(
-                writer,
-                lambda: count_keras(
-                    model,
-                    backend,
-                    bs,
-                    size,
-                    config.num_classes,
-                    config.head,
-                    seq_len=config.tokens,
-                    vocab=config.outputs if config.tokens else 0,
-                    forward_only=inference,
-                    input_shape=config.sample_shape("keras"),
-                ),
-                bs,
-                counted=COUNTED_FORWARD if inference else COUNTED_TRAIN,
-            )
-    writer.done(**final_memory)
+    def profile_steps(self, window: lifecycle.Window, warmup: int, count: int) -> None:
+        """A few more steps on the timed path, under the backend's own profiler."""
+        import keras
+
+        config, model, pool, x_host = self.config, self.model, self.pool, self.x_host
+        if self.inference:  # the timed loop's predict_on_batch, batch after batch
+            bs, steps = config.batch_size, config.steps_per_epoch
+            for i in range(warmup + count):
+                if i == warmup:
+                    window.open()
+                step = i % steps
+                x = x_host[step * bs : (step + 1) * bs] if x_host is not None else pool[step % len(pool)][0]
+                model.predict_on_batch(x)
+            window.steps = count
+            window.close()
+            return
+
+        class Profiled(keras.callbacks.Callback):
+            """Opens the window when the first profiled step begins, closes it when the epoch ends."""
+
+            begun = 0
+
+            def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+                self.begun = batch + 1
+                if batch == warmup:
+                    window.open()
+
+            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+                window.steps = max(0, self.begun - warmup)
+                window.close()
+
+        _fit_on(
+            model,
+            config,
+            pool,
+            x_host,
+            self.y_host,
+            self.backend,
+            self.mirrored,
+            1,
+            warmup + count,
+            [Profiled()],
+        )
+
+    def capture(self, folder: str) -> Any:
+        from benchtui_runners.profiling import keras_capture
+
+        return keras_capture(self.backend, self.device.gpu)(folder)
+
+    @property
+    def profiler_version(self) -> str:
+        return _backend_version(self.backend)
+
+    def release(self) -> None:
+        """Nothing to let go of: the framework's data parallel lives in the process."""
+
+    def count_flops(self) -> dict[str, Any]:
+        from benchtui_runners.flops import count_keras
+
+        config = self.config
+        return count_keras(
+            self.model,
+            self.backend,
+            config.global_batch,
+            config.image_size,
+            config.num_classes,
+            config.head,
+            seq_len=config.tokens,
+            vocab=config.outputs if config.tokens else 0,
+            forward_only=self.inference,
+            input_shape=config.sample_shape("keras"),
+        )
+
+
+def step_state(backend: str, model: Any) -> Any:
+    """What a Keras model's last step wrote, for JAX to wait on (``KerasBackend.state``); its variables
+    on every other backend, and outside ``model.fit``."""
+    current = getattr(model, "_jax_state", None) if backend == "jax" else None
+    if current:
+        return [array for part in dict(current).values() for array in (part or [])]
+    return _variables(model)
 
 
 def _fit(
     model: Any,
     clock: StepClock,
-    writer: EventWriter,
     config: RunConfig,
     pool: list[tuple[Any, Any]],
     x_host: Any,
     y_host: Any,
     backend: str,
-    peak_memory: Any,
+    epochs: int,
+    epoch_done: Callable[[int], None],
     mirrored: bool = False,
 ) -> None:
     """Train with ``model.fit``, timed by ``clock`` from a callback (``mirrored``: under tf.distribute)."""
     import keras
-
-    n = config.samples_per_epoch
 
     class Timing(keras.callbacks.Callback):
         """benchtui's clock inside ``model.fit``.
@@ -943,11 +1079,9 @@ def _fit(
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             if self.begun:
                 clock.step_end(self.begun)
-            seconds = clock.epoch_end()
-            writer.epoch(epoch + 1, seconds, n, **clock.epoch_fields())
-            writer.memory(epoch=epoch + 1, **peak_memory(epoch + 1))
+            epoch_done(epoch + 1)
 
-    _fit_on(model, config, pool, x_host, y_host, backend, mirrored, config.epochs_to_run, None, [Timing()])
+    _fit_on(model, config, pool, x_host, y_host, backend, mirrored, epochs, None, [Timing()])
 
 
 def _fit_on(
@@ -1002,59 +1136,6 @@ def _fit_on(
         model.fit(cycle(), steps_per_epoch=steps or config.steps_per_epoch, shuffle=False, **common)
 
 
-def _profile(
-    model: Any,
-    config: RunConfig,
-    writer: EventWriter,
-    pool: list[tuple[Any, Any]],
-    x_host: Any,
-    y_host: Any,
-    backend: str,
-    gpu: bool,
-    mirrored: bool,
-    sync: Any,
-) -> None:
-    """Where step time goes: a few more steps on the timed path, under the backend's own profiler."""
-    import keras
-
-    from benchtui_runners.profiling import keras_capture, profile_run
-
-    inference = config.task == "inference"
-
-    def profiled(window: Any, warmup: int, count: int) -> None:
-        if inference:  # the timed loop's predict_on_batch, batch after batch
-            bs, steps = config.batch_size, config.steps_per_epoch
-            for i in range(warmup + count):
-                if i == warmup:
-                    window.open()
-                step = i % steps
-                x = x_host[step * bs : (step + 1) * bs] if x_host is not None else pool[step % len(pool)][0]
-                model.predict_on_batch(x)
-            window.steps = count
-            window.close()
-            return
-
-        class Profiled(keras.callbacks.Callback):
-            """Opens the window when the first profiled step begins, closes it when the epoch ends."""
-
-            begun = 0
-
-            def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-                self.begun = batch + 1
-                if batch == warmup:
-                    window.open()
-
-            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-                window.steps = max(0, self.begun - warmup)
-                window.close()
-
-        _fit_on(model, config, pool, x_host, y_host, backend, mirrored, 1, warmup + count, [Profiled()])
-
-    profile_run(
-        writer, config, keras_capture(backend, gpu), sync, profiled, versions=_backend_version(backend)
-    )
-
-
 def _backend_version(backend: str) -> str:
     """The backend's version and Keras's, for the profile's label (each distribution is named as its backend)."""
     import keras
@@ -1070,11 +1151,11 @@ def _backend_version(backend: str) -> str:
 def _infer(
     model: Any,
     clock: StepClock,
-    writer: EventWriter,
     config: RunConfig,
     pool: list[tuple[Any, Any]],
     x_host: Any,
-    peak_memory: Any,
+    epochs: int,
+    epoch_done: Callable[[int], None],
 ) -> None:
     """Inference: ``model.predict_on_batch`` on every batch, as a loop serving requests does.
 
@@ -1085,7 +1166,7 @@ def _infer(
     is more memory than the run, and its callbacks cannot reach the outputs to wait for them.
     """
     bs, steps = config.batch_size, config.steps_per_epoch
-    for epoch in range(1, config.epochs_to_run + 1):
+    for epoch in range(1, epochs + 1):
         clock.epoch_begin(epoch)
         for step in range(1, steps + 1):
             if x_host is not None:
@@ -1095,6 +1176,4 @@ def _infer(
             clock.step_begin()
             model.predict_on_batch(x)
             clock.step_end(step)
-        seconds = clock.epoch_end()
-        writer.epoch(epoch, seconds, config.samples_per_epoch, **clock.epoch_fields())
-        writer.memory(epoch=epoch, **peak_memory(epoch))
+        epoch_done(epoch)

@@ -11,12 +11,14 @@ import contextlib
 import itertools
 import os
 import platform
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
-import numpy as np
 import torch
 
 from benchtui_runners import custom as user
+from benchtui_runners import lifecycle
 from benchtui_runners.config import (
     DeviceMissing,
     RunConfig,
@@ -64,47 +66,91 @@ def why_no_cuda(label: str = "PyTorch") -> str:
     )
 
 
-def _versions() -> dict[str, Any]:
-    versions: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__}
-    try:
-        import torchvision
+class TorchDevice:
+    """PyTorch's device layer: waits, peak memory, versions and the device's record, on one device.
 
-        versions["torchvision"] = torchvision.__version__
-    except ImportError:
-        pass
-    versions["cuda"] = torch.version.cuda
-    versions["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return versions
+    Used by the PyTorch runner, by Keras on torch (``detail=False``) and by the ``StepTimer`` hook
+    in a user's own script (``detail=False``). ``detail``: the runner's full record (the caching
+    allocator's reserved bytes, torchvision's and cuDNN's versions, the GPU's memory and compute
+    capability, the CPU's threads); without it only the counters every side reads, nothing that
+    imports or queries more in a user's process.
+    """
 
+    def __init__(self, device: torch.device, detail: bool = True) -> None:
+        self.device = device
+        self.detail = detail
 
-def _device_info(device: torch.device) -> dict[str, Any]:
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
+    @property
+    def cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)  # the run's GPU, not the current one
+
+    def peak_memory(self) -> dict[str, Any]:
+        if not self.cuda:
+            return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
+        if not self.detail:
+            return {
+                "peak_bytes": torch.cuda.max_memory_allocated(self.device),
+                "source": "torch.cuda.max_memory_allocated",
+            }
         return {
-            "type": "cuda",
-            "index": device.index,
-            "name": props.name,
-            "memory_bytes": props.total_memory,
-            "capability": f"{props.major}.{props.minor}",
+            "peak_bytes": torch.cuda.max_memory_allocated(self.device),
+            "reserved_bytes": torch.cuda.max_memory_reserved(self.device),
+            "source": "torch.cuda.max_memory_allocated (tensors; the allocator reserved reserved_bytes)",
         }
-    return {
-        "type": "cpu",
-        "name": platform.processor() or platform.machine(),
-        "threads": torch.get_num_threads(),
-    }
+
+    def versions(self) -> dict[str, Any]:
+        versions: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__}
+        if self.detail:
+            try:
+                import torchvision
+
+                versions["torchvision"] = torchvision.__version__
+            except ImportError:
+                pass
+        versions["cuda"] = torch.version.cuda
+        if self.detail:
+            versions["cudnn"] = (
+                torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+            )
+        return versions
+
+    def info(self) -> dict[str, Any]:
+        device = self.device
+        if self.cuda and not self.detail:
+            return {"type": "cuda", "index": device.index, "name": torch.cuda.get_device_name(device)}
+        if self.cuda:
+            props = torch.cuda.get_device_properties(device)
+            return {
+                "type": "cuda",
+                "index": device.index,
+                "name": props.name,
+                "memory_bytes": props.total_memory,
+                "capability": f"{props.major}.{props.minor}",
+            }
+        if not self.detail:
+            return {"type": device.type, "name": platform.processor() or platform.machine()}
+        return {
+            "type": "cpu",
+            "name": platform.processor() or platform.machine(),
+            "threads": torch.get_num_threads(),
+        }
 
 
 def describe(framework: str, device_spec: str) -> dict[str, Any]:
     """Versions and devices, for ``benchtui doctor``."""
     devices = [{"type": "cpu", "name": platform.machine(), "threads": torch.get_num_threads()}]
     if torch.cuda.is_available():
-        devices += [_device_info(torch.device("cuda", i)) for i in range(torch.cuda.device_count())]
+        devices += [TorchDevice(torch.device("cuda", i)).info() for i in range(torch.cuda.device_count())]
     gpu = (
         {"sees_gpu": True}
         if torch.cuda.is_available()
         else {"sees_gpu": False, "why": why_no_cuda(_label(framework))}
     )
-    return {"versions": _versions(), "devices": devices, "gpu": gpu}
+    return {"versions": TorchDevice(torch.device("cpu")).versions(), "devices": devices, "gpu": gpu}
 
 
 def _label(framework: str) -> str:
@@ -185,21 +231,11 @@ def step_waits(precision: str, optimizer: Any) -> str | None:
     return GRADSCALER_SYNC
 
 
-def _peak_memory(device: torch.device) -> dict[str, Any]:
-    if device.type == "cuda":
-        return {
-            "peak_bytes": torch.cuda.max_memory_allocated(device),
-            "reserved_bytes": torch.cuda.max_memory_reserved(device),
-            "source": "torch.cuda.max_memory_allocated (tensors; the allocator reserved reserved_bytes)",
-        }
-    return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
-
-
 def _optimizer(config: RunConfig, params: Any) -> Any:
     """The plan's optimizer, or a user's own model's (its definition's ``optimizers``: ``fn(params)``)."""
-    own = user.own("optimizers", config.framework, config.model) if config.model_def else None
+    own = user.own_optimizer(config, params)
     if own is not None:
-        return user.call(own[0], own[1], params)
+        return own
     if config.optimizer == "adam":
         return torch.optim.Adam(params, lr=config.learning_rate)
     return torch.optim.SGD(params, lr=config.learning_rate, momentum=config.momentum)
@@ -207,15 +243,7 @@ def _optimizer(config: RunConfig, params: Any) -> Any:
 
 def _loss(config: RunConfig) -> Any:
     """The plan's loss, or a user's own model's (its definition's ``losses``: ``fn(outputs, targets)``)."""
-    own = user.own("losses", config.framework, config.model) if config.model_def else None
-    if own is None:
-        return torch_loss(config.head, "tokens" if config.tokens else "image")
-    spec, fn = own
-
-    def loss(outputs: Any, targets: Any) -> Any:
-        return user.call(spec, fn, outputs, targets)
-
-    return loss
+    return user.own_loss(config) or torch_loss(config.head, "tokens" if config.tokens else "image")
 
 
 def _labels(config: RunConfig, count: int, device: Any = None) -> torch.Tensor:
@@ -244,6 +272,8 @@ def _loader(config: RunConfig, device: torch.device, rank: int = 0) -> Any:
     rank holds its own share of the epoch (what a DistributedSampler would give it), drawn from
     its own seed.
     """
+    import numpy as np
+
     rng = np.random.default_rng(config.seed + rank)
     n = config.steps_per_epoch * config.batch_size
     if config.tokens:
@@ -341,165 +371,184 @@ def gather_step_times(device: torch.device, world: int) -> Any:
 
 
 def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
-    writer.phase("import", "end")
-    rank, local_rank, world = ranks()
-    device = _device(config.device)
-    if world > 1 and device.type == "cuda":
-        device = torch.device("cuda", local_rank)  # torchrun's rank on its own GPU of the visible ones
-    refuse_emulated_bf16(config, device)
-    settings = {
-        **_settings(config, device),
-        **training_record(config),
-        "input": input_record(config, device),
-    }
-    if config.task == "inference":
-        settings["inference_path"] = (
-            "model(x) in eval mode under torch.inference_mode, every batch's outputs copied to the host"
-        )
-    torch.manual_seed(config.seed)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        torch.cuda.reset_peak_memory_stats(device)
-    distributed = start_group(device, world) if world > 1 else None
-    if distributed is not None:
-        settings["distributed"] = distributed
-    writer.hello(
-        framework=config.framework,
-        versions=_versions(),
-        device={**_device_info(device), **({"assigned": config.gpu} if config.gpu else {})},
-        config=config.to_dict(),
-        settings=settings,
-        steps_per_epoch=config.steps_per_epoch,
-        samples_per_epoch=config.samples_per_epoch,
-    )
+    lifecycle.run(config, writer, TorchBackend(config))
 
-    images = not config.tokens
-    memory_format = torch.channels_last if config.channels_last and images else torch.contiguous_format
-    bs, steps = config.batch_size, config.steps_per_epoch
-    inference = config.task == "inference"
 
-    loader = pool = None
-    if config.mode != "count":
-        writer.phase("data", "start")
-        torch.manual_seed(config.seed + rank)  # each rank its own data; the same model everywhere
+class TorchBackend:
+    """PyTorch at each point of the lifecycle (``benchtui_runners.lifecycle``): a plain training loop
+    on a DataLoader or a pool of device batches, DistributedDataParallel under torchrun."""
+
+    device: TorchDevice  # set by start()
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.rank, self.local_rank, self.world = ranks()
+        self.inference = config.task == "inference"
+        self.memory_format: Any = torch.contiguous_format
+        self.loader: Any = None
+        self.pool: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.distributed: dict[str, Any] | None = None
+        self.model: Any = None
+        self.loss_fn: Any = None
+        self.train_step: Any = None
+        self.amp_dtype: Any = None
+        self.step_samples = config.batch_size * self.world
+        self.flops_batch = config.batch_size
+        self.gather: Any = None
+        self.profiler_version = str(torch.__version__)
+
+    def load(self) -> None:
+        """torch is imported with this module."""
+
+    def start(self, writer: EventWriter) -> dict[str, Any]:
+        config = self.config
+        device = _device(config.device)
+        if self.world > 1 and device.type == "cuda":
+            device = torch.device(
+                "cuda", self.local_rank
+            )  # torchrun's rank on its own GPU of the visible ones
+        refuse_emulated_bf16(config, device)
+        self.device = TorchDevice(device)
+        settings = {
+            **_settings(config, device),
+            **training_record(config),
+            "input": input_record(config, device),
+        }
+        if self.inference:
+            settings["inference_path"] = (
+                "model(x) in eval mode under torch.inference_mode, every batch's outputs copied to the host"
+            )
+        torch.manual_seed(config.seed)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            torch.cuda.reset_peak_memory_stats(device)
+        self.distributed = start_group(device, self.world) if self.world > 1 else None
+        if self.distributed is not None:
+            settings["distributed"] = self.distributed
+        self.gather = gather_step_times(device, self.world) if self.world > 1 else None
+        images = not config.tokens
+        if config.channels_last and images:
+            self.memory_format = torch.channels_last
+        return settings
+
+    def scope(self) -> AbstractContextManager[Any]:
+        return lifecycle.nothing()
+
+    def data(self) -> None:
+        config, device = self.config, self.device.device
+        torch.manual_seed(config.seed + self.rank)  # each rank its own data; the same model everywhere
         if config.data == "host":
-            loader = _loader(config, device, rank)
+            self.loader = _loader(config, device, self.rank)
         else:
             # Synthetic tensors made on the device: a few distinct batches, cycled (seeded above).
-            pool = [
-                (_inputs(config, bs, device, memory_format), _labels(config, bs, device))
-                for _ in range(min(steps, 4))
+            bs = config.batch_size
+            self.pool = [
+                (_inputs(config, bs, device, self.memory_format), _labels(config, bs, device))
+                for _ in range(min(config.steps_per_epoch, 4))
             ]
-        writer.phase("data", "end")
 
-    writer.phase("build", "start")
-    torch.manual_seed(config.seed)
-    if config.model_def:  # a user's own model, from its builder (benchtui_runners.custom)
-        model = user.build("torch", config.framework, config)
-    else:
-        model = build_torch(
-            config.model, config.outputs, config.image_size, config.tokens, last_only=inference
-        )
-    model = model.to(device, memory_format=memory_format)
-    model.eval() if inference else model.train()
-    emit_model(writer, "torch", config.model, config.tokens, model, config.framework)
-    loss_fn = _loss(config)
-    optimizer = None if inference else _optimizer(config, model.parameters())
-    step_fn: Any = model
-    if distributed is not None:
-        from torch.nn.parallel import DistributedDataParallel
+    def build(self, writer: EventWriter) -> dict[str, Any] | None:
+        config, device, inference = self.config, self.device.device, self.inference
+        torch.manual_seed(config.seed)
+        if config.model_def:  # a user's own model, from its builder (benchtui_runners.custom)
+            model = user.build("torch", config.framework, config)
+        else:
+            model = build_torch(
+                config.model, config.outputs, config.image_size, config.tokens, last_only=inference
+            )
+        model = model.to(device, memory_format=self.memory_format)
+        model.eval() if inference else model.train()
+        emit_model(writer, "torch", config.model, config.tokens, model, config.framework)
+        self.model = model
+        self.loss_fn = _loss(config)
+        optimizer = None if inference else _optimizer(config, model.parameters())
+        step_fn: Any = model
+        if self.distributed is not None:
+            from torch.nn.parallel import DistributedDataParallel
 
-        step_fn = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        writer.emit("settings", settings={"distributed": {**distributed, **ddp_record(step_fn)}})
-    # Known once the model and the optimizer are built: how a token model attends, and what in the
-    # step waits for the device every step (the how line of every report says it).
-    built = {
-        "attention": getattr(model, "attention", None),
-        "host_sync_per_step": None if inference else step_waits(config.precision, optimizer),
-    }
-    if any(built.values()):
-        writer.emit("settings", settings={k: v for k, v in built.items() if v})
-    if config.compile == "on":
-        step_fn = torch.compile(step_fn)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    writer.phase("build", "end")
+            step_fn = DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None
+            )
+            writer.emit("settings", settings={"distributed": {**self.distributed, **ddp_record(step_fn)}})
+        # Known once the model and the optimizer are built: how a token model attends, and what in the
+        # step waits for the device every step (the how line of every report says it).
+        built = {
+            "attention": getattr(model, "attention", None),
+            "host_sync_per_step": None if inference else step_waits(config.precision, optimizer),
+        }
+        if any(built.values()):
+            writer.emit("settings", settings={k: v for k, v in built.items() if v})
+        if config.compile == "on":
+            step_fn = torch.compile(step_fn)
+        self.device.sync()
+        self.amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(config.precision)
+        self.train_step = _step(step_fn, optimizer, self.loss_fn, self.amp_dtype, device)
+        return None
 
-    amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(config.precision)
-    train_step = _step(step_fn, optimizer, loss_fn, amp_dtype, device)
-
-    def batches():  # noqa: ANN202 - a generator of device tensors
-        if loader is not None:
-            for x, y in loader:
+    def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """An epoch's batches on the device: the loader's, copied (non-blocking), or the pool's."""
+        device, memory_format = self.device.device, self.memory_format
+        if self.loader is not None:
+            for x, y in self.loader:
                 yield (
                     x.to(device, non_blocking=True, memory_format=memory_format),
                     y.to(device, non_blocking=True),
                 )
-        elif pool is not None:
-            for i in range(steps):
-                yield pool[i % len(pool)]
+        elif self.pool is not None:
+            for i in range(self.config.steps_per_epoch):
+                yield self.pool[i % len(self.pool)]
 
-    # One clock for every framework (benchtui_runners.timing): no wait for the device after a
-    # step, one per window of steps; a step's time runs from the previous step's end, so the
-    # loader's fetch and the copy to the device are in it, as tf.data's are on the Keras side.
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-    gather = gather_step_times(device, world) if world > 1 else None
-    clock = StepClock(writer, sync, bs * world, config.timing, config.window_s, gather=gather)
-    epochs = 0 if config.mode == "count" else config.epochs_to_run
-    # Inference: no gradients anywhere (inference_mode also skips version counting), eval mode.
-    with torch.inference_mode() if inference else contextlib.nullcontext():
+    def stepping(self) -> AbstractContextManager[Any]:
+        # Inference: no gradients anywhere (inference_mode also skips version counting), eval mode.
+        return torch.inference_mode() if self.inference else lifecycle.nothing()
+
+    def epochs(self, clock: StepClock, epochs: int, epoch_done: Callable[[int], None]) -> None:
+        # A step's time runs from the previous step's end, so the loader's fetch and the copy to the
+        # device are in it, as tf.data's are on the Keras side.
         for epoch in range(1, epochs + 1):
             clock.epoch_begin(epoch)
-            for step, (x, y) in enumerate(batches(), start=1):
+            for step, (x, y) in enumerate(self.batches(), start=1):
                 clock.step_begin()  # the epoch's first: its time to first batch (loader start-up)
-                train_step(x, y)
+                self.train_step(x, y)
                 clock.step_end(step)
-            seconds = clock.epoch_end()
-            writer.epoch(epoch, seconds, config.samples_per_epoch, **clock.epoch_fields())
-            writer.memory(epoch=epoch, **_peak_memory(device))
-        final_memory = _peak_memory(device)  # before counting: its extra step is no part of the run
-        if config.profile and config.mode == "train" and epochs:
-            # Where step time goes: a few more steps under torch.profiler, after the timed epochs.
-            # Every rank runs them (their collectives must meet); rank 0 profiles.
-            from torch.profiler import record_function
+            epoch_done(epoch)
 
-            from benchtui_runners.profiling import DATA, TorchCapture, profile_run
+    def profile_steps(self, window: lifecycle.Window, warmup: int, count: int) -> None:
+        from torch.profiler import record_function
 
-            def profiled(window: Any, warmup: int, count: int) -> None:
-                feed = itertools.chain.from_iterable(batches() for _ in itertools.count())
-                for i in range(warmup + count):
-                    if i == warmup:
-                        window.open()
-                    with record_function(DATA):
-                        x, y = next(feed)
-                    train_step(x, y)
-                window.steps = count
-                window.close()
+        from benchtui_runners.profiling import DATA
 
-            profile_run(
-                writer,
-                config,
-                lambda folder: TorchCapture(folder, device.type == "cuda"),
-                sync,
-                profiled,
-                versions=torch.__version__,
-                active=rank == 0,
-            )
-    if distributed is not None:
-        import torch.distributed as dist
+        feed = itertools.chain.from_iterable(self.batches() for _ in itertools.count())
+        for i in range(warmup + count):
+            if i == warmup:
+                window.open()
+            with record_function(DATA):
+                x, y = next(feed)
+            self.train_step(x, y)
+        window.steps = count
+        window.close()
 
-        dist.destroy_process_group()
-    if config.mode != "probe" and rank == 0:
-        # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
-        from benchtui_runners.flops import COUNTED_FORWARD, COUNTED_TRAIN, count_torch, emit_flops
+    def capture(self, folder: str) -> Any:
+        from benchtui_runners.profiling import TorchCapture
 
-        def count_flops() -> dict[str, Any]:
-            torch.manual_seed(config.seed + 1)
-            x, y = _inputs(config, bs, device, memory_format), _labels(config, bs, device)
-            return count_torch(model, x, y, loss_fn, amp_dtype, device.type, forward_only=inference)
+        return TorchCapture(folder, self.device.cuda)
 
-        emit_flops(writer, count_flops, bs, counted=COUNTED_FORWARD if inference else COUNTED_TRAIN)
-    writer.done(**final_memory)
+    def release(self) -> None:
+        if self.distributed is not None:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+    def count_flops(self) -> dict[str, Any]:
+        from benchtui_runners.flops import count_torch
+
+        config, device = self.config, self.device.device
+        torch.manual_seed(config.seed + 1)
+        bs = config.batch_size
+        x, y = _inputs(config, bs, device, self.memory_format), _labels(config, bs, device)
+        return count_torch(
+            self.model, x, y, self.loss_fn, self.amp_dtype, device.type, forward_only=self.inference
+        )
 
 
 def _step(step_fn: Any, optimizer: Any, loss_fn: Any, amp_dtype: Any, device: torch.device) -> Any:

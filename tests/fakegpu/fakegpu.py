@@ -277,7 +277,8 @@ def install_tensorflow(tf: Any) -> None:
     ops._EagerTensorBase._numpy = _numpy
     real_sync = tf.test.experimental.sync_devices
 
-    def sync_devices() -> None:
+    def sync_devices() -> None:  # logged: the runner's wait for the device (one per window)
+        log("tf.test.experimental.sync_devices")
         record_wait("synchronize", "tf.test.experimental.sync_devices", "GPU")
         return real_sync()
 
