@@ -264,3 +264,51 @@ def test_each_limit_fits_the_type_it_limits(kind: str, spec: type) -> None:
             assert not limit.many or _items(f.type) == {dict}, where
         if f.required:
             assert limit is not None, f"{where}: required but unchecked"
+
+
+# -- the batch event's fast path (``plain_batch``) is the schema's check written inline ------------
+def _slow_verdict(event: dict[str, Any]) -> bool:
+    """Whether a batch event passes the checks derived from the schema (no fast path)."""
+    if any(event.get(name) is None for name in events.REQUIRED["batch"]):
+        return False
+    checks = {**events._COMMON, **events.FIELDS["batch"]}
+    return all(event.get(name) is None or check(event[name]) is None for name, check in checks.items())
+
+
+_ABSENT = object()
+_BATCH_VALUES: dict[str, list[Any]] = {
+    "epoch": [1, 0, -1, 10**7, 10**7 + 1, True, 1.0, "1", None],
+    "step": [1, 0, 10**12, 10**12 + 1, False, 2.0],
+    "seconds": [0.05, 0.0, -0.1, 1e-12, 1e9, 1e9 * 1.000001, float("nan"), float("inf"), 1, True],
+    "steps": [_ABSENT, 1, 0, 10**9, 10**9 + 1, 1.0, None],
+    "samples": [_ABSENT, 32, 0, -1, 10**12, 10**12 + 1, 32.0, None],
+    "t": [_ABSENT, 12.5, -1e9, 1e9, -1e9 - 1, 1e9 + 1, 12, float("nan")],
+    "v": [_ABSENT, 1, 0, -1, 10**6, 10**6 + 1, 1.0, True],
+    "run": [_ABSENT, "001-torch-resnet50-1", None, "é", 5, ""],
+}
+
+
+def _batch(**values: Any) -> dict[str, Any]:
+    base = {name: options[0] for name, options in _BATCH_VALUES.items()}
+    return {"type": "batch", **{k: v for k, v in {**base, **values}.items() if v is not _ABSENT}}
+
+
+def test_the_batch_fast_path_never_passes_what_the_schema_refuses() -> None:
+    """``plain_batch`` (a batch a step, a million times a session) tests the batch's limits inline: it
+    must pass only events the schema's checks pass, and ``check_event`` must say the same either way."""
+    import random
+
+    cases = [_batch(**{name: value}) for name, options in _BATCH_VALUES.items() for value in options]
+    rng = random.Random(31)
+    cases += [_batch(**{n: rng.choice(o) for n, o in _BATCH_VALUES.items()}) for _ in range(3000)]
+    assert events.plain_batch(_batch())
+    for event in cases:
+        slow = _slow_verdict(event)
+        if events.plain_batch(event):
+            assert slow, event
+        try:
+            events.check_event(dict(event))
+            passed = True
+        except events.Malformed:
+            passed = False
+        assert passed == slow, event
