@@ -135,3 +135,66 @@ def test_an_option_is_one_declaration() -> None:
     row.add_to(parser.add_argument_group("g"))
     assert parser.parse_args(["--warmup-steps", "3"]).warmup_steps == 3
     assert row.name == "warmup_steps"
+
+
+# -- the plan resolved for this machine: the engine reads it, and never changes the plan ----------------
+def test_resolve_puts_the_runs_on_the_placement_with_the_measured_threads() -> None:
+    from benchtui.core.plan.devices import place
+
+    plan = Plan(frameworks=["torch", "tensorflow"], models=["resnet50"], device="cpu", devices=2)
+    resolved = plan.resolve(place("cpu", [], 2, inherited=None), {"threads": 6})
+    config, _ = resolved.run_config("tensorflow", "resnet50", "r", devices=2)
+    assert (config.device, config.threads, config.replicas) == ("cpu", 6, 2)
+    # PyTorch data parallel is one process per rank: the measured pool shared among them.
+    assert resolved.run_config("torch", "resnet50", "r", devices=2)[0].threads == 3
+    # --threads is the plan's; the plan itself is the same as before it was resolved.
+    assert (
+        Plan(threads=2, device="cpu")
+        .resolve(place("cpu", [], inherited=None), {"threads": 6})
+        .run_config("torch", "resnet50", "r")[0]
+        .threads
+        == 2
+    )
+    assert plan.threads == 0 and plan.batch_sizes == {}
+
+
+def test_resolved_batch_sizes_are_a_copy_the_plan_never_sees() -> None:
+    from benchtui.core.plan.devices import place
+
+    plan = Plan(models=["resnet50"], batch_auto=True, batch_sizes={})
+    resolved = plan.resolve(place("cpu", [], inherited=None), None, {"torch:resnet50": 8})
+    assert resolved.run_config("torch", "resnet50", "r")[0].batch_size == 8
+    assert resolved.plan.to_dict()["batch_sizes"]["torch:resnet50"] == 8
+    assert plan.batch_sizes == {}
+
+
+def test_the_engine_searching_batches_leaves_the_plan_as_given(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--batch-size auto: the chosen sizes are the resolved plan's (and the session's record), the runs'
+    configurations take them, and the plan the engine was given is as it was."""
+    import asyncio
+    from pathlib import Path
+
+    from benchtui.core.running.engine import Engine
+    from benchtui.core.store.session import SessionFolder, SessionWriter
+
+    plan = Plan.from_dict(
+        {"frameworks": ["torch"], "models": ["resnet50"], "device": "cpu", "samples": 64, "batch_auto": True}
+    ).validate()
+    plan.batch_sizes = {}
+    given = plan.to_dict()
+    engine = Engine(plan, SessionWriter.create(plan, Path(str(tmp_path))))
+
+    async def probe(framework: str, model: str, batch: int) -> str:
+        return "ok" if batch <= 8 else "oom"
+
+    monkeypatch.setattr(engine, "_probe", probe)
+    monkeypatch.setattr("benchtui.core.running.engine.catalog.available", lambda fw, m: (True, ""))
+    asyncio.run(engine._search_batches())
+    assert plan.to_dict() == given  # the engine never changed it
+    assert engine._config("torch", "resnet50", "r")[0].batch_size == 8
+    assert engine.model.plan.batch_size("resnet50") == 8  # the summary's rows say the chosen size
+    engine.writer.finish("complete", {})
+    recorded = SessionFolder.open(engine.writer.path).read_plan()
+    assert recorded.batch_sizes["resnet50"] == 8

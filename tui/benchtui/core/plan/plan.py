@@ -8,12 +8,16 @@ import re
 import shlex
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchtui.core.fmt import clean
 from benchtui.core.plan.options import CHOICES, LIMITS, POSITIVE, RUNNER_FIELDS
 from benchtui_runners import catalog
 from benchtui_runners.config import OPTIMIZERS, RunConfig
+
+if TYPE_CHECKING:
+    from benchtui.core.plan.devices import Placement
+    from benchtui.core.plan.resolve import Resolved
 
 
 class PlanError(ValueError):
@@ -251,6 +255,18 @@ class Plan:
             model_def=self.model_def(model),
             **{name: getattr(self, name) for name in RUNNER_FIELDS},
         )
+
+    def resolve(
+        self,
+        placement: Placement,
+        measured: dict[str, Any] | None = None,
+        batch_sizes: dict[str, int] | None = None,
+    ) -> Resolved:
+        """This plan as it runs here (``resolve.Resolved``): on ``placement``, with the CPU threads the
+        idle cores ``measured`` give, and the batch sizes a search chose; the plan itself is unchanged."""
+        from benchtui.core.plan.resolve import resolve
+
+        return resolve(self, placement, measured, batch_sizes)
 
     def _validate_devices(self) -> None:
         """--devices, --scaling and --global-batch: what can be checked without the machine."""

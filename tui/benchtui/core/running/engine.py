@@ -22,6 +22,7 @@ from benchtui.core.model.status import RunStatus
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.devices import Placement, place
 from benchtui.core.plan.plan import Plan, PlanError, RunSpec, run_order
+from benchtui.core.plan.resolve import Resolved
 from benchtui.core.plan.threads import measure_idle
 from benchtui.core.running.batchsearch import choose, search_largest_batch
 from benchtui.core.running.control import Pausable
@@ -37,7 +38,7 @@ from benchtui.core.running.source import Listener, SessionSource
 from benchtui.core.store.session import SessionWriter, StorageError
 from benchtui.core.wire.events import MAX_LINE_BYTES, PARENT_ONLY, Malformed, parse_line
 from benchtui_runners import catalog
-from benchtui_runners.config import RunConfig, usable_cores
+from benchtui_runners.config import RunConfig
 
 
 def exit_words(returncode: int | None) -> str:
@@ -114,6 +115,8 @@ class Engine(Pausable):
         self._no_fit: dict[tuple[str, str], str] = {}  # cells the batch search found no size for
         # Chosen once when the session starts (from the sampler's NVML view), the same for every run.
         self.placement = Placement("unchecked", plan.device)
+        #: What ``--batch-size auto`` chose (model, or "framework:model" -> size): the resolved plan's.
+        self.batch_choices: dict[str, int] = {}
         #: A CPU plan with no --threads: the idle cores measured once before its first run, and the threads
         #: every run and probe gets from them (``threads.measure_idle``; None: --threads, a GPU, a watch).
         self.cpu_threads: dict[str, Any] | None = None
@@ -312,6 +315,12 @@ class Engine(Pausable):
         self.cpu_threads = await asyncio.to_thread(measure_idle)
         return self.cpu_threads
 
+    @property
+    def resolved(self) -> Resolved:
+        """The plan as this session runs it (``Plan.resolve``): its placement, CPU threads and chosen
+        batch sizes. The engine never changes the plan it was given."""
+        return self.plan.resolve(self.placement, self.cpu_threads, self.batch_choices)
+
     def _place(self, gpus: list[dict[str, Any]]) -> Placement:
         return place(self.plan.device, gpus, self.plan.devices, self.plan.device_ids)
 
@@ -365,7 +374,8 @@ class Engine(Pausable):
             chosen = choose(found, self.plan.batch_policy)
             for fw, size in chosen.items():
                 key = model if self.plan.batch_policy == "min" else f"{fw}:{model}"
-                self.plan.batch_sizes[key] = size
+                self.batch_choices[key] = size
+            self.model.plan = self.resolved.plan  # its rows' batch sizes are the chosen ones
             self._parent_event(
                 "batch_choice",
                 None,
@@ -375,31 +385,15 @@ class Engine(Pausable):
                 found=found,
                 chosen=chosen,
             )
-        # Runs read their batch from the plan: record the chosen sizes with it.
-        self._write(self.writer.update_meta, plan=self.plan.to_dict())
+        # The session records the plan it runs: the chosen sizes with it.
+        self._write(self.writer.update_meta, plan=self.resolved.plan.to_dict())
 
     def _config(
         self, framework: str, model: str, run_id: str, devices: int = 1
     ) -> tuple[RunConfig, dict[str, str]]:
         """The run's configuration on the session's device (its first ``devices`` when data parallel),
-        and the environment that gives the runner exactly those."""
-        config = self.plan.run_config(framework, model, run_id, devices)
-        env, gpus = self.placement.for_devices(devices)
-        config.device, config.gpu = self.placement.runner_device, self.placement.gpu
-        if devices > 1 and gpus:
-            config.gpus = gpus
-        if config.threads == 0 and config.device == "cpu":
-            # On a CPU every framework gets the same pool, the cores other processes left idle when the
-            # session started (measured once, ``measure_cpu``): left to themselves the frameworks size it
-            # differently (TensorFlow per logical core, PyTorch per physical one), and the comparison
-            # would measure that choice; a pool larger than the idle cores stalls on a busy machine.
-            measured = self.cpu_threads
-            config.threads = int(measured["threads"]) if measured is not None else usable_cores()
-            if devices > 1 and catalog.family(framework) == "torch":
-                # One process per rank: the same cores in all, shared among them (TensorFlow's and
-                # JAX's replicas share one process's pool).
-                config.threads = max(1, config.threads // devices)
-        return config, env
+        and the environment that gives the runner exactly those (``Resolved.run_config``)."""
+        return self.resolved.run_config(framework, model, run_id, devices)
 
     async def _probe(self, framework: str, model: str, batch: int) -> str:
         """One probe in a fresh process: "ok", "oom" or "error"."""
