@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
-import platform
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -253,12 +252,6 @@ def _positive(what: str, value: Any, unit: str = "samples per step") -> int:
     return number
 
 
-def _peak_rss() -> dict[str, Any]:
-    from benchtui_runners.config import peak_rss_bytes  # stdlib only; imported when first needed
-
-    return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
-
-
 # -- PyTorch -----------------------------------------------------------------------------------------
 class StepTimer:
     """Times a plain PyTorch training loop: call ``step()`` after each step, inside an epoch.
@@ -303,7 +296,9 @@ class StepTimer:
             return
         try:
             if core.clock is None:
-                self._device = _torch_device(self._device_spec)
+                from benchtui_runners.torch_runner import TorchDevice  # torch's device layer, as the runner's
+
+                self._device = TorchDevice(_torch_device(self._device_spec), detail=False)
                 core.start(self._sync, self._hello)
             elif core.epoch:  # the last epoch was never ended: end it now, as it stands
                 core.end(self._memory)
@@ -349,28 +344,16 @@ class StepTimer:
         self.epoch_end()
 
     def _sync(self) -> None:
-        if self._device.type == "cuda":
-            import torch
-
-            torch.cuda.synchronize(self._device)
+        self._device.sync()
 
     def _memory(self) -> dict[str, Any]:
-        if self._device.type == "cuda":
-            import torch
-
-            return {
-                "peak_bytes": torch.cuda.max_memory_allocated(self._device),
-                "source": "torch.cuda.max_memory_allocated",
-            }
-        return _peak_rss()
+        return dict(self._device.peak_memory())
 
     def _hello(self) -> dict[str, Any]:
-        import torch
-
         return _hello_fields(
             "torch",
-            {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda},
-            _best_effort(lambda: _torch_device_info(self._device)),
+            self._device.versions(),
+            _best_effort(self._device.info),
             self._core.settings(),
             self._steps_per_epoch,
         )
@@ -388,14 +371,6 @@ def _torch_device(spec: Any) -> Any:
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     return device
-
-
-def _torch_device_info(device: Any) -> dict[str, Any]:
-    import torch
-
-    if device.type == "cuda":
-        return {"type": "cuda", "index": device.index, "name": torch.cuda.get_device_name(device)}
-    return {"type": device.type, "name": platform.processor() or platform.machine()}
 
 
 # -- Keras 3 -------------------------------------------------------------------------------------------
@@ -427,12 +402,15 @@ def _keras_timer_class() -> type:
             super().__init__()
             self._core = _Core("KerasTimer", batch_size, timing, name)
             self._begun: int | None = None  # the step the running execution began at
+            self._device: Any = None  # the Keras runner's device layer, made at the first fit
 
         def on_train_begin(self, logs: Any = None) -> None:
             core = self._core
             if not core.live:
                 return
             try:
+                if self._device is None:
+                    self._device = _keras_device(keras.backend.backend(), lambda: self.model)
                 core.start(self._sync, self._hello)
             except (Exception, ParentGone) as exc:
                 core.fail(exc)
@@ -490,18 +468,20 @@ def _keras_timer_class() -> type:
             return per if isinstance(per, int) and per > 0 else 1
 
         def _sync(self) -> None:
-            _keras_sync(keras.backend.backend(), self.model)
+            self._device.sync()
 
         def _memory(self) -> dict[str, Any]:
-            return _keras_memory(keras.backend.backend())
+            memory = dict(self._device.peak_memory())
+            memory["source"] = str(memory["source"])[:200]
+            return memory
 
         def _hello(self) -> dict[str, Any]:
-            backend = keras.backend.backend()
+            device = self._device
             steps = self.params.get("steps") if isinstance(self.params, dict) else None
             return _hello_fields(
-                KERAS_FRAMEWORKS.get(backend, f"keras-{backend}"),
-                _keras_versions(backend, keras.__version__),
-                _best_effort(lambda: _keras_device(backend)),
+                KERAS_FRAMEWORKS.get(device.backend, f"keras-{device.backend}"),
+                device.versions(),
+                device.info(),
                 self._core.settings(),
                 steps if isinstance(steps, int) and steps > 0 else None,
             )
@@ -520,103 +500,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _keras_sync(backend: str, model: Any) -> None:
-    """Block until the device has finished all work queued so far, as the Keras runner does.
+def _keras_device(backend: str, model: Callable[[], Any]) -> Any:
+    """The Keras runner's device layer (``keras_runner.KerasDevice``) on the device the script trains
+    on by default, waiting as the runner does on each backend (JAX: for what the last step wrote)."""
+    from benchtui_runners.keras_runner import KerasDevice, default_device, step_state
 
-    JAX has no "wait for everything": it waits for what the last step wrote. While fit runs an
-    epoch, that is ``model._jax_state`` (the variables are emptied then; Keras keeps the state
-    there so that callbacks can reach it), a dict of lists taken apart here into plain arrays.
-    """
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        tf.test.experimental.sync_devices()
-    elif backend == "jax":
-        import jax
-
-        current = getattr(model, "_jax_state", None)
-        if current:
-            state = [array for part in dict(current).values() for array in (part or [])]
-        else:
-            state = [v.value for v in model.variables]
-        jax.block_until_ready(state)
-        jax.effects_barrier()
-    elif backend == "torch":
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-
-
-def _keras_versions(backend: str, keras_version: str) -> dict[str, Any]:
-    versions: dict[str, Any] = {"python": platform.python_version(), "keras": keras_version}
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        versions["tensorflow"] = tf.__version__
-    elif backend == "jax":
-        import jax
-
-        versions["jax"] = jax.__version__
-    elif backend == "torch":
-        import torch
-
-        versions["torch"] = torch.__version__
-    return versions
-
-
-def _keras_gpu(backend: str) -> tuple[str, str] | None:
-    """(type, name) of the GPU the backend trains on by default, or None when it trains on the CPU."""
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        gpus = tf.config.list_physical_devices("GPU")
-        if gpus:
-            details = tf.config.experimental.get_device_details(gpus[0])
-            return "cuda", str(details.get("device_name", gpus[0].name))
-    elif backend == "jax":
-        import jax
-
-        device = jax.devices()[0]
-        if device.platform != "cpu":
-            return ("cuda" if device.platform in ("gpu", "cuda") else device.platform), device.device_kind
-    elif backend == "torch":
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            return "cuda", torch.cuda.get_device_name()
-    return None
-
-
-def _keras_device(backend: str) -> dict[str, Any]:
-    gpu = _keras_gpu(backend)
-    if gpu is None:
-        return {"type": "cpu", "name": platform.processor() or platform.machine()}
-    return {"type": gpu[0], "index": 0, "name": gpu[1]}
-
-
-def _keras_memory(backend: str) -> dict[str, Any]:
     try:
-        if _keras_gpu(backend) is None:
-            return _peak_rss()
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            info = tf.config.experimental.get_memory_info("GPU:0")
-            return {"peak_bytes": info["peak"], "source": "tf get_memory_info peak"}
-        if backend == "jax":
-            import jax
-
-            stats = jax.devices()[0].memory_stats() or {}
-            return {
-                "peak_bytes": stats.get("peak_bytes_in_use"),
-                "source": "jax memory_stats peak_bytes_in_use",
-            }
-        import torch
-
-        return {"peak_bytes": torch.cuda.max_memory_allocated(), "source": "torch.cuda.max_memory_allocated"}
-    except Exception as exc:  # noqa: BLE001 - a missing counter is reported, not fatal
-        return {"peak_bytes": None, "source": f"unavailable ({exc})"[:200]}
+        name, info = default_device(backend)
+    except Exception as exc:  # noqa: BLE001 - a device we cannot name is no reason to stop
+        name, info = "cpu", {"type": "unknown", "name": f"unknown ({type(exc).__name__})"}
+    return KerasDevice(backend, name, info, state=lambda: step_state(backend, model()), detail=False)
 
 
 # -- shared --------------------------------------------------------------------------------------------
