@@ -185,7 +185,13 @@ def test_run_with_no_plan_is_the_apps_default(monkeypatch: pytest.MonkeyPatch) -
         devices.default_preset(True, "cpu") == "quick" and devices.default_preset(False, "cuda:0") == "study"
     )
     gpus: tuple[str, ...] = ()
-    monkeypatch.setattr(sampler, "find_gpus", lambda use_nvml=True: (gpus if use_nvml else (), "stub"))
+    monkeypatch.setattr(
+        sampler,
+        "list_gpus",
+        lambda use_nvml=True: sampler.GpuList(
+            [{"name": n} for n in gpus] if use_nvml else [], "stub", use_nvml
+        ),
+    )
     assert _plan().preset == "quick" and _plan("--headless").preset == "quick"
     assert _plan("--threads", "1", "--name", "first").preset == "quick"  # where and how: still the default
     gpus = ("NVIDIA H100",)

@@ -34,10 +34,10 @@ QUIT_WAIT_S = 15.0  # the engine needs ~3 s (SIGTERM grace) + the SIGKILL; this 
 def probe_gpus(use_nvml: bool = True) -> GpuProbe:
     """NVIDIA GPUs by NVML only: importing a framework to ask would take seconds. The plan screen then
     measures the idle cores (``measure_idle``)."""
-    from benchtui.core.running.sampler import find_gpus  # the one probe: the CLI's default plan uses it too
+    from benchtui.core.running.sampler import list_gpus  # the one list: the command line's too
 
-    names, status = find_gpus(use_nvml)
-    return GpuProbe(names, status, measure_idle=True)
+    found = list_gpus(use_nvml)
+    return GpuProbe(found.names, found.status, measure_idle=True)
 
 
 class BenchApp(App[int]):

@@ -95,10 +95,9 @@ def chosen_preset(args: argparse.Namespace) -> str:
         return ""
     device = args.device or "auto"
     if device == "auto":
-        from benchtui.core.running.sampler import find_gpus
+        from benchtui.core.running.sampler import list_gpus
 
-        names, _ = find_gpus(use_nvml=not getattr(args, "no_nvml", False))
-        return default_preset(bool(names), device)
+        return default_preset(bool(list_gpus(use_nvml=not getattr(args, "no_nvml", False)).gpus), device)
     return default_preset(False, device)
 
 
@@ -215,13 +214,14 @@ def check_devices(plan: Any) -> None:
         check_device(plan.device)
         return
     from benchtui.core.plan.devices import place
-    from benchtui.core.running.sampler import Sampler, load_nvml
+    from benchtui.core.running.sampler import list_gpus
 
-    nvml, status = (None, "") if plan.device == "cpu" else load_nvml()
-    gpus = Sampler(1.0, lambda sample: None, nvml=nvml).gpus() if nvml is not None else []
-    if plan.device.startswith("cuda") and not gpus:
-        raise PlanError(f"--devices {plan.devices} on --device {plan.device}: no NVIDIA GPU found ({status})")
-    place(plan.device, gpus, plan.devices, plan.device_ids)
+    found = list_gpus(use_nvml=plan.device != "cpu")
+    if plan.device.startswith("cuda") and not found.gpus:
+        raise PlanError(
+            f"--devices {plan.devices} on --device {plan.device}: no NVIDIA GPU found ({found.status})"
+        )
+    place(plan.device, found.gpus, plan.devices, plan.device_ids)
     for fw in plan.frameworks:
         if catalog.family(fw) == "torch":
             python = plan.python_for(fw)
@@ -239,12 +239,12 @@ def check_device(device: str) -> None:
         return
     from benchtui.core.plan.devices import place
     from benchtui.core.plan.plan import PlanError
-    from benchtui.core.running.sampler import Sampler, load_nvml
+    from benchtui.core.running.sampler import list_gpus
 
-    nvml, status = load_nvml()
-    if nvml is None:
-        raise PlanError(f"--device {device}: no NVIDIA GPU found ({status})")
-    place(device, Sampler(1.0, lambda sample: None, nvml=nvml).gpus())
+    found = list_gpus()
+    if not found.nvml:
+        raise PlanError(f"--device {device}: no NVIDIA GPU found ({found.status})")
+    place(device, found.gpus)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -289,29 +289,6 @@ def load_nvml() -> tuple[Any | None, str]:
     return init_nvml(pynvml)
 
 
-def find_gpus(use_nvml: bool = True) -> tuple[tuple[str, ...], str]:
-    """The NVIDIA GPUs' names by NVML only (importing a framework to ask would take seconds), and NVML's
-    status line: what decides the default plan (``devices.default_preset``) in the app and headless."""
-    if not use_nvml:
-        return (), "NVML not used"
-    nvml, status = load_nvml()
-    if nvml is None:
-        return (), status
-    names: list[str] = []
-    try:
-        for i in range(nvml.nvmlDeviceGetCount()):
-            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i))
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-    except Exception:  # noqa: BLE001 - a GPU NVML cannot name is still a GPU
-        names = names or ["GPU"]
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
-    return tuple(names), status
-
-
 def init_nvml(nvml: Any) -> tuple[Any | None, str]:
     try:
         nvml.nvmlInit()
@@ -812,6 +789,32 @@ class Sampler:
             self.close_counters()
         if self.nvml is not None:
             self._call(self.nvml.nvmlShutdown)
+
+
+@dataclass(frozen=True)
+class GpuList:
+    """The GPUs this job was given, as NVML describes them (``Sampler.gpus``), and NVML's status line."""
+
+    gpus: list[dict[str, Any]]
+    status: str
+    nvml: bool  # whether NVML answered (False: no driver, no GPU, not installed, or not used)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Each device's name, in the order ``--device cuda:N`` counts them."""
+        return tuple(str(gpu.get("name") or "GPU") for gpu in self.gpus)
+
+
+def list_gpus(use_nvml: bool = True, nvml: Any | None = None) -> GpuList:
+    """The one way benchtui lists GPUs outside a session (the default plan, the plan screen's devices, the
+    command line's device checks, ``doctor``): NVML only, since importing a framework to ask would take
+    seconds; the devices this job was given (an inherited ``CUDA_VISIBLE_DEVICES``, MIG slices), in
+    CUDA's order, as a session's sampler records them. ``nvml``: a binding to use (tests' fake)."""
+    sampler = Sampler(1.0, lambda sample: None, nvml=nvml, use_nvml=use_nvml)
+    try:
+        return GpuList(sampler.gpus(), str(sampler.status), sampler.nvml is not None)
+    finally:
+        sampler.stop()
 
 
 def _family_cpu_seconds(procs: list[Any]) -> float:
