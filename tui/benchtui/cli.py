@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from benchtui.commands import EXIT_BAD_INPUT, EXIT_OK, BadInput, say
 from benchtui.core.fmt import FALLBACK, FALLBACK_KEEPING_BYTES, OutputError
-from benchtui.core.plan.options import SESSIONS_DEFAULT, add_plan_args, csv_list
+from benchtui.core.plan.options import INTERVAL, INTERVAL_RANGE, SESSIONS_DEFAULT, add_plan_args, csv_list
 from benchtui.core.reporting.registry import WRITERS
 
 if TYPE_CHECKING:
@@ -80,7 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"where sessions are written {SESSIONS_DEFAULT}",
     )
     watch.add_argument(
-        "--interval", type=float, metavar="SECONDS", help="sampling period (default 0.5; 0.05 to 3600)"
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        help=f"sampling period (default {INTERVAL:g}; {INTERVAL_RANGE[0]:g} to {INTERVAL_RANGE[1]:g})",
     )
     watch.add_argument("--no-nvml", action="store_true", help="sample CPU and memory only, even with a GPU")
     watch.add_argument(

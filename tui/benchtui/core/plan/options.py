@@ -26,6 +26,13 @@ SESSIONS_DEFAULT = (
     "(default: $BENCHTUI_SESSIONS_DIR, else ./sessions where it exists, else the user's data folder)"
 )
 ORDERS = ("interleaved", "grouped")
+INTERVAL = 0.5  # GPU sampling period, seconds
+INTERVAL_RANGE = (0.05, 3600.0)  # 20 samples a second at most, one an hour at least
+STALL_RANGE = (1.0, 7 * 86400.0)  # --stall-timeout, seconds
+#: --profile-steps: steps captured by each framework's profiler after the timed epochs (a trace of
+#: more than a few dozen steps of a large model is gigabytes, and says nothing the first few do not).
+PROFILE_STEPS = 5
+PROFILE_STEPS_RANGE = (1, 50)
 DATA_PLACEMENTS = ("device", "host")
 BATCH_POLICIES = ("min", "per-framework")
 
@@ -422,7 +429,7 @@ OPTIONS: tuple[Option, ...] = (
         "interval",
         type=float,
         metavar="SECONDS",
-        help="GPU sampling period (default 0.5; 0.05 to 3600)",
+        help=f"GPU sampling period (default {INTERVAL:g}; {INTERVAL_RANGE[0]:g} to {INTERVAL_RANGE[1]:g})",
     ),
     Option(
         "--stall-timeout",
@@ -476,7 +483,8 @@ OPTIONS: tuple[Option, ...] = (
         "profile_steps",
         type=int,
         metavar="N",
-        help="--profile: steps captured per run (default 5; 1 to 50)",
+        help=f"--profile: steps captured per run (default {PROFILE_STEPS}; "
+        f"{PROFILE_STEPS_RANGE[0]} to {PROFILE_STEPS_RANGE[1]})",
         runner=True,
     ),
 )

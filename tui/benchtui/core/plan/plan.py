@@ -11,7 +11,17 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from benchtui.core.fmt import clean
-from benchtui.core.plan.options import CHOICES, LIMITS, POSITIVE, RUNNER_FIELDS
+from benchtui.core.plan.options import (
+    CHOICES,
+    INTERVAL,
+    INTERVAL_RANGE,
+    LIMITS,
+    POSITIVE,
+    PROFILE_STEPS,
+    PROFILE_STEPS_RANGE,
+    RUNNER_FIELDS,
+    STALL_RANGE,
+)
 from benchtui_runners import catalog
 from benchtui_runners.config import OPTIMIZERS, RunConfig
 
@@ -51,13 +61,7 @@ DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d{1,3})?)$")
 #: Most runs one plan may make (runs x frameworks x models x device counts): the study's is 42, all
 #: 4 frameworks x 21 models x 100 runs is 8,400; a session of more would take seconds to load.
 MAX_RUNS_IN_PLAN = 10_000
-INTERVAL_RANGE = (0.05, 3600.0)  # GPU sampling period: 20 samples a second at most, one an hour at least
-STALL_RANGE = (1.0, 7 * 86400.0)  # --stall-timeout, seconds
 MAX_NAME = 200
-#: --profile-steps: steps captured by each framework's profiler after the timed epochs (a trace of
-#: more than a few dozen steps of a large model is gigabytes, and says nothing the first few do not).
-PROFILE_STEPS_RANGE = (1, 50)
-PROFILE_STEPS = 5
 #: A run's raw trace is kept in the session's traces/ folder up to this size (MB); a larger one is dropped.
 TRACE_CAP_MB = 200
 TRACE_CAP_MAX_MB = 1 << 20  # MB: 1 TiB, a typo beyond
@@ -106,7 +110,7 @@ class Plan:
     name: str = ""
     preset: str = ""
     python: dict[str, str] = field(default_factory=dict)  # framework -> interpreter
-    interval: float = 0.5  # GPU sampling period, seconds
+    interval: float = INTERVAL  # GPU sampling period, seconds
     memory_limit_mb: int = 0  # cap on each runner's address space (0: none)
     threads: int = 0  # CPU threads for every framework's ops (0: each framework's default)
     # Seconds without an event after which a runner is stopped as stalled (0: derived from the
