@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchtui.core.plan.plan import PlanError
+from benchtui.core.plan.errors import PlanError
 
 #: Recorded with each GPU in the session and sent to the runner with its assignment.
 #: ``index`` is the device's place among those the job was given (what ``cuda:N`` names), the NVML

@@ -28,6 +28,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from benchtui_runners import catalog
 
@@ -220,7 +221,7 @@ def create_commands(framework: str, gpu: bool) -> list[list[str]]:
     ]
 
 
-def create(frameworks: list[str], gpu: bool, dry_run: bool = False, out=sys.stdout) -> int:  # noqa: ANN001
+def create(frameworks: list[str], gpu: bool, dry_run: bool = False, out: TextIO = sys.stdout) -> int:
     """Make each framework's environment; return 0, or 1 if any install failed."""
     failed = []
     for fw in frameworks:

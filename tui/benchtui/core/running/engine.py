@@ -21,8 +21,7 @@ from benchtui.core.model.runs import RunState
 from benchtui.core.model.status import RunStatus
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.devices import Placement, place
-from benchtui.core.plan.plan import Plan, PlanError, RunSpec, run_order
-from benchtui.core.plan.resolve import Resolved
+from benchtui.core.plan.plan import Plan, PlanError, Resolved, RunSpec, run_order
 from benchtui.core.plan.threads import measure_idle
 from benchtui.core.running.batchsearch import choose, search_largest_batch
 from benchtui.core.running.control import Pausable
