@@ -1,15 +1,28 @@
-"""Fixtures and hooks, and the test run's environment (set once, here). No test imports this file:
-the helpers the tests import are in support.py (``from support import ...``)."""
+"""Fixtures and hooks, the tiers, and the test run's environment (set once, here). No test imports
+this file: the helpers the tests import are in support.py (``from support import ...``).
+
+The tiers (markers, pyproject.toml): ``slow`` starts a framework (a real runner, a probe) and is
+marked by hand; ``ui`` drives the Textual app and ``unit`` is everything else, both marked here. The
+fast tier is ``-m "not slow"``. ``BENCHTUI_TESTS_AUDIT_TIERS=1`` checks the hand marks: a test
+not marked ``slow`` that imports a framework, in this process or in any process it starts, fails."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import sys
 import tempfile
+from collections.abc import Generator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from support import ROOT
+from support import ROOT, FakeLauncher, QuietApp
+
+if TYPE_CHECKING:
+    from benchtui.app import BenchApp
+    from benchtui.core.plan.plan import Plan
 
 # Per-framework environments (benchtui envs) of the machine running the tests would replace
 # this Python in every run: the tests use the one they were started with.
@@ -23,9 +36,109 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-cache-")
 # data folder (session.user_sessions_dir): the tests' go to one of their own, never the user's.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-data-")
 
+FRAMEWORKS = frozenset({"torch", "tensorflow", "jax", "keras"})
+_BEFORE = pytest.StashKey[frozenset[str]]()  # the frameworks this process had before a test
+AUDIT_TIERS = os.environ.get("BENCHTUI_TESTS_AUDIT_TIERS") == "1"
+if AUDIT_TIERS:
+    # tier_audit/sitecustomize.py on the path of every Python a test starts (the CLI's, and a runner's
+    # through the launcher's extra path) writes the test that first imported a framework there.
+    _audit_path = str(Path(__file__).resolve().parent / "tier_audit")
+    for _name in ("PYTHONPATH", "BENCHTUI_RUNNER_PYTHONPATH"):
+        os.environ[_name] = os.pathsep.join(p for p in (_audit_path, os.environ.get(_name, "")) if p)
+    if "BENCHTUI_TESTS_FRAMEWORK_LOG" not in os.environ:  # the controller's, inherited by the workers
+        _fd, _log = tempfile.mkstemp(prefix="benchtui-tests-frameworks-", suffix=".log")
+        os.close(_fd)
+        os.environ["BENCHTUI_TESTS_FRAMEWORK_LOG"] = _log
+
+
+def drives_the_app(item: pytest.Item) -> bool:
+    """A test of the Textual app: it takes a snapshot or runs the app under a pilot."""
+    if "snap_compare" in getattr(item, "fixturenames", ()):
+        return True
+    function = getattr(item, "function", None)
+    try:
+        return function is not None and "run_test(" in inspect.getsource(function)
+    except (OSError, TypeError):
+        return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "ui: drives the Textual app (a pilot or a snapshot); marked by conftest"
+    )
+    config.addinivalue_line("markers", "unit: neither slow nor ui; marked by conftest")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.ui if drives_the_app(item) else pytest.mark.unit)
+
+
+def frameworks_started(item: pytest.Item, before: frozenset[str]) -> set[str]:
+    """The frameworks ``item`` imported: here (new in sys.modules) or in a process it started."""
+    started = {name for name in FRAMEWORKS - before if name in sys.modules}
+    log = Path(os.environ["BENCHTUI_TESTS_FRAMEWORK_LOG"])
+    for line in log.read_text(encoding="utf-8").splitlines():
+        test, _, name = line.rpartition("\t")
+        if test.rpartition(" (")[0] == item.nodeid:  # PYTEST_CURRENT_TEST: "<nodeid> (<phase>)"
+            started.add(name)
+    return started
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    item.stash[_BEFORE] = frozenset(FRAMEWORKS & set(sys.modules))
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
+    outcome = yield
+    if not AUDIT_TIERS or call.when != "teardown" or item.get_closest_marker("slow") is not None:
+        return
+    started = frameworks_started(item, item.stash.get(_BEFORE, frozenset()))
+    if started:
+        report = outcome.get_result()
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} starts a framework ({', '.join(sorted(started))}) but is not marked slow:"
+            " mark it @pytest.mark.slow (or its module pytestmark), so that the fast tier stays fast"
+        )
+
 
 @pytest.fixture
 def sessions_root(tmp_path: Path) -> Path:
     root = tmp_path / "sessions"
     root.mkdir()
     return root
+
+
+@pytest.fixture
+def quiet_app(tmp_path: Path) -> QuietApp:
+    """The app as the tests drive it: no NVML, no GPU found, its sessions in ``sessions_dir``
+    (``tmp_path`` unless given), a plan given started at once (``autostart=False`` holds it), and
+    with ``runner`` (the fake runner's own options) the fake runner instead of a framework's.
+    The Textual app is imported here, not at conftest's import: a unit test never loads it."""
+    from benchtui.app import make_app
+    from benchtui.screens.plan import GpuProbe
+
+    def make(
+        plan: Plan | None = None,
+        *,
+        runner: tuple[str, ...] | None = None,
+        sessions_dir: Path | None = None,
+        **options: Any,
+    ) -> BenchApp:
+        options.setdefault("autostart", plan is not None)
+        if runner is not None:
+            options["launcher"] = FakeLauncher(*runner)
+        return make_app(
+            plan,
+            sessions_dir=str(sessions_dir or tmp_path),
+            use_nvml=False,
+            probe=GpuProbe((), "NVML unavailable: test"),
+            **options,
+        )
+
+    return make

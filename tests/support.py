@@ -11,11 +11,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from benchtui.core.running.launcher import collect_events, config_args, start_runner
+from benchtui.core.running.launcher import LocalLauncher, collect_events, config_args, start_runner
+
+if TYPE_CHECKING:
+    from benchtui.app import BenchApp
+    from benchtui.core.plan.plan import Plan
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The wire format without a framework: the runs of the tests that are not ``slow`` (see its --help).
+FAKE_RUNNER = ROOT / "tests" / "data" / "fake_runner.py"
 
 # The smallest plan that still exercises everything: two epochs (first + rest), 2 batches each. One
 # thread: two test workers share two cores, and oversubscribed thread pools slow PyTorch down tenfold.
@@ -28,6 +34,30 @@ UNAVAILABLE_RUN = (
     "run --headless --frameworks tensorflow --models pnasnet_large --image-size 64 --samples 8 --batch-size 4"
     " --epochs 1 --runs 1 --device cpu --no-nvml"
 ).split()
+
+
+class FakeLauncher(LocalLauncher):
+    """Starts the fake runner (with ``extra``, its own options) instead of ``python -m benchtui_runners``."""
+
+    def __init__(self, *extra: str) -> None:
+        self.extra = extra
+
+    def command(self, python: str, args: list[str]) -> list[str]:
+        return [python, str(FAKE_RUNNER), *self.extra, *args]
+
+
+class QuietApp(Protocol):
+    """The ``quiet_app`` fixture (conftest.py): the app with no NVML and no GPU, the fake runner when
+    ``runner`` gives its options."""
+
+    def __call__(
+        self,
+        plan: Plan | None = None,
+        *,
+        runner: tuple[str, ...] | None = None,
+        sessions_dir: Path | None = None,
+        **options: Any,
+    ) -> BenchApp: ...
 
 
 def benchtui(

@@ -1,8 +1,12 @@
-"""The test suite's own layout: conftest.py is loaded once, by pytest, under one name."""
+"""The test suite's own layout: conftest.py is loaded once, by pytest, under one name; the tiers
+(``unit``, ``ui`` marked by conftest, ``slow`` by hand and checked by the audit)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,3 +35,86 @@ def test_no_test_imports_conftest() -> None:
     importing = re.compile(r"^\s*(from\s+(tests\.)?conftest\s+import|import\s+(tests\.)?conftest\b)", re.M)
     offenders = [p.name for p in sorted(TESTS.glob("*.py")) if importing.search(p.read_text())]
     assert offenders == []
+
+
+def run_pytest(
+    folder: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """pytest, in a fresh process, on ``folder``: a copy of the suite's conftest, support and audit hook
+    beside the test files a test writes there."""
+    for name in ("conftest.py", "support.py"):
+        shutil.copy(TESTS / name, folder / name)
+    shutil.copytree(TESTS / "tier_audit", folder / "tier_audit", dirs_exist_ok=True)
+    ini = "[pytest]\nasyncio_default_fixture_loop_scope = function\nmarkers =\n    slow: starts a framework\n"
+    (folder / "pytest.ini").write_text(ini)
+    # Not this run's own test or audit: the inner run's are its own.
+    outer = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "BENCHTUI_TESTS_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0", *args],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env={**outer, "PYTHONPATH": "", **(env or {})},
+        timeout=300,
+    )
+
+
+A_TIER_OF_EACH = """
+import pytest
+
+def test_a_unit():
+    assert True
+
+def test_the_app():
+    app = None
+    if app is not None:
+        app.run_test()  # it drives the app under a pilot
+
+@pytest.mark.slow
+def test_a_framework():
+    assert True
+"""
+
+
+def test_conftest_marks_ui_and_unit_and_leaves_slow_to_the_hand(tmp_path: Path) -> None:
+    (tmp_path / "test_tiers.py").write_text(A_TIER_OF_EACH)
+    for marks, chosen in (("unit", "test_a_unit"), ("ui", "test_the_app"), ("slow", "test_a_framework")):
+        result = run_pytest(tmp_path, "--collect-only", "-q", "-m", marks)
+        assert f"test_tiers.py::{chosen}\n" in result.stdout and "1/3 tests collected" in result.stdout, (
+            marks,
+            result.stdout,
+        )
+
+
+IMPORTS_A_FRAMEWORK = """
+import subprocess, sys
+import pytest
+
+def child_imports_torch():
+    subprocess.run([sys.executable, "-c", "import torch"], check=True)
+
+def test_not_marked():
+    child_imports_torch()
+
+@pytest.mark.slow
+def test_marked():
+    child_imports_torch()
+
+def test_no_framework():
+    subprocess.run([sys.executable, "-c", "import json"], check=True)
+"""
+
+
+def test_the_audit_fails_a_test_not_marked_slow_that_starts_a_framework(tmp_path: Path) -> None:
+    # A stand-in torch (the audit notices the import before it is found): no framework really starts.
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "torch.py").write_text("")
+    (tmp_path / "test_audit.py").write_text(IMPORTS_A_FRAMEWORK)
+    env = {"BENCHTUI_TESTS_AUDIT_TIERS": "1", "PYTHONPATH": str(tmp_path / "fake")}
+    result = run_pytest(tmp_path, "-q", "-rE", "test_audit.py", env=env)
+    assert result.stdout.splitlines()[-1].startswith("3 passed, 1 error"), result.stdout + result.stderr
+    assert "ERROR test_audit.py::test_not_marked" in result.stdout
+    assert "test_audit.py::test_not_marked starts a framework (torch) but is not marked slow" in result.stdout
+    # Without the audit, the same tests pass: the check is the audit's, not every run's.
+    plain = run_pytest(tmp_path, "-q", "test_audit.py", env={"PYTHONPATH": str(tmp_path / "fake")})
+    assert plain.stdout.splitlines()[-1].startswith("3 passed in"), plain.stdout

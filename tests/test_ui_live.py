@@ -17,27 +17,14 @@ from typing import Any
 
 import pytest
 
-from benchtui.app import BenchApp, make_app
+from benchtui.app import BenchApp
 from benchtui.core.plan.plan import Plan
-from benchtui.core.running.launcher import LocalLauncher
 from benchtui.screens.confirm import ConfirmScreen
 from benchtui.screens.live import TICK_S, LiveScreen
-from benchtui.screens.plan import GpuProbe, PlanScreen
+from benchtui.screens.plan import PlanScreen
 from benchtui.widgets.results_table import ResultsTable
+from support import FakeLauncher, QuietApp
 from test_ui_replay import Wakeups
-
-FAKE_RUNNER = Path(__file__).parent / "data" / "fake_runner.py"
-NO_GPU = GpuProbe((), "NVML unavailable: test")
-
-
-class FakeLauncher(LocalLauncher):
-    """Starts the fake runner instead of ``python -m runners``."""
-
-    def __init__(self, *extra: str) -> None:
-        self.extra = extra
-
-    def command(self, python: str, args: list[str]) -> list[str]:
-        return [python, str(FAKE_RUNNER), *self.extra, *args]
 
 
 def tiny_plan(**overrides: object) -> Plan:
@@ -120,15 +107,8 @@ def session_meta(app: BenchApp) -> dict:
 
 
 @pytest.mark.asyncio
-async def test_stop_key_stops_the_run_and_the_queue_goes_on(tmp_path: Path) -> None:
-    app = make_app(
-        tiny_plan(samples=800),
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.05", "--child"),
-        probe=NO_GPU,
-    )
+async def test_stop_key_stops_the_run_and_the_queue_goes_on(quiet_app: QuietApp) -> None:
+    app = quiet_app(tiny_plan(samples=800), runner=("--batch-s", "0.05", "--child"))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
         assert app.screen.check_action("stop_run", ()) is True
@@ -149,18 +129,11 @@ async def test_stop_key_stops_the_run_and_the_queue_goes_on(tmp_path: Path) -> N
 
 
 @pytest.mark.asyncio
-async def test_skip_key_skips_the_rest_of_the_model(tmp_path: Path) -> None:
+async def test_skip_key_skips_the_rest_of_the_model(quiet_app: QuietApp) -> None:
     plan = tiny_plan(
         models=["resnet50", "densenet121"], runs=2, samples=800, batch_sizes={"resnet50": 8, "densenet121": 8}
     )
-    app = make_app(
-        plan,
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.02"),
-        probe=NO_GPU,
-    )
+    app = quiet_app(plan, runner=("--batch-s", "0.02"))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
         await pilot.press("k")
@@ -182,15 +155,8 @@ async def test_skip_key_skips_the_rest_of_the_model(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_pause_holds_the_queue_until_resume(tmp_path: Path) -> None:
-    app = make_app(
-        tiny_plan(samples=400),  # a few seconds per run: time to press p on a loaded machine
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.02"),
-        probe=NO_GPU,
-    )
+async def test_pause_holds_the_queue_until_resume(quiet_app: QuietApp) -> None:
+    app = quiet_app(tiny_plan(samples=400), runner=("--batch-s", "0.02"))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
         await pilot.press("p")
@@ -207,15 +173,8 @@ async def test_pause_holds_the_queue_until_resume(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_quit_asks_first_then_stops_the_process_group(tmp_path: Path) -> None:
-    app = make_app(
-        tiny_plan(samples=8000),
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.05", "--child"),
-        probe=NO_GPU,
-    )
+async def test_quit_asks_first_then_stops_the_process_group(quiet_app: QuietApp) -> None:
+    app = quiet_app(tiny_plan(samples=8000), runner=("--batch-s", "0.05", "--child"))
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
         await wait_for(pilot, lambda: len(runner_pids(app)) == 2)
@@ -240,15 +199,8 @@ async def test_quit_asks_first_then_stops_the_process_group(tmp_path: Path) -> N
 
 
 @pytest.mark.asyncio
-async def test_ctrl_c_interrupts_at_once(tmp_path: Path) -> None:
-    app = make_app(
-        tiny_plan(samples=8000),
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.05", "--child"),
-        probe=NO_GPU,
-    )
+async def test_ctrl_c_interrupts_at_once(quiet_app: QuietApp) -> None:
+    app = quiet_app(tiny_plan(samples=8000), runner=("--batch-s", "0.05", "--child"))
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: len(runner_pids(app)) == 2)
         pids = runner_pids(app)
@@ -263,15 +215,8 @@ async def test_ctrl_c_interrupts_at_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_footer_keys_palette_and_log(tmp_path: Path) -> None:
-    app = make_app(
-        tiny_plan(samples=400),
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.05"),
-        probe=NO_GPU,
-    )
+async def test_footer_keys_palette_and_log(quiet_app: QuietApp) -> None:
+    app = quiet_app(tiny_plan(samples=400), runner=("--batch-s", "0.05"))
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
         screen = app.screen
@@ -292,15 +237,8 @@ async def test_footer_keys_palette_and_log(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_export_writes_markdown_into_the_session(tmp_path: Path) -> None:
-    app = make_app(
-        tiny_plan(),
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.0"),
-        probe=NO_GPU,
-    )
+async def test_export_writes_markdown_into_the_session(quiet_app: QuietApp) -> None:
+    app = quiet_app(tiny_plan(), runner=("--batch-s", "0.0"))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: not app.runs_going, timeout=30)
         await pilot.press("e")  # asks for the format; Markdown is the first choice
@@ -312,14 +250,8 @@ async def test_export_writes_markdown_into_the_session(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_plan_screen_ctrl_r_starts_the_plan(tmp_path: Path) -> None:
-    app = make_app(
-        None,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.0"),
-        probe=NO_GPU,
-    )
+async def test_plan_screen_ctrl_r_starts_the_plan(quiet_app: QuietApp) -> None:
+    app = quiet_app(runner=("--batch-s", "0.0"))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, PlanScreen)
@@ -335,9 +267,9 @@ async def test_plan_screen_ctrl_r_starts_the_plan(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.asyncio
-async def test_real_tiny_cpu_run_from_the_plan_screen(tmp_path: Path) -> None:
+async def test_real_tiny_cpu_run_from_the_plan_screen(quiet_app: QuietApp) -> None:
     """Real PyTorch and tf.keras runners, started from the plan screen, both reach "done"."""
-    app = make_app(None, sessions_dir=str(tmp_path), use_nvml=False, probe=NO_GPU)
+    app = quiet_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         screen = app.screen
@@ -383,16 +315,9 @@ def test_parent_never_imports_a_framework() -> None:
 
 
 @pytest.mark.asyncio
-async def test_an_app_exit_mid_run_still_stops_the_runner_and_marks_interrupted(tmp_path: Path) -> None:
+async def test_an_app_exit_mid_run_still_stops_the_runner_and_marks_interrupted(quiet_app: QuietApp) -> None:
     """Leaving by another path than quit (an error, app.exit) must not leave a runner behind."""
-    app = make_app(
-        tiny_plan(samples=8000),
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.05", "--child"),
-        probe=NO_GPU,
-    )
+    app = quiet_app(tiny_plan(samples=8000), runner=("--batch-s", "0.05", "--child"))
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: len(runner_pids(app)) == 2)
         pids = runner_pids(app)
@@ -406,19 +331,15 @@ async def test_an_app_exit_mid_run_still_stops_the_runner_and_marks_interrupted(
 
 
 @pytest.mark.asyncio
-async def test_the_plan_screen_asks_to_start_and_the_live_screen_asks_for_a_new_plan(tmp_path: Path) -> None:
+async def test_the_plan_screen_asks_to_start_and_the_live_screen_asks_for_a_new_plan(
+    tmp_path: Path, quiet_app: QuietApp
+) -> None:
     """Screens post messages; the app starts the plan on one and shows the plan screen on the other."""
     from textual.message import Message
 
     posted: list[Message] = []
     plan = tiny_plan(frameworks=["torch"], image_size=40)
-    app = make_app(
-        plan,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.0"),
-        probe=NO_GPU,
-    )
+    app = quiet_app(plan, runner=("--batch-s", "0.0"), autostart=False)
     async with app.run_test(size=(100, 30), message_hook=posted.append) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, PlanScreen)
@@ -443,16 +364,9 @@ async def test_the_plan_screen_asks_to_start_and_the_live_screen_asks_for_a_new_
 
 @pytest.mark.asyncio
 async def test_the_tick_keeps_its_rate_during_a_run_and_sleeps_once_the_session_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch, quiet_app: QuietApp
 ) -> None:
-    app = make_app(
-        tiny_plan(samples=400),  # a second or two per run
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.02"),
-        probe=NO_GPU,
-    )
+    app = quiet_app(tiny_plan(samples=400), runner=("--batch-s", "0.02"))
     async with app.run_test(size=(120, 36)) as pilot:
         wakeups = Wakeups(monkeypatch)
         await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
@@ -469,12 +383,12 @@ async def test_the_tick_keeps_its_rate_during_a_run_and_sleeps_once_the_session_
 
 @pytest.mark.asyncio
 async def test_the_plan_screen_sits_still_even_with_a_field_focused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch, quiet_app: QuietApp
 ) -> None:
     """No timer runs and nothing is drawn while the form waits: a number field's cursor does not blink."""
     from textual.widgets import Input
 
-    app = make_app(None, sessions_dir=str(tmp_path), use_nvml=False, probe=NO_GPU)
+    app = quiet_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, PlanScreen)
@@ -490,7 +404,9 @@ async def test_the_plan_screen_sits_still_even_with_a_field_focused(
         assert field.value == "4"
 
 
-def test_the_app_and_the_headless_run_start_a_session_the_same_way(tmp_path: Path) -> None:
+def test_the_app_and_the_headless_run_start_a_session_the_same_way(
+    tmp_path: Path, quiet_app: QuietApp
+) -> None:
     """Both go through start_session: the same folder layout, session.json fields, events and exit code.
 
     The plan's one cell is unavailable (no PNASNet in Keras), so no framework starts.
@@ -510,7 +426,7 @@ def test_the_app_and_the_headless_run_start_a_session_the_same_way(tmp_path: Pat
     ).validate()
     headless_code = run_headless(plan, SessionWriter.create(plan, tmp_path / "headless"), use_nvml=False)
 
-    app = make_app(plan, autostart=True, sessions_dir=str(tmp_path / "app"), use_nvml=False, probe=NO_GPU)
+    app = quiet_app(plan, sessions_dir=tmp_path / "app")
 
     async def in_the_app() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
@@ -589,21 +505,14 @@ def eta_line(app: BenchApp) -> str:
 
 
 @pytest.mark.asyncio
-async def test_the_eta_has_a_figure_before_the_first_run_ends_and_keeps_moving(tmp_path: Path) -> None:
+async def test_the_eta_has_a_figure_before_the_first_run_ends_and_keeps_moving(quiet_app: QuietApp) -> None:
     """On a CPU the plan's estimate (estimate.cpu_seconds of each cell, on the plan's threads) is the first
     figure, said as such; it counts down with the clock, not only when an event comes."""
     from benchtui.core.model import eta
     from benchtui.core.plan.estimate import cpu_seconds
 
     plan = tiny_plan(samples=8000, threads=1)
-    app = make_app(
-        plan,
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.05"),
-        probe=NO_GPU,
-    )
+    app = quiet_app(plan, runner=("--batch-s", "0.05"))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: app.engine is not None and app.engine.model.current is not None)
         screen = app.screen
@@ -626,21 +535,14 @@ async def test_the_eta_has_a_figure_before_the_first_run_ends_and_keeps_moving(t
 
 @pytest.mark.asyncio
 async def test_without_threads_the_eta_is_estimated_on_the_idle_cores_measured_before_the_plan(
-    tmp_path: Path,
+    quiet_app: QuietApp,
 ) -> None:
     """The plan screen words the quick preset on the idle cores; the live ETA's first figure uses the idle
     cores the engine measured before the first run (session.json's cpu_threads), not the host's count."""
     from benchtui.core.model import eta
 
     plan = tiny_plan(samples=8000)
-    app = make_app(
-        plan,
-        autostart=True,
-        sessions_dir=str(tmp_path),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.05"),
-        probe=NO_GPU,
-    )
+    app = quiet_app(plan, runner=("--batch-s", "0.05"))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen) and "cpu_threads" in app.screen.meta)
         screen = app.screen
@@ -653,7 +555,9 @@ async def test_without_threads_the_eta_is_estimated_on_the_idle_cores_measured_b
 
 
 @pytest.mark.asyncio
-async def test_a_replay_opened_mid_run_leaves_the_run_going_and_esc_comes_back(tmp_path: Path) -> None:
+async def test_a_replay_opened_mid_run_leaves_the_run_going_and_esc_comes_back(
+    tmp_path: Path, quiet_app: QuietApp
+) -> None:
     """A saved session replayed from the palette while a plan runs: the run goes on (the replay's worker
     once shared the engine's exclusive group, and starting it cancelled the session), and Esc twice
     leads back to the live screen."""
@@ -664,14 +568,7 @@ async def test_a_replay_opened_mid_run_leaves_the_run_going_and_esc_comes_back(t
     # Not scanned by _no_runner_left_behind: the copy's pids are another machine's.
     root = tmp_path / "sessions"
     shutil.copytree(Path(__file__).parent / "data" / "tiny-cpu-session", root / "20200101T000000Z_tiny")
-    app = make_app(
-        tiny_plan(samples=8000),
-        autostart=True,
-        sessions_dir=str(root),
-        use_nvml=False,
-        launcher=FakeLauncher("--batch-s", "0.05"),
-        probe=NO_GPU,
-    )
+    app = quiet_app(tiny_plan(samples=8000), sessions_dir=root, runner=("--batch-s", "0.05"))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: state(app, "torch").startswith("epoch"))
         live = app.screen

@@ -12,13 +12,12 @@ import pytest
 from rich.console import Console
 from textual.widgets import DataTable, Static
 
-from benchtui.app import make_app
 from benchtui.screens.live import LiveScreen
-from benchtui.screens.plan import GpuProbe, PlanScreen
+from benchtui.screens.plan import PlanScreen
 from benchtui.screens.sessions import CompareScreen, SessionsScreen
+from support import QuietApp
 
 DATA = Path(__file__).resolve().parent / "data"
-NO_GPU = GpuProbe((), "NVML unavailable: test")
 
 
 async def wait_for(pilot, predicate, timeout: float = 30.0) -> None:  # noqa: ANN001
@@ -37,8 +36,8 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.mark.asyncio
-async def test_sessions_screen_lists_summarises_exports_and_replays(root: Path) -> None:
-    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+async def test_sessions_screen_lists_summarises_exports_and_replays(root: Path, quiet_app: QuietApp) -> None:
+    app = quiet_app(sessions_dir=root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("ctrl+o")  # from the plan screen
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
@@ -60,8 +59,8 @@ async def test_sessions_screen_lists_summarises_exports_and_replays(root: Path) 
 
 
 @pytest.mark.asyncio
-async def test_sessions_screen_from_the_palette_with_no_sessions(tmp_path: Path) -> None:
-    app = make_app(None, sessions_dir=str(tmp_path / "none"), use_nvml=False, probe=NO_GPU)
+async def test_sessions_screen_from_the_palette_with_no_sessions(tmp_path: Path, quiet_app: QuietApp) -> None:
+    app = quiet_app(sessions_dir=tmp_path / "none")
     async with app.run_test(size=(80, 24)) as pilot:
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Saved sessions" in titles
@@ -75,12 +74,14 @@ async def test_sessions_screen_from_the_palette_with_no_sessions(tmp_path: Path)
 
 
 @pytest.mark.asyncio
-async def test_a_replay_request_the_app_cannot_read_is_said_and_the_app_stays(root: Path) -> None:
+async def test_a_replay_request_the_app_cannot_read_is_said_and_the_app_stays(
+    root: Path, quiet_app: QuietApp
+) -> None:
     """r posts ReplayRequested with the selected folder; one that is no longer a session is an error notice."""
     from textual.message import Message
 
     posted: list[Message] = []
-    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    app = quiet_app(sessions_dir=root)
     async with app.run_test(size=(120, 40), message_hook=posted.append) as pilot:
         app.show_sessions()
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
@@ -103,13 +104,13 @@ async def test_a_replay_request_the_app_cannot_read_is_said_and_the_app_stays(ro
 
 @pytest.mark.asyncio
 async def test_the_export_menu_offers_every_registered_format(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+    root: Path, monkeypatch: pytest.MonkeyPatch, quiet_app: QuietApp
 ) -> None:
     """The menu reads the registry: a format added there is offered, and choosing it writes its file."""
     from benchtui.core.reporting.registry import WRITERS, Writer
 
     monkeypatch.setitem(WRITERS, "txt", Writer("txt", "summary.txt", "Text: one line", "test_reporting"))
-    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    app = quiet_app(sessions_dir=root)
     async with app.run_test(size=(120, 40)) as pilot:
         app.show_sessions()
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
@@ -133,8 +134,10 @@ async def test_the_export_menu_offers_every_registered_format(
 
 
 @pytest.mark.asyncio
-async def test_esc_leaves_a_replay_for_the_sessions_screen_it_came_from(root: Path) -> None:
-    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+async def test_esc_leaves_a_replay_for_the_sessions_screen_it_came_from(
+    root: Path, quiet_app: QuietApp
+) -> None:
+    app = quiet_app(sessions_dir=root)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("ctrl+o")  # from the plan screen
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
@@ -154,7 +157,9 @@ async def test_esc_leaves_a_replay_for_the_sessions_screen_it_came_from(root: Pa
 
 
 @pytest.mark.asyncio
-async def test_the_list_says_each_status_keeps_the_id_whole_and_cuts_a_long_name(tmp_path: Path) -> None:
+async def test_the_list_says_each_status_keeps_the_id_whole_and_cuts_a_long_name(
+    tmp_path: Path, quiet_app: QuietApp
+) -> None:
     from benchtui.screens.sessions import NAME_W
     from sessionfactory import make_session
 
@@ -163,7 +168,7 @@ async def test_the_list_says_each_status_keeps_the_id_whole_and_cuts_a_long_name
     # Started without --name (as from the plan screen): labelled with its id, which the Name leaves out.
     unnamed = "20200101T000000Z_torch-tensorflow"
     make_session(tmp_path, name=unnamed, folder=unnamed, runs=1, epochs=2, steps=2)
-    app = make_app(None, sessions_dir=str(tmp_path), use_nvml=False, probe=NO_GPU)
+    app = quiet_app()
     async with app.run_test(size=(80, 24)) as pilot:
         app.show_sessions()
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
@@ -177,9 +182,11 @@ async def test_the_list_says_each_status_keeps_the_id_whole_and_cuts_a_long_name
 
 
 @pytest.mark.asyncio
-async def test_two_marked_sessions_are_compared_on_a_screen_with_a_way_back(root: Path) -> None:
+async def test_two_marked_sessions_are_compared_on_a_screen_with_a_way_back(
+    root: Path, quiet_app: QuietApp
+) -> None:
     shutil.copytree(root / "20261121T100016Z_tiny-cpu-session", root / "20200101T000000Z_oldest")
-    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    app = quiet_app(sessions_dir=root)
     async with app.run_test(size=(120, 40)) as pilot:
         app.show_sessions()
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
@@ -219,7 +226,7 @@ async def test_two_marked_sessions_are_compared_on_a_screen_with_a_way_back(root
 
 @pytest.mark.asyncio
 async def test_the_summary_is_drawn_at_the_width_below_the_list(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+    root: Path, monkeypatch: pytest.MonkeyPatch, quiet_app: QuietApp
 ) -> None:
     """Not the screen's width: the summary's padding and scroll bar take columns, and a table drawn
     wider than its room loses its right edge."""
@@ -233,7 +240,7 @@ async def test_the_summary_is_drawn_at_the_width_below_the_list(
         return real(path, width)
 
     monkeypatch.setattr(sessions, "summary_view", recording)
-    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    app = quiet_app(sessions_dir=root)
     async with app.run_test(size=(80, 24)) as pilot:
         app.show_sessions()
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
@@ -249,10 +256,10 @@ async def test_the_summary_is_drawn_at_the_width_below_the_list(
 
 # -- the list follows the folder; replay at a speed (issue 30) -------------------------------------------
 @pytest.mark.asyncio
-async def test_replay_from_the_sessions_screen_offers_a_speed(root: Path) -> None:
+async def test_replay_from_the_sessions_screen_offers_a_speed(root: Path, quiet_app: QuietApp) -> None:
     from benchtui.screens.sessions import REPLAY_SPEEDS, ReplaySpeed
 
-    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    app = quiet_app(sessions_dir=root)
     async with app.run_test(size=(100, 30)) as pilot:
         app.show_sessions()
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen) and app.screen.infos)
@@ -275,7 +282,7 @@ async def test_replay_from_the_sessions_screen_offers_a_speed(root: Path) -> Non
 
 @pytest.mark.asyncio
 async def test_the_list_follows_the_folder_a_session_added_or_changed(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+    root: Path, monkeypatch: pytest.MonkeyPatch, quiet_app: QuietApp
 ) -> None:
     """A cheap poll (a stat of the folder and of each session's two files, re-armed once done) shows a new
     session and a changed status without a key; idle, it is the only timer, at its period."""
@@ -287,7 +294,7 @@ async def test_the_list_follows_the_folder_a_session_added_or_changed(
 
     monkeypatch.setattr(sessions, "POLL_S", 0.3)
     wakeups = Wakeups(monkeypatch)
-    app = make_app(None, sessions_dir=str(root), use_nvml=False, probe=NO_GPU)
+    app = quiet_app(sessions_dir=root)
     async with app.run_test(size=(120, 40)) as pilot:
         app.show_sessions()
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen) and app.screen.shown is not None)

@@ -28,7 +28,7 @@ from benchtui.core.reporting.model import wording
 from benchtui.core.running.launcher import INHERITED_HOOK_ENV, command_env, runner_root
 from benchtui.core.store.session import SessionError, load_session
 from benchtui_runners import catalog
-from support import ROOT, benchtui, only_session, read_events
+from support import ROOT, QuietApp, benchtui, only_session, read_events
 from test_ui_live import alive
 
 TORCH_SCRIPT = """
@@ -507,15 +507,14 @@ def test_a_keras_fit_with_the_callback_streams_its_batches(tmp_path: Path, sessi
 @pytest.mark.asyncio
 async def test_the_live_screen_shows_a_watched_commands_run_and_its_batches_and_s_stops_it(
     tmp_path: Path,
+    quiet_app: QuietApp,
 ) -> None:
-    from benchtui.app import make_app
     from benchtui.widgets.results_table import ResultsTable
-    from test_ui_live import NO_GPU
     from test_ui_live import wait_for as pilot_wait
 
     fake = script(tmp_path, "fake_hooks.py", FAKE_HOOKS)
     plan = watch_plan([sys.executable, str(fake), "999"], str(tmp_path))
-    app = make_app(plan, autostart=True, sessions_dir=str(tmp_path / "s"), use_nvml=False, probe=NO_GPU)
+    app = quiet_app(plan, sessions_dir=tmp_path / "s")
 
     def cell(column: str) -> str:
         table = app.screen.query_one(ResultsTable)
@@ -548,19 +547,13 @@ async def test_the_live_screen_shows_a_watched_commands_run_and_its_batches_and_
 
 
 @pytest.mark.asyncio
-async def test_the_live_screen_ends_a_telemetry_watch_on_quit_without_asking(tmp_path: Path) -> None:
-    from benchtui.app import make_app
+async def test_the_live_screen_ends_a_telemetry_watch_on_quit_without_asking(
+    tmp_path: Path, quiet_app: QuietApp
+) -> None:
     from benchtui.screens.confirm import ConfirmScreen
-    from test_ui_live import NO_GPU
     from test_ui_live import wait_for as pilot_wait
 
-    app = make_app(
-        watch_plan([], str(tmp_path), interval=0.1),
-        autostart=True,
-        sessions_dir=str(tmp_path / "s"),
-        use_nvml=False,
-        probe=NO_GPU,
-    )
+    app = quiet_app(watch_plan([], str(tmp_path), interval=0.1), sessions_dir=tmp_path / "s")
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot_wait(pilot, lambda: app.engine is not None and len(app.engine.model.gpu_samples) >= 3)
         assert "telemetry only" in str(app.screen.query_one("#status").render())
