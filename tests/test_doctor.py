@@ -23,7 +23,7 @@ import pytest
 
 from benchtui.commands.setup import _age, cmd_doctor
 from benchtui.core.running import doctor
-from benchtui.core.running.sampler import Sampler
+from benchtui.core.running.sampler import Sampler, list_gpus
 from benchtui_runners import catalog
 from support import ROOT
 from test_sampler import FakeNVML
@@ -93,11 +93,7 @@ def fake_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def use_gpus(monkeypatch: pytest.MonkeyPatch, nvml: FakeNVML | None) -> None:
     """What NVML sees for the doctor: ``nvml``'s GPUs, or (None) no NVML at all."""
-    monkeypatch.setattr(
-        doctor,
-        "Sampler",
-        lambda interval, on_sample: Sampler(interval, on_sample, nvml=nvml, use_nvml=nvml is not None),
-    )
+    monkeypatch.setattr(doctor, "list_gpus", lambda: list_gpus(nvml=nvml, use_nvml=nvml is not None))
 
 
 def probes(log: Path) -> list[list[str]]:

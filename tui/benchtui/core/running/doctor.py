@@ -36,7 +36,7 @@ from benchtui.core.plan import envs
 from benchtui.core.provenance import runner_code_hash
 from benchtui.core.running import launcher
 from benchtui.core.running.launcher import collect_events, start_runner
-from benchtui.core.running.sampler import Sampler
+from benchtui.core.running.sampler import list_gpus
 from benchtui_runners import catalog
 from benchtui_runners.protocol import FD_ENV
 
@@ -451,41 +451,38 @@ def diagnose(fresh: bool = False, on_done: Callable[[ProbeDone], None] | None = 
     ``on_done`` hears of each answer as it arrives."""
     from benchtui.core.plan.plan import Plan
 
-    sampler = Sampler(1.0, lambda s: None)
-    try:
-        gpus = sampler.gpus()
-        plan = Plan()
-        frameworks = list(catalog.FRAMEWORKS)
-        pythons = {fw: plan.python_for(fw) for fw in frameworks}
-        # The same view of the GPUs as a run has: PCI order, so CUDA's indices are NVML's.
-        env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-        path = cache_path()
-        kept = {} if fresh else load_cache(path)
-        facts: dict[str, str | None] = {}
-        results, seconds, cached, updates = asyncio.run(
-            ask_all(frameworks, pythons, gpus, env, kept, on_done, facts)
-        )
-        if updates:
-            save_cache(path, updates)
-        mixes = {}
-        for python, said in facts.items():
-            needs = {
-                fw: build_major(r) for fw, r in zip(frameworks, results, strict=True) if pythons[fw] == python
-            }
-            report = cuda_mix_report(python, envs.dists_of(said or ""), needs)
-            if report:
-                mixes[python] = report
-        return Diagnosis(
-            frameworks=frameworks,
-            results=results,
-            verdicts=verdicts(frameworks, results, gpus),
-            pythons=pythons,
-            gpus=gpus,
-            telemetry=str(sampler.status),
-            nvml=sampler.nvml is not None,
-            seconds=seconds,
-            cached=cached,
-            cuda_mixes=mixes,
-        )
-    finally:
-        sampler.stop()
+    found = list_gpus()
+    gpus = found.gpus
+    plan = Plan()
+    frameworks = list(catalog.FRAMEWORKS)
+    pythons = {fw: plan.python_for(fw) for fw in frameworks}
+    # The same view of the GPUs as a run has: PCI order, so CUDA's indices are NVML's.
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    path = cache_path()
+    kept = {} if fresh else load_cache(path)
+    facts: dict[str, str | None] = {}
+    results, seconds, cached, updates = asyncio.run(
+        ask_all(frameworks, pythons, gpus, env, kept, on_done, facts)
+    )
+    if updates:
+        save_cache(path, updates)
+    mixes = {}
+    for python, said in facts.items():
+        needs = {
+            fw: build_major(r) for fw, r in zip(frameworks, results, strict=True) if pythons[fw] == python
+        }
+        report = cuda_mix_report(python, envs.dists_of(said or ""), needs)
+        if report:
+            mixes[python] = report
+    return Diagnosis(
+        frameworks=frameworks,
+        results=results,
+        verdicts=verdicts(frameworks, results, gpus),
+        pythons=pythons,
+        gpus=gpus,
+        telemetry=found.status,
+        nvml=found.nvml,
+        seconds=seconds,
+        cached=cached,
+        cuda_mixes=mixes,
+    )
