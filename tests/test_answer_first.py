@@ -220,7 +220,7 @@ def test_html_shows_the_cpu_other_processes_used(cpu: Report) -> None:
     html = _html(cpu)
     chart = html.partition("CPU over time: the runner and the other processes")[2].split("</svg>")[0]
     assert "other processes&#x27; CPU (cores)" in chart and "runner CPU (cores)" in chart
-    rows = {r["framework"]: r["other_cpu_cores"] for r in cpu.summary["rows"] if r["model"] == "resnet50"}
+    rows = {r.framework: r.other_cpu_cores for r in cpu.summary.rows if r.model == "resnet50"}
     assert rows["torch"] == pytest.approx(OTHERS_CORES, abs=0.01)
     details = html.split("<h2>Details per cell</h2>")[1].split("</table>")[0]
     assert "<th>Other processes' CPU</th>" in details and f"{rows['torch']:.2f} cores" in details
@@ -249,8 +249,8 @@ def test_flop_unit_by_magnitude_one_per_column() -> None:
 
 
 def test_every_view_says_a_cpus_flop_rate_in_gflops(cpu: Report) -> None:
-    row = next(r for r in cpu.summary["rows"] if r["model"] == "resnet50" and r["framework"] == "torch")
-    tflops = row["achieved_tflops"]
+    row = next(r for r in cpu.summary.rows if r.model == "resnet50" and r.framework == "torch")
+    tflops = row.achieved_tflops
     assert 0.1 < tflops < 1  # what a CPU does: 'TFLOP/s 0.785' would read badly
     gflops = fmt.FlopUnit("GFLOP/s", 1e3).text(tflops)
     show = shown(cpu, 220)
@@ -294,9 +294,9 @@ async def test_the_apps_results_table_says_gflops_on_a_cpu(cpu: Report) -> None:
         table.show(rows)
         headers = [str(c.label) for c in table.columns.values()]
         assert "GFLOP/s\n" in headers and not any("TFLOP" in h for h in headers)
-        row = next(r for r in cpu.summary["rows"] if r["model"] == "resnet50" and r["framework"] == "torch")
+        row = next(r for r in cpu.summary.rows if r.model == "resnet50" and r.framework == "torch")
         assert table.cell_text("resnet50|torch", "tflops") == fmt.FlopUnit("GFLOP/s", 1e3).text(
-            row["achieved_tflops"]
+            row.achieved_tflops
         )
 
 

@@ -338,7 +338,7 @@ def test_warnings_for_spread_warm_up_and_outlier_runs(tmp_path: Path) -> None:
         run_factor={4: 1.6},
     )
     (row,) = load_session(path).model.rows()
-    text = " | ".join(w["message"] for w in row["warnings"])
+    text = " | ".join(w["message"] for w in row.warnings)
     assert "batch times vary: IQR is" in text
     assert "slow warm-up: the first 3 batches are" in text
     assert "run 4 is an outlier" in text

@@ -18,6 +18,7 @@ import pytest
 
 from benchtui.core import fmt
 from benchtui.core.model import gpu_peaks
+from benchtui.core.model.cell import CellSummary
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan, run_order
 from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown
@@ -114,22 +115,22 @@ def test_achieved_tflops_from_epochs_after_the_first() -> None:
     plan = _plan()
     model = _model(plan, {("torch", 1): _run("r", [4.0, 2.0, 2.0]), ("torch", 2): _run("r", [6.0, 1.0, 1.0])})
     row = model.row("torch", "resnet50")
-    assert row["flops_per_step"] == pytest.approx(1e12)
-    assert row["flops_per_image"] == pytest.approx(1.25e11)
-    assert row["flops_method"] == "hand-written" and row["flops_counted"] == "forward+backward"
-    assert row["achieved_tflops"] == pytest.approx(8 / 6)
-    assert row["spread"]["achieved_tflops"]["min"] == pytest.approx(1.0)
-    assert row["spread"]["achieved_tflops"]["max"] == pytest.approx(2.0)
+    assert row.flops_per_step == pytest.approx(1e12)
+    assert row.flops_per_image == pytest.approx(1.25e11)
+    assert row.flops_method == "hand-written" and row.flops_counted == "forward+backward"
+    assert row.achieved_tflops == pytest.approx(8 / 6)
+    assert row.spread["achieved_tflops"].min == pytest.approx(1.0)
+    assert row.spread["achieved_tflops"].max == pytest.approx(2.0)
     # Same data as images/s: TFLOP/s = images/s x FLOPs per image.
-    assert row["images_per_s"] == pytest.approx(64 / 6)
-    assert row["achieved_tflops"] == pytest.approx(row["images_per_s"] * 1.25e11 / 1e12)
-    low, high = row["ci"]["achieved_tflops"]
-    ci_images = row["ci"]["images_per_s"]
+    assert row.images_per_s == pytest.approx(64 / 6)
+    assert row.achieved_tflops == pytest.approx(row.images_per_s * 1.25e11 / 1e12)
+    low, high = row.ci["achieved_tflops"]
+    ci_images = row.ci["images_per_s"]
     assert low == pytest.approx(ci_images[0] * 1.25e11 / 1e12) and high == pytest.approx(
         ci_images[1] * 1.25e11 / 1e12
     )
     # On CPU there is no peak.
-    assert row["peak_tflops"] is None and row["peak_fraction"] is None and row["peak_source"] == ""
+    assert row.peak_tflops is None and row.peak_fraction is None and row.peak_source == ""
     # The summary (and so summary.json) is plain JSON.
     json.dumps(model.summary(), allow_nan=False)
 
@@ -138,7 +139,7 @@ def test_one_epoch_uses_that_epoch() -> None:
     plan = _plan(epochs=1, runs=1)
     model = _model(plan, {("torch", 1): _run("r", [4.0], per_step=3e12)})
     # 2 steps x 3e12 FLOPs in 4 s = 1.5 TFLOP/s
-    assert model.row("torch", "resnet50")["achieved_tflops"] == pytest.approx(1.5)
+    assert model.row("torch", "resnet50").achieved_tflops == pytest.approx(1.5)
 
 
 def test_peak_fraction_on_a_known_gpu_by_precision() -> None:
@@ -152,13 +153,13 @@ def test_peak_fraction_on_a_known_gpu_by_precision() -> None:
     )
     # 4 steps x 100e12 FLOPs in 4 s = 100 TFLOP/s (50 at FP32); H100 SXM dense peaks: BF16 989.5, FP32 67.
     bf16 = model.row("torch", "resnet50")
-    assert bf16["achieved_tflops"] == pytest.approx(100.0)
-    assert bf16["peak_tflops"] == pytest.approx(989.5)
-    assert bf16["peak_fraction"] == pytest.approx(100.0 / 989.5)
-    assert "H100 SXM" in bf16["peak_source"] and "BF16" in bf16["peak_source"]
+    assert bf16.achieved_tflops == pytest.approx(100.0)
+    assert bf16.peak_tflops == pytest.approx(989.5)
+    assert bf16.peak_fraction == pytest.approx(100.0 / 989.5)
+    assert "H100 SXM" in bf16.peak_source and "BF16" in bf16.peak_source
     fp32 = model.row("tensorflow", "resnet50")
-    assert fp32["peak_tflops"] == pytest.approx(67.0)
-    assert fp32["peak_fraction"] == pytest.approx(50.0 / 67.0)
+    assert fp32.peak_tflops == pytest.approx(67.0)
+    assert fp32.peak_fraction == pytest.approx(50.0 / 67.0)
 
 
 def test_a_rate_above_the_gpus_peak_is_refused() -> None:
@@ -168,9 +169,9 @@ def test_a_rate_above_the_gpus_peak_is_refused() -> None:
         plan, {("torch", 1): _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="fp32")}
     )
     row = model.row("torch", "resnet50")
-    assert row["achieved_tflops"] is None and row["peak_fraction"] is None and row["flops_per_step"] is None
-    assert "above its GPU's peak of 67 TFLOP/s" in row["flops_reason"]
-    assert [w["kind"] for w in row["warnings"]] == ["flops-refused"]
+    assert row.achieved_tflops is None and row.peak_fraction is None and row.flops_per_step is None
+    assert "above its GPU's peak of 67 TFLOP/s" in row.flops_reason
+    assert [w["kind"] for w in row.warnings] == ["flops-refused"]
 
 
 def test_failed_count_is_reported_and_missing_count_is_none() -> None:
@@ -183,11 +184,11 @@ def test_failed_count_is_reported_and_missing_count_is_none() -> None:
         },
     )
     failed = model.row("torch", "resnet50")
-    assert failed["flops_per_step"] is None and failed["achieved_tflops"] is None
-    assert failed["flops_reason"] == "RuntimeError: no counter"
+    assert failed.flops_per_step is None and failed.achieved_tflops is None
+    assert failed.flops_reason == "RuntimeError: no counter"
     old = model.row("tensorflow", "resnet50")
-    assert old["flops_per_step"] is None and old["achieved_tflops"] is None and old["flops_reason"] == ""
-    assert model.row("torch", "resnet50")["status"] == "ok"  # a failed count never fails the run
+    assert old.flops_per_step is None and old.achieved_tflops is None and old.flops_reason == ""
+    assert model.row("torch", "resnet50").status == "ok"  # a failed count never fails the run
 
 
 def test_nonsense_flops_event_is_counted_as_malformed() -> None:
@@ -197,7 +198,7 @@ def test_nonsense_flops_event_is_counted_as_malformed() -> None:
     model.apply({"type": "flops", "run": run_id, "t": 0, "per_step": "lots"})
     assert model.malformed == 1
     model.apply({"type": "flops", "run": run_id, "t": 0, "per_step": -5})
-    assert model.row("torch", "resnet50")["flops_per_step"] is None
+    assert model.row("torch", "resnet50").flops_per_step is None
 
 
 def test_live_tflops_uses_the_cells_earlier_count() -> None:
@@ -265,11 +266,11 @@ def test_percent_of_peak_of_a_data_parallel_run_is_over_every_gpu_it_used(counte
     row = model.row("torch", "resnet50")
     # 2 GPUs x 8 images a step, 4 steps in epochs 2..3 (4 s): 64 images in 4 s = 16 images/s;
     # x 1.25e12 FLOPs per image = 20 TFLOP/s for the whole job, over 2 x 67 TFLOP/s (H100 SXM FP32).
-    assert row["images_per_s"] == pytest.approx(16.0)
-    assert row["achieved_tflops"] == pytest.approx(20.0)
-    assert row["spread"]["achieved_tflops"]["min"] == pytest.approx(20.0)  # each run's own figure agrees
-    assert row["peak_tflops"] == pytest.approx(134.0) and row["peak_source"].startswith("2 × H100 SXM")
-    assert row["peak_fraction"] == pytest.approx(20.0 / 134.0)
+    assert row.images_per_s == pytest.approx(16.0)
+    assert row.achieved_tflops == pytest.approx(20.0)
+    assert row.spread["achieved_tflops"].min == pytest.approx(20.0)  # each run's own figure agrees
+    assert row.peak_tflops == pytest.approx(134.0) and row.peak_source.startswith("2 × H100 SXM")
+    assert row.peak_fraction == pytest.approx(20.0 / 134.0)
     run = next(iter(model.runs.values()))
     live = model.live_figures(run)  # live: the whole job's FLOPs per step over its steps' time
     recent = run.batch_seconds[1:]
@@ -284,8 +285,8 @@ def test_the_peak_of_a_run_over_different_gpus_is_the_sum_of_theirs() -> None:
     model = _model(plan, {("torch", 1): _data_parallel_run("r", 8, [H100["name"], a100])})
     row = model.row("torch", "resnet50")
     expected = gpu_peaks.peak_tflops(H100["name"], "fp32")[0] + gpu_peaks.peak_tflops(a100, "fp32")[0]  # type: ignore[index]
-    assert row["peak_tflops"] == pytest.approx(expected)
-    assert row["peak_fraction"] == pytest.approx(20.0 / expected)
+    assert row.peak_tflops == pytest.approx(expected)
+    assert row.peak_fraction == pytest.approx(20.0 / expected)
 
 
 class _Capture(EventWriter):
@@ -463,7 +464,7 @@ def test_rows_exports_and_table_show_tflops(session: Path) -> None:
     assert "<h3>Compute efficiency</h3>" in html and fmt.percent(row["peak_fraction"]) in html
 
     out = io.StringIO()
-    print_summary(summary["rows"], "t", file=out)
+    print_summary([CellSummary.from_json(r) for r in summary["rows"]], "t", file=out)
     text = out.getvalue()
     assert "TFLOP/s" in text and "% peak" in text
     assert fmt.tflops_with_peak(row["achieved_tflops"], row["peak_fraction"]) in text
@@ -476,7 +477,7 @@ def test_sessions_without_counts_export_no_section(tmp_path: Path) -> None:
     assert "## Compute efficiency" not in markdown.render(build_report(loaded, summary))
     assert "Compute efficiency" not in htmlreport.render(build_report(loaded, summary))
     out = io.StringIO()
-    print_summary(summary["rows"], "t", file=out)
+    print_summary([CellSummary.from_json(r) for r in summary["rows"]], "t", file=out)
     assert "TFLOP/s" in out.getvalue() and "% peak" not in out.getvalue()
 
 

@@ -259,8 +259,8 @@ def test_a_lost_line_leaves_a_gap_not_a_shift(real_session: Path, tmp_path: Path
     assert run.figures()["first_epoch_s"] is None and run.missing_epochs() == [1]
     assert run.missing_steps == 1  # the lost batch line: a gap in the step numbers, counted
     assert any(f"run {victim}: epoch 1 missing" in w for w in loaded.warnings)
-    (row,) = [r for r in loaded.model.rows() if r["framework"] == "torch"]
-    assert any(w["kind"] == "missing-data" for w in row["warnings"])
+    (row,) = [r for r in loaded.model.rows() if r.framework == "torch"]
+    assert any(w["kind"] == "missing-data" for w in row.warnings)
     others = {rid: f for rid, f in run_figures(path).items() if rid != victim}
     assert others == {rid: f for rid, f in run_figures(real_session).items() if rid != victim}
 

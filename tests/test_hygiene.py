@@ -153,7 +153,7 @@ def test_report_text_is_clean_and_its_summary_raw(hostile: Path) -> None:
     assert "RuntimeError: boom [bold]x[/] | half second line" in {p.reason for p in report.problems}
     assert any("H100 | fake | cell" in text for _, text in report.environment)
     assert report.title == fmt.clean(NAME) and report.folder == fmt.clean(FOLDER)
-    raw = {r["reason"] for r in report.summary["rows"] if r.get("reason")}
+    raw = {r.reason for r in report.summary.rows if r.reason}
     assert REASON in raw  # the data as recorded: only what is shown is cleaned
 
 

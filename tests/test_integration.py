@@ -233,8 +233,8 @@ def test_runner_killed_mid_run_keeps_what_was_recorded(tmp_path: Path) -> None:
     assert len(first.batch_seconds) >= 2  # recorded before the kill, still there
     assert second.status == "ok"
     row = loaded.model.row("torch", "resnet50")
-    assert row["status"] == "failed" and row["runs"] == 1 and row["failed_runs"] == 1
-    assert row["mean_epoch_s"] > 0  # from the run that finished
+    assert row.status == "failed" and row.runs == 1 and row.failed_runs == 1
+    assert row.mean_epoch_s > 0  # from the run that finished
 
 
 class FakeLauncher(LocalLauncher):

@@ -280,7 +280,7 @@ def test_a_model_the_framework_lacks_ends_unavailable_before_any_run(
         ("run_end", "002-tensorflow-pnasnet_large-1", "unavailable"),
         ("run_end", "004-tensorflow-pnasnet_large-2", "unavailable"),
     ]
-    assert engine.model.row("tensorflow", "pnasnet_large")["status"] == "unavailable"
+    assert engine.model.row("tensorflow", "pnasnet_large").status == "unavailable"
 
 
 def test_a_session_stopped_early_leaves_the_lacking_model_unavailable_not_incomplete(
@@ -289,9 +289,9 @@ def test_a_session_stopped_early_leaves_the_lacking_model_unavailable_not_incomp
     engine, path = _pnasnet(tmp_path)
     engine.cancel()  # Ctrl+C before the first run
     assert asyncio.run(engine.run()) == "interrupted"
-    assert engine.model.row("tensorflow", "pnasnet_large")["status"] == "unavailable"
-    assert engine.model.row("torch", "pnasnet_large")["status"] == "incomplete"
-    assert load_session(path).model.row("tensorflow", "pnasnet_large")["status"] == "unavailable"
+    assert engine.model.row("tensorflow", "pnasnet_large").status == "unavailable"
+    assert engine.model.row("torch", "pnasnet_large").status == "incomplete"
+    assert load_session(path).model.row("tensorflow", "pnasnet_large").status == "unavailable"
 
 
 def test_the_app_and_commands_take_a_sessions_folder_before_the_command(

@@ -286,7 +286,7 @@ def test_latency_percentiles_are_the_quantiles_of_the_steady_batch_times(inferen
 
 def test_latency_percentiles_appear_in_the_tables(inference: LoadedSession) -> None:
     report = build_report(inference)
-    summary = report.summary
+    summary = report.summary.to_json()
     shown = [
         fmt.seconds(_row(summary, "resnet50", fw)[f"latency_{p}_s"] * 1000)
         for fw in ("torch", "tensorflow")

@@ -132,10 +132,10 @@ def test_replay_folds_to_the_same_model_as_load_session() -> None:
     replayed = replay_all(TINY).model
     loaded = load_session(TINY).model
     assert replayed.events == loaded.events
-    assert [(r["framework"], r["status"], r["mean_epoch_s"]) for r in replayed.rows()] == [
-        (r["framework"], r["status"], r["mean_epoch_s"]) for r in loaded.rows()
+    assert [(r.framework, r.status, r.mean_epoch_s) for r in replayed.rows()] == [
+        (r.framework, r.status, r.mean_epoch_s) for r in loaded.rows()
     ]
-    assert [r["status"] for r in replayed.rows()] == ["ok", "ok"]
+    assert [r.status for r in replayed.rows()] == ["ok", "ok"]
 
 
 def test_a_cut_off_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:

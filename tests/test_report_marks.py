@@ -21,6 +21,7 @@ import pytest
 from tests.reporttext import html_table, md_section, written
 
 from benchtui.core import fmt
+from benchtui.core.model.cell import SessionSummary
 from benchtui.core.model.parity import parity_entries
 from benchtui.core.reporting import csvfile, htmlreport, markdown, plots, terminal
 from benchtui.core.reporting.model import (
@@ -171,7 +172,7 @@ def test_an_epoch_start_stall_is_shown_and_said(loaded: LoadedSession, summary: 
     # The tf.keras on a busy CPU: 4.9 s and 4.7 s before the first batch of epochs 2 and 4.
     stalled = _stalled(summary, [0.05, 4.9, 0.04, 4.7])
     epoch_times = {("resnet50", "tensorflow"): {1: 17.9, 2: 10.4, 3: 5.6, 4: 9.6}}
-    table = warmup_table(stalled, epoch_times)
+    table = warmup_table(SessionSummary.from_json(stalled), epoch_times)
     assert STALL_HEADER in table.header
     keras = next(r for r in table.rows if r[1] == "tf.keras")
     assert keras[table.header.index(STALL_HEADER)] == "0.050, 4.900, 0.040, 4.700"
@@ -191,7 +192,7 @@ def test_an_epoch_start_stall_is_shown_and_said(loaded: LoadedSession, summary: 
     assert "<li>ResNet50 · tf.keras: epoch 2: 4.900 s before its first batch" in html
     from benchtui.core.reporting.model import stall_lines
 
-    lines = stall_lines(stalled, epoch_times)
+    lines = stall_lines(SessionSummary.from_json(stalled), epoch_times)
     assert lines[0] == (
         "ResNet50 · tf.keras: epoch 2: 4.900 s before its first batch (47% of its 10.40 s); "
         "epoch 4: 4.700 s (49% of its 9.600 s)"
@@ -234,11 +235,11 @@ def _devices_summary(gpu: bool) -> dict[str, Any]:
 
 
 def test_the_per_device_note_on_a_cpu_says_nothing_of_gpus() -> None:
-    table, _ = per_device_table(_devices_summary(gpu=False))
+    table, _ = per_device_table(SessionSummary.from_json(_devices_summary(gpu=False)))
     assert table is not None
     assert "GPU" not in table.note and "power" not in table.note and "GPU" not in table.title
     assert "Step time" in table.note and "GPU" not in " ".join(table.header)
-    table, _ = per_device_table(_devices_summary(gpu=True))
+    table, _ = per_device_table(SessionSummary.from_json(_devices_summary(gpu=True)))
     assert table is not None and "GPU util, power" in table.note and "GPU" in table.title
 
 

@@ -44,7 +44,7 @@ def report(loaded: LoadedSession) -> Report:
 
 
 def _row(report: Report, model: str, framework: str) -> dict:
-    return next(r for r in report.rows if r["model"] == model and r["framework"] == framework)
+    return next(r for r in report.rows if r.model == model and r.framework == framework)
 
 
 def _terminal(report: Report, width: int = 200) -> str:
@@ -64,7 +64,7 @@ def test_report_holds_the_study_tables_once(report: Report) -> None:
     assert "Images/s · PyTorch" not in report.side_by_side.header
     row = _row(report, "resnet50", "torch")
     mean = report.figure_tables[0].rows[0][1]
-    assert mean == cell_text(row, "mean_epoch_s") and mean.startswith(fmt.seconds(row["mean_epoch_s"]))
+    assert mean == cell_text(row, "mean_epoch_s") and mean.startswith(fmt.seconds(row.mean_epoch_s))
 
 
 def test_report_problems_and_warnings(report: Report) -> None:
@@ -82,7 +82,7 @@ def test_every_registered_writer_writes_a_session(loaded: LoadedSession, name: s
     assert written == loaded.path / writer.filename
     text = written.read_text(encoding="utf-8")
     row = _row(build_report(loaded), "resnet50", "torch")
-    assert repr(row["mean_epoch_s"]) in text or fmt.seconds(row["mean_epoch_s"]) in text
+    assert repr(row.mean_epoch_s) in text or fmt.seconds(row.mean_epoch_s) in text
     if writer.per_batch:
         batches = export_session(loaded.path, name, per_batch=True)
         assert batches.name == writer.batches_filename
@@ -99,20 +99,16 @@ def test_the_same_figures_in_every_format(report: Report) -> None:
     shown = _terminal(report)
     for row in report.rows:
         for col in STUDY_COLUMNS:
-            value = row[col.key]
+            value = row.figure(col.key)
             if value is None:
                 continue
             text = cell_text(row, col.key, col.formatter)
             assert text in md and text in html, (col.key, text)
             assert col.formatter(value) in shown
-            rec = next(
-                r for r in records if r["model"] == row["model"] and r["framework"] == row["framework"]
-            )
+            rec = next(r for r in records if r["model"] == row.model and r["framework"] == row.framework)
             assert float(rec[col.key]) == value
             jrow = next(
-                r
-                for r in exported["rows"]
-                if r["model"] == row["model"] and r["framework"] == row["framework"]
+                r for r in exported["rows"] if r["model"] == row.model and r["framework"] == row.framework
             )
             assert jrow[col.key] == value
 

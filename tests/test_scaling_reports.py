@@ -22,6 +22,7 @@ from tests.reporttext import shown as _show
 from tests.reporttext import written as _write
 
 from benchtui.core import fmt
+from benchtui.core.model.cell import SessionSummary
 from benchtui.core.model.scaling import POOR_EFFICIENCY, STRAGGLER_RATIO
 from benchtui.core.model.summary import SessionModel
 from benchtui.core.reporting import csvfile, htmlreport, markdown, terminal
@@ -123,7 +124,9 @@ def _flat(text: str) -> str:
 
 
 def _curve(report: Report, framework: str, model: str = "resnet50") -> dict[str, Any]:
-    return next(c for c in report.summary["scaling"] if c["framework"] == framework and c["model"] == model)
+    return next(
+        c for c in report.summary.to_json()["scaling"] if c["framework"] == framework and c["model"] == model
+    )
 
 
 def _ci(value: float, ci: list[float], formatter: Any) -> str:
@@ -227,13 +230,13 @@ def test_html_has_the_scaling_table_and_its_curves(scaling: Report, cli: dict[st
 def test_frameworks_with_their_own_global_batch_get_a_column_each_and_a_missing_count_a_dash(
     scaling: Report,
 ) -> None:
-    summary = copy.deepcopy(scaling.summary)
+    summary = copy.deepcopy(scaling.summary.to_json())
     tf = next(c for c in summary["scaling"] if c["framework"] == "tensorflow")
     for point in tf["points"]:
         point["global_batch"] *= 2  # --batch-policy per-framework: tf.keras took a batch twice as large
     del tf["points"][1]  # and nothing finished on 2 devices
     tf["text"] = ""
-    (view,) = scaling_views(summary)
+    (view,) = scaling_views(SessionSummary.from_json(summary))
     assert view.table.header[:3] == ["Devices", "Global batch · PyTorch", "Images/s · PyTorch"]
     assert view.table.header[5] == "Global batch · tf.keras"
     assert [row[5] for row in view.table.rows] == ["32", "–", "128"]
@@ -369,7 +372,7 @@ def test_html_keeps_a_scaling_table_of_three_frameworks_on_the_page(
 
 # -- each device's figures ----------------------------------------------------------------------
 def _per_device(report: Report, framework: str) -> list[dict[str, Any]]:
-    return next(r for r in report.summary["rows"] if r["framework"] == framework)["per_device"]
+    return next(r for r in report.summary.to_json()["rows"] if r["framework"] == framework)["per_device"]
 
 
 def expected_device_cells(report: Report, framework: str) -> list[list[str]]:
@@ -412,7 +415,7 @@ def test_each_device_has_its_rank_step_time_and_gpu_in_every_view(
     # PyTorch ranks step at their own pace (the factory: rank r 2% x r slower); tf.keras has no ranks.
     assert [row[5] for row in expected[:4]] == ["1.00×", "1.02×", "1.04×", "1.06×"]
     assert {row[4] for row in expected[4:]} == {"–"}
-    straggler = next(r for r in scaling.summary["rows"] if r["framework"] == "torch")["straggler"]
+    straggler = next(r for r in scaling.summary.rows if r.framework == "torch").straggler
     line = f"ResNet50 · PyTorch: straggler ratio {straggler:.2f}× (the slowest rank's step time over the fastest's)"
     assert scaling.per_device_notes == [line]
 
@@ -430,10 +433,10 @@ def test_a_straggler_and_a_poor_efficiency_are_called_out(tmp_path: Path) -> Non
         efficiency={"torch": 0.5}, straggler=0.2,
     )  # fmt: skip
     report = build_report(load_session(path))
-    torch = next(r for r in report.summary["rows"] if r["framework"] == "torch")
-    assert torch["straggler"] >= STRAGGLER_RATIO
+    torch = next(r for r in report.summary.rows if r.framework == "torch")
+    assert torch.straggler >= STRAGGLER_RATIO
     assert (
-        f"straggler ratio {torch['straggler']:.2f}× (the slowest rank's step time over the fastest's): above "
+        f"straggler ratio {torch.straggler:.2f}× (the slowest rank's step time over the fastest's): above "
         in (report.per_device_notes[0])
     )
     efficiency = _curve(report, "torch")["points"][1]["efficiency"]
@@ -447,7 +450,7 @@ def test_a_straggler_and_a_poor_efficiency_are_called_out(tmp_path: Path) -> Non
 def test_devices_without_scaling_have_the_device_table_and_no_scaling_table(tmp_path: Path) -> None:
     path = make_session(tmp_path, frameworks=FRAMEWORKS, devices=2, runs=2, steps=8, batch_size=16)
     report = build_report(load_session(path))
-    assert report.summary["scaling"] == [] and report.scaling == []
+    assert report.summary.to_json()["scaling"] == [] and report.scaling == []
     assert report.per_device is not None and len(report.per_device.rows) == 4
     out = _show(report)
     assert "Scaling:" not in out and "Per device: each rank's step time and its GPU" in out
@@ -542,7 +545,7 @@ def test_a_single_device_session_has_none_of_the_new_sections(single: Report) ->
     assert (
         single.devices == 1 and single.scaling == [] and single.per_device is None and single.wiring is None
     )
-    assert single.summary["scaling"] == [] and single.summary["distributed"] == {}
+    assert single.summary.to_json()["scaling"] == [] and single.summary.to_json()["distributed"] == {}
     views = {
         "show": _show(single),
         "md": _write(single, markdown),

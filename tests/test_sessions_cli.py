@@ -263,7 +263,7 @@ def test_show_session_cut_off_before_most_runs(tmp_path: Path, capsys: pytest.Ca
     assert main(["show", str(path)]) == 0
     out = capsys.readouterr().out
     assert "DenseNet121" in out and "never started" in out
-    statuses = {r["model"]: r["status"] for r in load_session(path).model.rows()}
+    statuses = {r.model: r.status for r in load_session(path).model.rows()}
     assert statuses["densenet121"] == "incomplete"
 
 

@@ -67,20 +67,20 @@ def test_headline_figures_match_hand_computation() -> None:
     row = model.row("torch", "resnet50")
     # run 1: mean epoch 8/3, first 4, excl. first 2, build 1, img/s 32/4 = 8
     # run 2: mean epoch 10/3, first 6, excl. first 2, build 2, img/s 32/4 = 8
-    assert row["status"] == "ok" and row["runs"] == 2 and row["batch_size"] == 8
-    assert row["mean_epoch_s"] == pytest.approx(3.0)
-    assert row["first_epoch_s"] == pytest.approx(5.0)
-    assert row["mean_epoch_excl_first_s"] == pytest.approx(2.0)
-    assert row["build_s"] == pytest.approx(1.5)
-    assert row["images_per_s"] == pytest.approx(8.0)
-    assert row["time_to_first_batch_s"] == pytest.approx(0.5)
-    assert row["spread"]["first_epoch_s"]["min"] == 4.0 and row["spread"]["first_epoch_s"]["max"] == 6.0
+    assert row.status == "ok" and row.runs == 2 and row.batch_size == 8
+    assert row.mean_epoch_s == pytest.approx(3.0)
+    assert row.first_epoch_s == pytest.approx(5.0)
+    assert row.mean_epoch_excl_first_s == pytest.approx(2.0)
+    assert row.build_s == pytest.approx(1.5)
+    assert row.images_per_s == pytest.approx(8.0)
+    assert row.time_to_first_batch_s == pytest.approx(0.5)
+    assert row.spread["first_epoch_s"].min == 4.0 and row.spread["first_epoch_s"].max == 6.0
     # batches: 0.1, 0.1, 0.2, 0.2, 0.3, 0.3 per run -> median 0.2
-    assert row["median_batch_s"] == pytest.approx(0.2)
-    assert row["peak_memory_bytes"] == 2000
+    assert row.median_batch_s == pytest.approx(0.2)
+    assert row.peak_memory_bytes == 2000
     # tensorflow never ran: pending, no figures
     other = model.row("tensorflow", "resnet50")
-    assert other["status"] == "pending" and other["mean_epoch_s"] is None and other["runs"] == 0
+    assert other.status == "pending" and other.mean_epoch_s is None and other.runs == 0
 
 
 def test_failed_unavailable_and_partial_rows() -> None:
@@ -113,11 +113,11 @@ def test_failed_unavailable_and_partial_rows() -> None:
             }
         )
     torch_row = model.row("torch", "resnet50")
-    assert torch_row["status"] == "failed" and "out of memory" in torch_row["reason"]
-    assert torch_row["runs"] == 1 and torch_row["failed_runs"] == 1
-    assert torch_row["mean_epoch_s"] == pytest.approx(4 / 3)  # figures from the run that finished
+    assert torch_row.status == "failed" and "out of memory" in torch_row.reason
+    assert torch_row.runs == 1 and torch_row.failed_runs == 1
+    assert torch_row.mean_epoch_s == pytest.approx(4 / 3)  # figures from the run that finished
     tf_row = model.row("tensorflow", "resnet50")
-    assert tf_row["status"] == "unavailable" and tf_row["reason"] == "no such model"
+    assert tf_row.status == "unavailable" and tf_row.reason == "no such model"
 
 
 def test_single_epoch_throughput_uses_the_only_epoch() -> None:
@@ -127,7 +127,7 @@ def test_single_epoch_throughput_uses_the_only_epoch() -> None:
     for event in _run_events(run, (0, 1), [4.0]):
         model.apply(event)
     row = model.row("torch", "resnet50")
-    assert row["images_per_s"] == pytest.approx(4.0) and row["mean_epoch_excl_first_s"] is None
+    assert row.images_per_s == pytest.approx(4.0) and row.mean_epoch_excl_first_s is None
 
 
 def test_junk_events_are_counted_not_fatal() -> None:
@@ -219,13 +219,13 @@ def test_load_from_other_processes_is_measured_per_run_and_flagged() -> None:
     assert runs[0].other_cpu_sum / runs[0].other_cpu_samples == pytest.approx(1.2)
     assert runs[1].other_cpu_sum == 0.0 and runs[1].other_cpu_samples == 4
     row = model.row("torch", "resnet50")
-    assert row["other_cpu_cores"] == pytest.approx(1.2)
+    assert row.other_cpu_cores == pytest.approx(1.2)
     # The host's core count unrecorded: the load is said, and no verdict loses its winner on a guess.
-    assert any("other processes kept 1.2 cores busy" in w["message"] for w in row["warnings"])
+    assert any("other processes kept 1.2 cores busy" in w["message"] for w in row.warnings)
     # Each caution says its kind, as plain JSON: views pick kinds, never match sentences.
-    assert CautionKind.CPU_CONTENTION in [w["kind"] for w in row["warnings"]]
-    assert {"kind": "cpu-contention", "message": row["warnings"][-1]["message"]} in json.loads(
-        json.dumps(row["warnings"])
+    assert CautionKind.CPU_CONTENTION in [w["kind"] for w in row.warnings]
+    assert {"kind": "cpu-contention", "message": row.warnings[-1]["message"]} in json.loads(
+        json.dumps(row.warnings)
     )
 
 
@@ -257,7 +257,7 @@ def test_the_load_figure_is_recomputable_without_the_samples() -> None:
             no_samples.apply(event)
     assert live.runs[run].other_cpu_samples == 4 and samples_last.runs[run].other_cpu_samples == 0
     rows = [m.row("torch", "resnet50") for m in (live, samples_last, no_samples)]
-    assert [r["other_cpu_cores"] for r in rows] == [pytest.approx(0.9)] * 3
-    assert rows[0]["warnings"] == rows[1]["warnings"] == rows[2]["warnings"]
+    assert [r.other_cpu_cores for r in rows] == [pytest.approx(0.9)] * 3
+    assert rows[0].warnings == rows[1].warnings == rows[2].warnings
     reloaded = no_samples
-    assert any("kept 0.9 cores busy" in w["message"] for w in reloaded.row("torch", "resnet50")["warnings"])
+    assert any("kept 0.9 cores busy" in w["message"] for w in reloaded.row("torch", "resnet50").warnings)

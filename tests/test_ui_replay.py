@@ -466,7 +466,7 @@ def test_images_per_s_is_the_finished_runs_and_a_live_rate_is_marked_now(tmp_pat
     assert first[0].startswith("now ") and first[1] == "cyan"
     while len(runs["torch", 2].batch_seconds) < 10:  # the second run of PyTorch, halfway
         model.apply(next(events))
-    finished = fmt.rate(model.row("torch", "resnet50")["images_per_s"])
+    finished = fmt.rate(model.row("torch", "resnet50").images_per_s)
     text, style = cell_values(model, "torch", "resnet50", {})["ips"]
     assert text.startswith(f"{finished} · now ") and text != f"{finished} · now {finished}" and style == ""
     assert cell_values(model, "torch", "resnet50", {}, compact=True)["ips"] == (finished, "")
@@ -474,10 +474,10 @@ def test_images_per_s_is_the_finished_runs_and_a_live_rate_is_marked_now(tmp_pat
     from benchtui.core.model.summary import model_verdicts
 
     verdict = model_verdicts(model, "resnet50")[0][0]
-    keras = model.row("tensorflow", "resnet50")["images_per_s"]
+    keras = model.row("tensorflow", "resnet50").images_per_s
     assert verdict["ratio"] == pytest.approx(
-        model.row("torch", "resnet50")["images_per_s"] / keras, rel=1e-6
-    ) or (verdict["ratio"] == pytest.approx(keras / model.row("torch", "resnet50")["images_per_s"], rel=1e-6))
+        model.row("torch", "resnet50").images_per_s / keras, rel=1e-6
+    ) or (verdict["ratio"] == pytest.approx(keras / model.row("torch", "resnet50").images_per_s, rel=1e-6))
 
 
 # -- the log pane wraps (issue 30) ------------------------------------------------------------------

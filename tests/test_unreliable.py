@@ -118,7 +118,7 @@ def test_a_loaded_cpu_marks_the_verdict_and_claims_no_winner() -> None:
     assert "faster" not in verdict["text"]
     # The row's caution says the same, and that the verdict claims no winner.
     row = model.row("torch", "resnet50")
-    (load,) = [w for w in row["warnings"] if w["kind"] == CautionKind.CPU_CONTENTION]
+    (load,) = [w for w in row.warnings if w["kind"] == CautionKind.CPU_CONTENTION]
     assert load["message"].startswith(
         "other processes kept 1.6 of 2 cores busy during a run that used 2 threads"
     )
@@ -128,9 +128,7 @@ def test_a_loaded_cpu_marks_the_verdict_and_claims_no_winner() -> None:
 def test_a_run_on_one_thread_is_not_told_to_use_fewer() -> None:
     # The idle cores measured before the plan were 1 (or --threads 1): no smaller pool to give it.
     model = _model({"torch": 1.4, "tensorflow": 1.4}, threads=1)
-    (load,) = [
-        w for w in model.row("torch", "resnet50")["warnings"] if w["kind"] == CautionKind.CPU_CONTENTION
-    ]
+    (load,) = [w for w in model.row("torch", "resnet50").warnings if w["kind"] == CautionKind.CPU_CONTENTION]
     assert "used 1 thread" in load["message"] and load["message"].endswith(
         "stop the other work and run again"
     )
@@ -151,7 +149,7 @@ def test_the_mark_goes_away_on_an_idle_machine() -> None:
     (verdict,) = idle.summary()["ratios"]
     assert verdict["unreliable"] is None and verdict["faster_framework"] == "torch"
     assert verdict["text"].startswith("PyTorch 1.5") and "× faster than tf.keras" in verdict["text"]
-    assert not [w for r in idle.rows() for w in r["warnings"] if w["kind"] == CautionKind.CPU_CONTENTION]
+    assert not [w for r in idle.rows() for w in r.warnings if w["kind"] == CautionKind.CPU_CONTENTION]
 
 
 @pytest.mark.parametrize(
@@ -192,9 +190,7 @@ def test_without_the_hosts_cores_no_verdict_loses_its_winner_on_a_guess() -> Non
     model = _model({"torch": 1.6, "tensorflow": 0.0}, cores=None)
     (verdict,) = model.summary()["ratios"]
     assert verdict["unreliable"] is None and verdict["faster_framework"] == "torch"
-    (load,) = [
-        w for w in model.row("torch", "resnet50")["warnings"] if w["kind"] == CautionKind.CPU_CONTENTION
-    ]
+    (load,) = [w for w in model.row("torch", "resnet50").warnings if w["kind"] == CautionKind.CPU_CONTENTION]
     assert "1.6 cores busy (the host's core count was not recorded)" in load["message"]
 
 
@@ -205,7 +201,7 @@ def test_a_watch_sessions_advice_is_what_a_watch_user_can_do() -> None:
     for event in _run(spec.run_id, 2.0, 1.6):
         model.apply(event)
     row = model.row(spec.framework, spec.model)
-    (load,) = [w for w in row["warnings"] if w["kind"] == CautionKind.CPU_CONTENTION]
+    (load,) = [w for w in row.warnings if w["kind"] == CautionKind.CPU_CONTENTION]
     assert "--threads" not in load["message"]  # watch takes no --threads
     assert "watch the command again" in load["message"] and "OMP_NUM_THREADS" in load["message"]
 
@@ -267,13 +263,13 @@ def test_a_cell_interrupted_after_some_runs_is_incomplete() -> None:
     model.apply({"type": "run_start", "run": second, "t": 4.0})
     model.apply({"type": "run_end", "run": second, "t": 5.0, "status": "interrupted", "reason": "Ctrl+C"})
     row = model.row("torch", "resnet50")
-    assert row["status"] == "incomplete" and row["reason"] == "1 of 2 runs did not finish (interrupted)"
-    assert row["runs"] == 1 and row["mean_epoch_s"] == pytest.approx(2.0)  # the finished run's figures
+    assert row.status == "incomplete" and row.reason == "1 of 2 runs did not finish (interrupted)"
+    assert row.runs == 1 and row.mean_epoch_s == pytest.approx(2.0)  # the finished run's figures
     # Runs still to come leave a cell "ok" while the session goes on.
     live = SessionModel(p)
     for event in _run(first, 2.0, 0.0):
         live.apply(event)
-    assert live.row("torch", "resnet50")["status"] == "ok"
+    assert live.row("torch", "resnet50").status == "ok"
 
 
 # -- each epoch's time to its first batch -----------------------------------------------------------------
@@ -287,7 +283,7 @@ def test_to_first_batch_is_folded_per_epoch_and_absent_when_no_runner_said_it() 
     for event in _run(second, 2.0, 0.0, to_first_batch={1: 0.7, 2: -1.0, 3: 0.3}):
         model.apply(event)
     row = model.row("torch", "resnet50")
-    assert row["to_first_batch_s"] == [pytest.approx(0.6), pytest.approx(4.9), pytest.approx(0.2)]
+    assert list(row.to_first_batch_s or ()) == [pytest.approx(0.6), pytest.approx(4.9), pytest.approx(0.2)]
     assert json.loads(json.dumps(model.summary()))["rows"][0]["to_first_batch_s"][1] == pytest.approx(4.9)
     # Junk in the field never becomes a figure (the wire's check counts it; the fold ignores it).
     junk = SessionModel(p)
@@ -301,19 +297,19 @@ def test_to_first_batch_is_folded_per_epoch_and_absent_when_no_runner_said_it() 
     old = SessionModel(p)
     for event in _run(first, 2.0, 0.0):
         old.apply(event)
-    assert old.row("torch", "resnet50")["to_first_batch_s"] is None
+    assert old.row("torch", "resnet50").to_first_batch_s is None
     # An epoch no run said it for is None in its place.
     gap = SessionModel(p)
     for event in _run(first, 2.0, 0.0, to_first_batch={1: 0.5, 3: 0.1}):
         gap.apply(event)
-    assert gap.row("torch", "resnet50")["to_first_batch_s"] == [0.5, None, 0.1]
+    assert list(gap.row("torch", "resnet50").to_first_batch_s or ()) == [0.5, None, 0.1]
 
 
 # -- the CI note only under brackets --------------------------------------------------------------------
 def test_the_ci_note_is_printed_only_under_a_table_with_brackets(tmp_path: Path) -> None:
     for runs, expected in ((1, False), (3, True)):
         path = make_session(tmp_path / str(runs), name="ci", runs=runs, epochs=2, steps=4)
-        rows = load_session(path).model.summary()["rows"]
+        rows = load_session(path).model.rows()
         out = io.StringIO()
         terminal.print_summary(rows, "t", console=Console(file=out, width=200))
         text = out.getvalue()

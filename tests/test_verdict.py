@@ -75,9 +75,9 @@ def test_the_issue_example_two_runs_give_two_images_per_s_not_three() -> None:
             )
         model.apply({"type": "run_end", "run": run, "t": 0.0, "status": "ok"})
     row = model.row("torch", "resnet50")
-    assert row["images_per_s"] == pytest.approx(20 / (8 + 10 / 4.84))
-    assert row["images_per_s"] == pytest.approx(10 / row["mean_epoch_excl_first_s"])
-    assert row["spread"]["images_per_s"]["mean"] == pytest.approx((1.25 + 4.84) / 2)  # the old, wrong figure
+    assert row.images_per_s == pytest.approx(20 / (8 + 10 / 4.84))
+    assert row.images_per_s == pytest.approx(10 / row.mean_epoch_excl_first_s)
+    assert row.spread["images_per_s"].mean == pytest.approx((1.25 + 4.84) / 2)  # the old, wrong figure
 
 
 def test_one_verdict_in_every_view(session: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from benchtui.core.model.cell import CellSummary
 from benchtui.core.model.summary import NO_COMMAND, NO_TIMINGS
 from benchtui.core.plan.plan import WATCH_RUN, Plan, PlanError, run_order, watch_label, watch_plan
 from benchtui.core.reporting.model import wording
@@ -182,10 +183,12 @@ def test_watch_is_never_a_model_a_plan_can_name() -> None:
 
 
 def test_tensor_models_count_samples_not_images_nor_tokens() -> None:
-    words = wording([{"kind": "tensor", "task": "train"}])
+    words = wording([CellSummary.from_json({"kind": "tensor", "task": "train"})])
     assert (words.plural, words.tokens) == ("samples", False)
-    assert wording([{"kind": "tensor"}, {"kind": "tokens"}]).tokens
-    assert wording([{"kind": "image"}]).plural == "images"
+    assert wording(
+        [CellSummary.from_json({"kind": "tensor"}), CellSummary.from_json({"kind": "tokens"})]
+    ).tokens
+    assert wording([CellSummary.from_json({"kind": "image"})]).plural == "images"
 
 
 def test_the_command_keeps_the_users_environment_and_finds_the_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -406,8 +409,8 @@ def test_a_training_stopped_with_ctrl_c_keeps_the_figures_it_measured(
     session = only_session(sessions_root)
     loaded = load_session(session)
     row = loaded.model.row("torch", "watch")
-    assert row["status"] == "incomplete" and "stopped by the user" in row["reason"]
-    assert row["runs"] == 1 and row["mean_epoch_s"] > 0 and row["images_per_s"] > 0 and row["epochs"] >= 3
+    assert row.status == "incomplete" and "stopped by the user" in row.reason
+    assert row.runs == 1 and row.mean_epoch_s > 0 and row.images_per_s > 0 and row.epochs >= 3
     compare = benchtui("compare", str(session), str(session))
     assert compare.returncode == 0, compare.stderr
     line = next(x for x in compare.stdout.splitlines() if "fake_hooks.py" in x)
@@ -461,7 +464,7 @@ def test_a_pytorch_loop_with_the_step_timer_streams_its_batches_and_reports_like
     loaded = load_session(session)
     assert loaded.model.runs[WATCH_RUN].spec.framework == "torch" and not loaded.warnings
     row = loaded.model.row("torch", "watch")
-    assert row["status"] == "ok" and row["epochs"] == 2 and row["images_per_s"] > 0 and not row.get("reason")
+    assert row.status == "ok" and row.epochs == 2 and row.images_per_s > 0 and not row.reason
     assert "torch script trained" in (session / "logs" / f"{WATCH_RUN}.log").read_text()
 
     show = benchtui("show", str(session))
@@ -474,7 +477,7 @@ def test_a_pytorch_loop_with_the_step_timer_streams_its_batches_and_reports_like
     assert figure in benchtui("export", str(session), "--format", "md").stdout
     data = json.loads(benchtui("export", str(session), "--format", "json").stdout)
     assert data["rows"][0]["framework"] == "torch" and data["rows"][0]["mean_epoch_s"] == pytest.approx(
-        row["mean_epoch_s"]
+        row.mean_epoch_s
     )
     html = benchtui("export", str(session), "--format", "html")
     assert html.returncode == 0 and "train_torch.py" in (session / "report.html").read_text()

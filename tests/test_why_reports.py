@@ -104,8 +104,8 @@ def cli(profiled_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 # -- what the tests expect, worked out from the summary's rows and the factory's inputs --------------
 def timed_step(report: Report, framework: str) -> float:
     """Seconds per step behind the verdict: the batch over the row's images/s (the epochs after the first)."""
-    row = next(r for r in report.summary["rows"] if r["framework"] == framework)
-    return row["batch_size"] / row["images_per_s"]
+    row = next(r for r in report.summary.rows if r.framework == framework)
+    return row.batch_size / row.images_per_s
 
 
 def expected_seconds(
@@ -152,7 +152,7 @@ def profiled_steps(path: Path, framework: str) -> list[float]:
 
 # -- the numbers ---------------------------------------------------------------------------------------
 def test_each_frameworks_shares_are_applied_to_its_timed_step(profiled: Report) -> None:
-    (entry,) = profiled.summary["why"]
+    (entry,) = profiled.summary.to_json()["why"]
     assert entry["model"] == "resnet50" and entry["frameworks"] == list(FRAMEWORKS)
     for side in entry["sides"]:
         fw = side["framework"]
@@ -201,7 +201,7 @@ def test_the_profiled_step_and_the_profilers_overhead_are_stated_and_a_large_one
         assert f"profiled step {ms(profiled_step)} ms (profiler overhead {overhead:+.0%})" in line
         flagged = "above +50%, the profile may not divide the step as it runs untraced" in line
         assert flagged is (fw == "tensorflow"), line
-    sides = {s["framework"]: s for s in profiled.summary["why"][0]["sides"]}
+    sides = {s["framework"]: s for s in profiled.summary.to_json()["why"][0]["sides"]}
     assert sides["tensorflow"]["overhead_flagged"] and not sides["torch"]["overhead_flagged"]
     assert sides["tensorflow"]["overhead"] > 0.5
 
@@ -222,7 +222,7 @@ def test_the_counters_in_words(profiled_path: Path, profiled: Report) -> None:
         f"{util['torch']:.0f}% vs {util['tensorflow']:.0f}% (a kernel was running, not how busy the SMs were)"
     )
     assert profiled.why[0].lines[2] == line
-    assert profiled.summary["counters"] == DCGM
+    assert profiled.summary.to_json()["counters"] == DCGM
 
 
 def test_several_runs_average_the_shares_of_the_runs_that_have_a_profile(tmp_path: Path) -> None:
@@ -238,10 +238,11 @@ def test_several_runs_average_the_shares_of_the_runs_that_have_a_profile(tmp_pat
     assert torch.seconds("conv") == pytest.approx(0.45 * step)
     assert "10 steps profiled in 2 of 3 runs" in report.why[0].lines[0]
     # The run that sent none: the plan asked for profiles, so it is said.
-    row = next(r for r in report.summary["rows"] if r["framework"] == "torch")
-    assert {"kind": "profile", "message": "profile unavailable: the runner sent no profile (run 3)"} in row[
-        "warnings"
-    ]
+    row = next(r for r in report.summary.rows if r.framework == "torch")
+    assert {
+        "kind": "profile",
+        "message": "profile unavailable: the runner sent no profile (run 3)",
+    } in row.warnings
 
 
 # -- every view -------------------------------------------------------------------------------------
@@ -360,10 +361,10 @@ def failed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report]:
 def test_a_failed_profile_is_a_note_on_the_run_never_a_failed_run(failed: tuple[Path, Report]) -> None:
     path, report = failed
     assert report.status == "complete"
-    rows = {r["framework"]: r for r in report.summary["rows"]}
-    assert {r["status"] for r in rows.values()} == {"ok"} and all(r["runs"] == 2 for r in rows.values())
+    rows = {r.framework: r for r in report.summary.rows}
+    assert {r.status for r in rows.values()} == {"ok"} and all(r.runs == 2 for r in rows.values())
     note = "profile unavailable: torch.profiler found no CUPTI (runs 1, 2)"
-    assert rows["torch"]["warnings"] == [{"kind": "profile", "message": note}]
+    assert list(rows["torch"].warnings) == [{"kind": "profile", "message": note}]
     out = flat(benchtui("show", str(path)).stdout)
     assert f"* ResNet50 · PyTorch: caution: {note}" in out
     assert f"- ResNet50 · PyTorch: {note}" in written(report, markdown)
@@ -377,9 +378,9 @@ def test_a_failed_profile_is_a_note_on_the_run_never_a_failed_run(failed: tuple[
 
 def test_a_dropped_trace_is_a_note_and_no_link(failed: tuple[Path, Report]) -> None:
     path, report = failed
-    tf = next(r for r in report.summary["rows"] if r["framework"] == "tensorflow")
+    tf = next(r for r in report.summary.rows if r.framework == "tensorflow")
     note = "trace dropped: 412 MB over the 200 MB cap (runs 1, 2)"
-    assert tf["warnings"] == [{"kind": "profile", "message": note}]
+    assert list(tf.warnings) == [{"kind": "profile", "message": note}]
     assert report.why[0].traces == [] and not (path / "traces").exists()
     html = written(report, htmlreport)
     assert f"ResNet50 · tf.keras: {escape(note)}" in html and "<a href" not in html
@@ -406,19 +407,19 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report]:
 
 def test_hostile_profiles_are_made_safe(hostile: tuple[Path, Report]) -> None:
     path, report = hostile
-    (entry,) = report.summary["why"]
+    (entry,) = report.summary.to_json()["why"]
     (torch,) = entry["sides"]  # tf.keras's breakdown is unusable: no side, a note
     assert len(torch["top"]) == 12 and torch["top"][0]["name"] == "<img src=x onerror=alert(1)>|"
     assert torch["traces"] == []
-    rows = {r["framework"]: r for r in report.summary["rows"]}
-    assert rows["torch"]["warnings"] == [
+    rows = {r.framework: r for r in report.summary.rows}
+    assert list(rows["torch"].warnings) == [
         {
             "kind": "profile",
             "message": "trace not linked: its file name is not a plain name inside the traces folder (runs 1, 2)",
         }
     ]
     unusable = "profile unavailable: the runner's breakdown is unusable (categories.conv is -0.01, outside [0, 1e+09])"
-    assert rows["tensorflow"]["warnings"] == [{"kind": "profile", "message": f"{unusable} (runs 1, 2)"}]
+    assert list(rows["tensorflow"].warnings) == [{"kind": "profile", "message": f"{unusable} (runs 1, 2)"}]
     html, md, out = written(report, htmlreport), written(report, markdown), shown(report)
     for text in (html, md, out):
         assert "etc/passwd" not in text and "\x1b" not in text and "pwned" not in text
@@ -610,8 +611,12 @@ def test_counters_that_cannot_be_read_are_said_plainly(tmp_path: Path) -> None:
 # -- sessions without profiles: as before ----------------------------------------------------------------
 def test_a_session_without_profiles_has_no_why_anywhere(tmp_path: Path) -> None:
     report = build_report(load_session(session(tmp_path)))
-    assert report.why == [] and report.summary["why"] == [] and report.summary["counters"] is None
-    assert not any(w["kind"] == "profile" for r in report.summary["rows"] for w in r["warnings"])
+    assert (
+        report.why == []
+        and report.summary.to_json()["why"] == []
+        and report.summary.to_json()["counters"] is None
+    )
+    assert not any(w["kind"] == "profile" for r in report.summary.rows for w in r.warnings)
     views = {"show": shown(report), "md": written(report, markdown), "html": written(report, htmlreport)}
     for name, text in views.items():
         for words in ("Why", "profile", "where a step goes", "GPU counters", "traces/"):

@@ -545,12 +545,12 @@ class LiveScreen(Screen):
             if cached is None:
                 continue
             row = cached.row
-            said = row.get("status") in ("failed", "unavailable", "incomplete") or self.model.plan.watch
-            if said and row.get("reason"):
-                lines.append(f"{_label(fw, m)}: {row['status']}: {row['reason']}")
+            said = row.status in ("failed", "unavailable", "incomplete") or self.model.plan.watch
+            if said and row.reason:
+                lines.append(f"{_label(fw, m)}: {row.status}: {row.reason}")
             lines += [
                 f"{_label(fw, m)}: caution: {w['message']}"
-                for w in row.get("warnings") or []
+                for w in row.warnings
                 if w["kind"] in (CautionKind.CPU_CONTENTION, CautionKind.GPU_SHARING)
             ]
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from benchtui.core import fmt
+from benchtui.core.model.cell import CellSummary
 from benchtui.core.model.parity import marked
 from benchtui.core.model.stats import quantile, warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
@@ -101,7 +102,7 @@ class CellCache:
     """The last summary row of a cell and the run statuses it was computed from."""
 
     key: tuple[str, ...]
-    row: dict[str, Any]
+    row: CellSummary
 
 
 def row_key(framework: str, model: str) -> str:
@@ -214,19 +215,19 @@ def _cell_values(
         "state": (state, status_style(state.split(" ")[0], "bold cyan" if live or elsewhere else "")),
     }
     if model.plan.multi_device:
-        devices = int(row.get("devices") or model.plan.devices)
-        per_device = int(row.get("batch_size") or model.plan.batch_size(model_id, framework))
+        devices = int(row.devices or model.plan.devices)
+        per_device = int(row.batch_size or model.plan.batch_size(model_id, framework))
         if elsewhere is not None:
             devices = elsewhere.spec.devices
             per_device = model.plan.batch_size(model_id, framework, devices)
         values["devices"] = (devices_text(devices, per_device, compact), "cyan" if elsewhere else "")
     inference = model.plan.task == "inference"
-    tokens = int(row.get("tokens_per_sample") or 0)
+    tokens = int(row.tokens_per_sample or 0)
     mixed = len({catalog.MODELS[m].kind for m in model.plan.models if m in catalog.MODELS}) > 1
     kind = info.kind if info is not None else "image"
     unit = flop_unit(model)
     values[UNIT_KEY] = (unit.name, "")
-    if live is not None and not row["runs"]:
+    if live is not None and not row.runs:
         # No finished run yet: show the live run's figures so far.
         figures = live.figures()
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
@@ -250,7 +251,7 @@ def _cell_values(
         return values
     # The finished runs' figure, as the answer above the table has it; a later run going on adds its
     # current rate, marked as such (not on a compact table: no room).
-    ips = rate_text(row.get("images_per_s"), tokens, mixed, kind)
+    ips = rate_text(row.images_per_s, tokens, mixed, kind)
     if live is not None and live.batch_seconds and not compact:
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
         bs = run_batch_size(live, model, model_id)
@@ -258,21 +259,21 @@ def _cell_values(
         values["ips"] = (f"{ips} · {live_rate(now)}" if now != "–" else ips, "")
     else:
         values["ips"] = (ips, "")
-    values["tflops"] = (unit.with_peak(row.get("achieved_tflops"), row.get("peak_fraction")), "")
-    peak = row.get("peak_memory_bytes")
+    values["tflops"] = (unit.with_peak(row.achieved_tflops, row.peak_fraction), "")
+    peak = row.peak_memory_bytes
     if inference:  # the summary's latency percentiles, as every export has them
-        p50, p90, p99 = (row.get(f"latency_{p}_s") for p in ("p50", "p90", "p99"))
+        p50, p90, p99 = row.latency_p50_s, row.latency_p90_s, row.latency_p99_s
         values["latency"] = (
             "–" if p50 is None else "/".join(fmt.seconds(v * 1000) for v in (p50, p90, p99) if v is not None),
             "",
         )
     else:
-        values["batch"] = (fmt.seconds(row.get("median_batch_s")), "")
+        values["batch"] = (fmt.seconds(row.median_batch_s), "")
     values.update(
-        epoch=(fmt.seconds(row.get("mean_epoch_s")), ""),
-        first=(fmt.seconds(row.get("first_epoch_s")), ""),
-        excl=(fmt.seconds(row.get("mean_epoch_excl_first_s")), ""),
-        build=(fmt.seconds(row.get("build_s")), ""),
+        epoch=(fmt.seconds(row.mean_epoch_s), ""),
+        first=(fmt.seconds(row.first_epoch_s), ""),
+        excl=(fmt.seconds(row.mean_epoch_excl_first_s), ""),
+        build=(fmt.seconds(row.build_s), ""),
         peak=(fmt.bytes_(peak) if peak is not None else "–", ""),
     )
     return values

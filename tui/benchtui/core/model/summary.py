@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from benchtui.core.model import analysis, efficiency, parity, scaling, why
+from benchtui.core.model.cell import (
+    HEADLINE,
+    NO_COMMAND,
+    NO_TIMINGS,
+    NO_TIMINGS_FAILED,
+    CellSummary,
+    SessionSummary,
+)
 from benchtui.core.model.runs import GPU_COUNTERS, RunState
 from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
@@ -50,14 +58,6 @@ OTHER_LOAD_WARN_CORES = 0.5
 #: slack is the parent's own sampling and bookkeeping (about a tenth of a core), which counts as "other".
 #: A cell whose runs break the rule gets no winner: its verdict says "unreliable: " and why.
 CONTENTION_SLACK_CORES = 0.25
-HEADLINE = (
-    "mean_epoch_s",
-    "first_epoch_s",
-    "mean_epoch_excl_first_s",
-    "build_s",
-    "images_per_s",
-    "time_to_first_batch_s",
-)
 #: Latency per batch (forward only for inference, a training step otherwise): these quantiles of
 #: the batch times after warm-up, as ``latency_p50_s`` and so on.
 LATENCY_QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
@@ -65,16 +65,6 @@ LATENCY_QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
 #: (a window is about 0.3 s of steps: a million is a microsecond a step). A plan's run is bounded by
 #: its own steps per epoch.
 MAX_WATCH_WINDOW = 1 << 20
-#: A watch session's row when its run sent no timing: the reason every view prints for it.
-NO_TIMINGS = (
-    "no timings: the command sent no batch or epoch (it does not use benchtui's timing hooks, StepTimer "
-    "or KerasTimer); the session holds its telemetry only"
-)
-NO_COMMAND = "no timings: no command was watched; the session holds telemetry only"
-#: ... and when the command failed before it could reach a hook: its own error (the reason) says why.
-NO_TIMINGS_FAILED = (
-    "no timings: the command ended before it sent a batch or an epoch; the session holds its telemetry only"
-)
 
 
 class SessionModel:
@@ -343,8 +333,8 @@ class SessionModel:
             r for r in runs if r.finished and (r.status is RunStatus.OK or r.epoch_times or r.batch_seconds)
         ]
 
-    def row(self, framework: str, model: str) -> dict[str, Any]:
-        """The summary row of one (framework, model): the contract of summary.json."""
+    def row(self, framework: str, model: str) -> CellSummary:
+        """The summary of one (framework, model): the contract of summary.json (``CellSummary.to_json``)."""
         runs = self.cell_runs(framework, model)
         ok = [r for r in runs if r.status is RunStatus.OK]
         failed = [r for r in runs if r.status is RunStatus.FAILED]
@@ -506,7 +496,7 @@ class SessionModel:
                 row["reason"] = f"{row['reason']}; {said}" if row.get("reason") else said
                 row["warnings"] = []  # no times: nothing for contention or sharing to cast doubt on
         row["run_ids"] = [r.spec.run_id for r in runs]
-        return row
+        return CellSummary.from_json(row)
 
     def _contention_text(self, loaded: Contention) -> str:
         """The row's caution about other processes' CPU, by the verdict's rule (``CONTENTION_SLACK_CORES``),
@@ -627,10 +617,28 @@ class SessionModel:
         """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak."""
         return efficiency.live_figures(run, self.cell_runs(run.spec.framework, run.spec.model))
 
-    def rows(self) -> list[dict[str, Any]]:
-        return [self.row(fw, m) for fw, m in self.cells()]
+    def rows(self) -> list[CellSummary]:
+        """Every cell's summary, in display order; a cell whose ratio was refused (its frameworks ran on
+        different devices) carries the refusal among its warnings, so no view can miss it."""
+        return self._rows(framework_ratios(self)[1])
+
+    def _rows(self, refused: list[dict[str, Any]]) -> list[CellSummary]:
+        rows = [self.row(fw, m) for fw, m in self.cells()]
+        for refusal in refused:
+            rows = [
+                replace(row, warnings=(*row.warnings, caution(CautionKind.MIXED_DEVICES, refusal["text"])))
+                if row.model == refusal["model"] and row.framework in (refusal["base"], refusal["framework"])
+                else row
+                for row in rows
+            ]
+        return rows
 
     def summary(self) -> dict[str, Any]:
+        """summary.json: ``session_summary`` as JSON (``SessionSummary.to_json``, the one mapping)."""
+        return self.session_summary().to_json()
+
+    def session_summary(self) -> SessionSummary:
+        """The session's summary: every cell's row, the verdicts, and the session-wide figures."""
         environment: dict[str, Any] = {}
         for run in self.runs.values():
             if run.hello and run.spec.framework not in environment:
@@ -648,37 +656,30 @@ class SessionModel:
                         "text": analysis.threads_text(threads, processes),
                     },
                 }
-        rows = self.rows()
         ratios, refused = framework_ratios(self)
-        for refusal in refused:  # every view shows a row's warnings: none can miss the refusal
-            for row in rows:
-                if row["model"] == refusal["model"] and row["framework"] in (
-                    refusal["base"],
-                    refusal["framework"],
-                ):
-                    row["warnings"].append(caution(CautionKind.MIXED_DEVICES, refusal["text"]))
-        return {
-            "schema": SUMMARY_SCHEMA,
-            "rows": rows,
-            "frameworks": environment,
-            "malformed_lines": self.malformed,
+        rows = self._rows(refused)
+        return SessionSummary(
+            schema=SUMMARY_SCHEMA,
+            rows=tuple(rows),
+            frameworks=environment,
+            malformed_lines=self.malformed,
             # Framework against framework per model, with 95% CIs (additive to schema 1).
-            "ratios": ratios,
+            ratios=tuple(ratios),
             # Pairs that ran on different kinds of device: never a ratio.
-            "refused_ratios": refused,
+            refused_ratios=tuple(refused),
             # Per model, whether its frameworks build the same network (parameters, FLOPs per sample).
-            "parity": [p for m in self.plan.models if (p := self.parity(m)) is not None],
-            "task": self.plan.task or "train",
+            parity=tuple(p for m in self.plan.models if (p := self.parity(m)) is not None),
+            task=self.plan.task or "train",
             # Data parallel: throughput and efficiency at each device count (additive).
-            "devices": self.plan.devices,
-            "scaling": self.scaling(),
-            "distributed": self.distributed(),
+            devices=self.plan.devices,
+            scaling=tuple(self.scaling()),
+            distributed=self.distributed(),
             # --profile: per model, each framework's step time by category and why one is slower (additive).
-            "why": [table.to_dict() for m in self.plan.models if (table := self.why_table(m)) is not None],
-            "counters": self.counters,
+            why=tuple(table.to_dict() for m in self.plan.models if (table := self.why_table(m)) is not None),
+            counters=self.counters,
             # benchtui watch: the command watched and its folder (additive; absent for a plan's session).
-            **({"watch": dict(self.plan.watch)} if self.plan.watch else {}),
-            "labels": {
+            watch=dict(self.plan.watch) if self.plan.watch else None,
+            labels={
                 "frameworks": catalog.FRAMEWORK_LABELS,
                 # The catalog's own, and the plan's (a user's model, a watch's command): never models
                 # another session registered in this process.
@@ -688,7 +689,7 @@ class SessionModel:
                     if k in self.plan.models or (k in catalog.BUILTIN_MODELS and k != catalog.WATCH_MODEL)
                 },
             },
-        }
+        )
 
     def search_lines(self) -> list[str]:
         """The largest-batch search in words, one line per (model, framework) probed."""

@@ -208,7 +208,7 @@ def _load(spec: str | os.PathLike[str] | LoadedSession) -> LoadedSession:
 def _cell_status(loaded: LoadedSession, fw: str, m: str) -> str:
     if fw not in loaded.plan.frameworks or m not in loaded.plan.models:
         return "absent"
-    return loaded.model.row(fw, m)["status"]
+    return loaded.model.row(fw, m).status
 
 
 def watch_text(watch: dict[str, Any]) -> str:

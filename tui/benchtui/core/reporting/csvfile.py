@@ -9,7 +9,7 @@ from typing import IO, Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
-from benchtui.core.model.summary import HEADLINE
+from benchtui.core.model.cell import CELL_FIELDS, HEADLINE, SessionSummary
 from benchtui.core.reporting.model import Report, ratio_mark
 from benchtui.core.store.session import LoadedSession
 
@@ -142,24 +142,22 @@ def summary_columns() -> list[str]:
     return cols
 
 
-def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
     """One flat record per (model, framework): every summary field, for pandas."""
-    ratios = {(r["model"], r["framework"]): r for r in summary.get("ratios") or []}
-    parity = {p["model"]: p for p in summary.get("parity") or []}
-    for row in summary["rows"]:
-        rec: dict[str, Any] = {k: row.get(k) for k in SCALAR_COLUMNS}
-        rec["model_label"] = model_label(row["model"])
-        rec["framework_label"] = framework_label(row["framework"])
+    ratios = {(r["model"], r["framework"]): r for r in summary.ratios}
+    parity = {p["model"]: p for p in summary.parity}
+    for row in summary.rows:
+        rec: dict[str, Any] = {k: row.figure(k) for k in SCALAR_COLUMNS if k in CELL_FIELDS}
+        rec["model_label"] = model_label(row.model)
+        rec["framework_label"] = framework_label(row.framework)
         for name in HEADLINE:
-            ci = (row.get("ci") or {}).get(name) or [None, None]
-            rec[f"{name}_ci_low"], rec[f"{name}_ci_high"] = ci
-            stats = (row.get("spread") or {}).get(name) or {}
+            rec[f"{name}_ci_low"], rec[f"{name}_ci_high"] = row.ci_of(name) or (None, None)
+            stats = row.spread_of(name)
             for s in STAT_FIELDS:
-                rec[f"{name}_{s}"] = stats.get(s)
-        batch = row.get("batch") or {}
+                rec[f"{name}_{s}"] = getattr(stats, s) if stats is not None else None
         for s in BATCH_STATS:
-            rec[f"batch_{s}"] = batch.get(s)
-        ratio = ratios.get((row["model"], row["framework"]))
+            rec[f"batch_{s}"] = getattr(row.batch, s) if row.batch is not None else None
+        ratio = ratios.get((row.model, row.framework))
         if ratio:
             rec.update(
                 vs_framework=ratio["base"],
@@ -182,15 +180,16 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
             rec["per_flop_ratio"] = per_flop.get("ratio")
             rec["per_flop_faster"] = per_flop.get("faster_framework")
         for key in EFFICIENCY_COLUMNS:
-            rec[key] = row.get(key)
-        ci = (row.get("ci") or {}).get("achieved_tflops") or [None, None]
-        rec["achieved_tflops_ci_low"], rec["achieved_tflops_ci_high"] = ci
+            rec[key] = row.figure(key) if key in CELL_FIELDS else None
+        rec["achieved_tflops_ci_low"], rec["achieved_tflops_ci_high"] = row.ci_of("achieved_tflops") or (
+            None,
+            None,
+        )
         for key in WORKLOAD_COLUMNS:
-            rec[key] = row.get(key)
-        ci = (row.get("ci") or {}).get("tokens_per_s") or [None, None]
-        rec["tokens_per_s_ci_low"], rec["tokens_per_s_ci_high"] = ci
-        same = parity.get(row["model"])
-        if same is not None and row["framework"] in (same.get("frameworks") or {}):
+            rec[key] = row.figure(key) if key in CELL_FIELDS else None
+        rec["tokens_per_s_ci_low"], rec["tokens_per_s_ci_high"] = row.ci_of("tokens_per_s") or (None, None)
+        same = parity.get(row.model)
+        if same is not None and row.framework in (same.get("frameworks") or {}):
             rec.update(
                 parity_flagged=same["flagged"],
                 parity_params_diff=same.get("params_diff"),
@@ -198,16 +197,16 @@ def summary_records(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 parity_text=same["text"],
             )
         # Sessions before data parallel ran on one device, their batch the global one.
-        rec["devices"] = row.get("devices", 1)
-        rec["global_batch"] = row.get("global_batch", row.get("batch_size"))
-        stalls = row.get("to_first_batch_s")
-        if isinstance(stalls, list):  # one per epoch, '' where unknown
+        rec["devices"] = row.devices
+        rec["global_batch"] = row.global_batch
+        stalls = row.to_first_batch_s
+        if stalls is not None:  # one per epoch, '' where unknown
             rec["to_first_batch_s"] = ";".join(
                 repr(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
                 for v in stalls
             )
-        rec["warnings"] = "; ".join(w["message"] for w in row.get("warnings") or [])
-        rec["run_ids"] = ";".join(row.get("run_ids") or [])
+        rec["warnings"] = "; ".join(w["message"] for w in row.warnings)
+        rec["run_ids"] = ";".join(row.run_ids)
         yield rec
 
 

@@ -9,8 +9,9 @@ from urllib.parse import quote
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import epochs_of, framework_label, model_label
+from benchtui.core.model.cell import CellSummary, SessionSummary
 from benchtui.core.model.parity import marked
-from benchtui.core.model.why import CATEGORY_LABELS, PROFILE_CATEGORIES, ms
+from benchtui.core.model.why import CATEGORY_LABELS, ms
 from benchtui.core.reporting.files import holds_file, read_tail
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
@@ -36,6 +37,7 @@ from benchtui.core.reporting.plots import (
     stacked_bars,
 )
 from benchtui.core.store.session import LoadedSession
+from benchtui.core.wire.events import PROFILE_CATEGORIES
 
 #: Points per plotted line: enough for a 960 px chart, small enough for a 2 MB report.
 MAX_POINTS = 800
@@ -95,10 +97,10 @@ def log_tail(report: Report, run_id: str, limit: int = LOG_TAIL_BYTES) -> str:
 
 
 # -- tables ---------------------------------------------------------------------------
-def _status_cell(row: dict[str, Any]) -> str:
+def _status_cell(row: CellSummary) -> str:
     """A cell's status; its reason is under "Failures and gaps", said once for the cells that share it."""
-    status = row.get("status", "")
-    return f'<span class="{_e(status)}">{_e(status)}</span>' + (" *" if row.get("reason") else "")
+    status = row.status
+    return f'<span class="{_e(status)}">{_e(status)}</span>' + (" *" if row.reason else "")
 
 
 def _figure(text: str, fit: bool) -> str:
@@ -148,7 +150,7 @@ def _scaling_plots(report: Report, model: str) -> str:
     """Efficiency and throughput against the device count, a line per framework in its colour (CIs as
     whiskers), with linear scaling dashed: 100% efficient, and each framework's one-device rate × N."""
     frameworks = list(report.session.plan.frameworks)
-    curves = [c for c in report.summary.get("scaling") or [] if c.get("model") == model and c.get("points")]
+    curves = [c for c in report.summary.scaling if c.get("model") == model and c.get("points")]
     efficiency: list[Curve] = []
     rate: list[Curve] = []
     counts = sorted({p["devices"] for c in curves for p in c["points"]})
@@ -311,7 +313,7 @@ def _cores(value: Any) -> str:
     return f"{value:.2f} cores" if isinstance(value, (int, float)) else "–"
 
 
-def _detail_table(summary: dict[str, Any]) -> str:
+def _detail_table(summary: SessionSummary) -> str:
     """Per cell: batch, runs, median batch and its spread, peak memory, the CPU other processes used
     while its runs trained (the most of its runs' means), status."""
     head = (
@@ -319,19 +321,19 @@ def _detail_table(summary: dict[str, Any]) -> str:
         "<th>Batch IQR/median</th><th>Peak memory</th><th>Other processes' CPU</th><th>Status</th></tr>"
     )
     parts = [head]
-    median = fmt.seconds_column(((r.get("batch") or {}).get("median") for r in summary["rows"]), 4)
-    for row in summary["rows"]:
-        batch = row.get("batch") or {}
-        ratio = batch.get("iqr_ratio")
+    median = fmt.seconds_column((r.batch.median if r.batch is not None else None for r in summary.rows), 4)
+    for row in summary.rows:
+        batch = row.batch
+        ratio = batch.iqr_ratio if batch is not None else None
         parts.append(
-            f"<tr><td>{_e(marked(model_label(row['model']), row_flagged(row)))}</td>"
-            f"<td>{_e(framework_label(row['framework']))}</td>"
-            f'<td class="num">{_e("–" if row.get("batch_size") is None else row["batch_size"])}</td>'
-            f'<td class="num">{_e(row.get("runs"))}/{_e(row.get("runs_planned", row.get("runs")))}</td>'
-            f'<td class="num">{_e(median(batch.get("median")))}</td>'
+            f"<tr><td>{_e(marked(model_label(row.model), row_flagged(row)))}</td>"
+            f"<td>{_e(framework_label(row.framework))}</td>"
+            f'<td class="num">{_e("–" if row.batch_size is None else row.batch_size)}</td>'
+            f'<td class="num">{_e(row.runs)}/{_e(row.runs_planned)}</td>'
+            f'<td class="num">{_e(median(batch.median if batch is not None else None))}</td>'
             f'<td class="num">{"–" if ratio is None else _e(f"{ratio:.1%}")}</td>'
-            f'<td class="num">{_e(fmt.bytes_(row.get("peak_memory_bytes")))}</td>'
-            f'<td class="num">{_e(_cores(row.get("other_cpu_cores")))}</td>'
+            f'<td class="num">{_e(fmt.bytes_(row.peak_memory_bytes))}</td>'
+            f'<td class="num">{_e(_cores(row.other_cpu_cores))}</td>'
             f"<td>{_status_cell(row)}</td></tr>"
         )
     parts.append("</table>")
@@ -438,20 +440,21 @@ def _problems(report: Report) -> str:
 
 
 # -- plots ----------------------------------------------------------------------------
-def _bars(loaded: LoadedSession, summary: dict[str, Any], name: str, title: str, y_label: str) -> str:
+def _bars(loaded: LoadedSession, summary: SessionSummary, name: str, title: str, y_label: str) -> str:
     plan, model = loaded.plan, loaded.model
-    cells = {(r["model"], r["framework"]): r for r in summary["rows"]}
+    cells = {(r.model, r.framework): r for r in summary.rows}
     groups = []
     for m in plan.models:
         bars = []
         for fw in plan.frameworks:
-            row = cells.get((m, fw), {})
-            value = row.get(name)
-            stats = (row.get("spread") or {}).get(name) or {}
+            row = cells.get((m, fw))
+            value = row.figure(name) if row is not None else None
+            stats = row.spread_of(name) if row is not None else None
             ok = [r for r in model.cell_runs(fw, m) if r.status == "ok"]
             dots = [v for f in (r.figures() for r in ok) if (v := f[name]) is not None] if len(ok) > 1 else []
-            note = {"unavailable": "n/a", "failed": "failed"}.get(row.get("status", ""), "–")
-            bars.append(Bar(fw, value, stats.get("min"), stats.get("max"), dots, note))
+            note = {"unavailable": "n/a", "failed": "failed"}.get(row.status if row is not None else "", "–")
+            low, high = (stats.min, stats.max) if stats is not None else (None, None)
+            bars.append(Bar(fw, value, low, high, dots, note))
         groups.append((model_label(m), bars))
     colors = {fw: color_for(fw, i) for i, fw in enumerate(plan.frameworks)}
     labels = {fw: framework_label(fw) for fw in plan.frameworks}
@@ -525,7 +528,7 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
     scale, unit = (60.0, "minutes") if span > 300 else (1.0, "seconds")
 
     def x(t: float) -> float:
-        return (t - t0) / scale
+        return float((t - t0) / scale)
 
     bands = []
     banded: set[str] = set()

@@ -17,7 +17,7 @@ _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 def export_dict(report: Report) -> dict[str, Any]:
     """The full summary (rows, ratios) with the session's facts and environment."""
-    summary, loaded = report.summary, report.session
+    summary, loaded = report.summary.to_json(), report.session
     meta = loaded.meta
     host = meta.get("host")
     return {

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
+from benchtui.core.model.cell import CellSummary, SessionSummary
 from benchtui.core.model.parity import PARITY_MARK, PARITY_TOLERANCE, count_text, marked
 from benchtui.core.model.scaling import POOR_EFFICIENCY, STRAGGLER_RATIO
 from benchtui.core.model.status import CautionKind
@@ -94,10 +95,10 @@ class Wording:
         return {"images": "Img/s", "sequences": "Seq/s"}.get(self.plural, "Smp/s")
 
 
-def wording(rows: list[dict[str, Any]]) -> Wording:
+def wording(rows: Sequence[CellSummary]) -> Wording:
     """The words for a session's rows (summary rows: each has ``kind`` and ``task``)."""
-    kinds = {str(r.get("kind") or "image") for r in rows} or {"image"}
-    inference = any(r.get("task") == "inference" for r in rows)
+    kinds = {str(r.kind or "image") for r in rows} or {"image"}
+    inference = any(r.task == "inference" for r in rows)
     if kinds == {"image"}:
         return Wording(inference=inference)
     if kinds == {"tokens"}:
@@ -121,14 +122,14 @@ def study_columns(words: Wording) -> tuple[Column, ...]:
     return (*TIMING_COLUMNS, throughput) + ((TOKENS_COLUMN,) if words.tokens else ())
 
 
-def flagged_models(summary: dict[str, Any]) -> set[str]:
+def flagged_models(summary: SessionSummary) -> set[str]:
     """The models whose frameworks do not build the same network (the summary's parity)."""
-    return {str(p["model"]) for p in summary.get("parity") or [] if p.get("flagged")}
+    return {str(p["model"]) for p in summary.parity or [] if p.get("flagged")}
 
 
-def row_flagged(row: dict[str, Any]) -> bool:
+def row_flagged(row: CellSummary) -> bool:
     """Whether a summary row carries the parity caution (its model's frameworks build different networks)."""
-    return any(str(w.get("kind")) == CautionKind.ARCHITECTURE for w in row.get("warnings") or [])
+    return any(str(w.get("kind")) == CautionKind.ARCHITECTURE for w in row.warnings or [])
 
 
 EFFICIENCY_HEADER = [
@@ -381,7 +382,7 @@ class Report:
     """
 
     session: LoadedSession  # for what only some writers need: plots, per-batch rows
-    summary: dict[str, Any]  # raw: as the session's events say
+    summary: SessionSummary  # raw: as the session's events say
     title: str
     facts: list[tuple[str, str]]
     environment: list[tuple[str, str]]
@@ -395,7 +396,7 @@ class Report:
     ratios: list[dict[str, Any]]
     problems: list[Problem]
     #: The summary's rows, cleaned: one per (model, framework), every figure with its CI and spread.
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[CellSummary] = field(default_factory=list)
     warnings: list[Notice] = field(default_factory=list)
     #: How the session's samples are named (images, sequences, samples), tokens and inference.
     wording: Wording = field(default_factory=Wording)
@@ -448,24 +449,26 @@ def has_brackets(rows: list[list[str]], skip: int = 1) -> bool:
     return any(" [" in cell for row in rows for cell in row[skip:])
 
 
-def with_ci(row: dict[str, Any], name: str, formatter: Formatter = fmt.seconds) -> str:
+def with_ci(row: CellSummary, name: str, formatter: Formatter = fmt.seconds) -> str:
     """A figure and its 95% CI in brackets, '3.21 [3.10–3.40]'; brackets hold nothing else anywhere."""
-    text = formatter(row.get(name))
-    ci = (row.get("ci") or {}).get(name)
-    if ci and ci[0] is not None and ci[1] is not None and row.get("runs", 0) >= 1 and ci[1] > ci[0]:
+    text = formatter(row.figure(name))
+    ci = row.ci_of(name)
+    if ci and ci[0] is not None and ci[1] is not None and row.runs >= 1 and ci[1] > ci[0]:
         text += f" [{formatter(ci[0])}–{formatter(ci[1])}]"
     return text
 
 
-def cell_text(row: dict[str, Any], name: str, formatter: Formatter = fmt.seconds) -> str:
-    """A figure with its 95% CI in brackets, or why there is none."""
-    if row.get(name) is None:
-        status = row.get("status", "")
+def cell_text(row: CellSummary | None, name: str, formatter: Formatter = fmt.seconds) -> str:
+    """A figure with its 95% CI in brackets, or why there is none (``row`` None: a cell not in the summary)."""
+    if row is None:
+        return "–"
+    if row.figure(name) is None:
+        status = row.status
         return {"unavailable": "not available", "failed": "failed", "incomplete": "incomplete"}.get(
             status, "–"
         )
     text = with_ci(row, name, formatter)
-    if row.get("status") == "failed":
+    if row.status == "failed":
         text += " (some runs failed)"
     return text
 
@@ -489,13 +492,16 @@ def times(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
-def batch_text(row: dict[str, Any]) -> str:
-    """A row's batch: '16', or on several devices the per-device batch × devices = the global batch, '16 ×4 = 64'."""
-    devices = row.get("devices")
-    if not isinstance(devices, int) or devices <= 1:
-        size = row.get("batch_size", "")
+def batch_text(row: CellSummary | None) -> str:
+    """A row's batch: '16', or on several devices the per-device batch × devices = the global batch, '16 ×4 = 64'
+    ('' for a cell not in the summary)."""
+    if row is None:
+        return ""
+    devices = row.devices
+    if devices <= 1:
+        size = row.batch_size
         return "–" if size is None else str(size)  # None: a watched command that did not say its batch
-    return f"{row.get('batch_size', '?')} ×{devices} = {row.get('global_batch', '?')}"
+    return f"{row.batch_size} ×{devices} = {row.global_batch}"
 
 
 def joules(value: Any) -> str:
@@ -529,7 +535,7 @@ def _listed(*parts: Any) -> str:
 
 
 # -- the pieces ----------------------------------------------------------------------------
-def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[str, str]]:
+def environment(loaded: LoadedSession, summary: SessionSummary) -> list[tuple[str, str]]:
     """(label, text) lines describing where and how the session ran: GPU, driver, versions, settings."""
     meta, plan = loaded.meta, loaded.plan
     items: list[tuple[str, str]] = []
@@ -579,7 +585,7 @@ def environment(loaded: LoadedSession, summary: dict[str, Any]) -> list[tuple[st
             ),
         )
     )
-    for fw, env in (summary.get("frameworks") or {}).items():
+    for fw, env in (summary.frameworks or {}).items():
         label = framework_label(fw)
         versions = env.get("versions") or {}
         items.append((f"{label} versions", _join(versions) or "unknown"))
@@ -769,7 +775,7 @@ def devices_text(plan: Any) -> str:
     return text + ", batch sizes per device"
 
 
-def how_it_ran(frameworks: dict[str, Any]) -> list[str]:
+def how_it_ran(frameworks: Mapping[str, Any]) -> list[str]:
     """One line per framework: what it compiled with (as resolved), its threads and timing, and
     what in its step waits for the device every step (the runner's ``host_sync_per_step``).
 
@@ -821,7 +827,7 @@ def header_facts(loaded: LoadedSession) -> list[tuple[str, str]]:
     ]
 
 
-def notices(loaded: LoadedSession, summary: dict[str, Any]) -> list[Notice]:
+def notices(loaded: LoadedSession, summary: SessionSummary) -> list[Notice]:
     """Load warnings, then per-cell cautions as 'Model · Framework: ...' (parity once per model; a caution
     of several cells once, with its cells: ``cells_text``), then skipped lines."""
     out = [Notice("load", w) for w in loaded.warnings]
@@ -836,19 +842,17 @@ def notices(loaded: LoadedSession, summary: dict[str, Any]) -> list[Notice]:
             )
         )
     said: set[str] = set()
-    rows = summary["rows"]
-    frameworks = list(dict.fromkeys(framework_label(r["framework"]) for r in rows))
+    rows = summary.rows
+    frameworks = list(dict.fromkeys(framework_label(r.framework) for r in rows))
     # A caution of several cells, word for word (a busy machine, every cell): said once, with its cells.
     shared: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for row in rows:
-        for w in row.get("warnings") or []:
+        for w in row.warnings or []:
             if str(w.get("kind")) != CautionKind.ARCHITECTURE:
                 key = (str(w.get("kind", "caution")), str(w["message"]))
-                shared.setdefault(key, []).append(
-                    (model_label(row["model"]), framework_label(row["framework"]))
-                )
+                shared.setdefault(key, []).append((model_label(row.model), framework_label(row.framework)))
     for row in rows:
-        for w in row.get("warnings") or []:
+        for w in row.warnings or []:
             if str(w.get("kind")) == CautionKind.ARCHITECTURE:
                 # Once for the model: the sentence names every framework and begins with the model.
                 if w["message"] not in said:
@@ -858,22 +862,22 @@ def notices(loaded: LoadedSession, summary: dict[str, Any]) -> list[Notice]:
             key = (str(w.get("kind", "caution")), str(w["message"]))
             if key in shared:
                 out.append(Notice(key[0], f"{cells_text(shared.pop(key), frameworks)}: {key[1]}"))
-    if summary.get("malformed_lines"):
+    if summary.malformed_lines:
         out.append(
             Notice(
                 "malformed",
-                f"{summary['malformed_lines']} malformed event line(s) were skipped during the runs",
+                f"{summary.malformed_lines} malformed event line(s) were skipped during the runs",
             )
         )
     return out
 
 
-def problems(summary: dict[str, Any]) -> list[Problem]:
+def problems(summary: SessionSummary) -> list[Problem]:
     """Every cell that did not simply succeed, with why."""
     return [
-        Problem(model_label(r["model"]), framework_label(r["framework"]), r["status"], r.get("reason") or "")
-        for r in summary["rows"]
-        if r["status"] != "ok" or r.get("reason")
+        Problem(model_label(r.model), framework_label(r.framework), r.status, r.reason or "")
+        for r in summary.rows
+        if r.status != "ok" or r.reason
     ]
 
 
@@ -902,45 +906,44 @@ def grouped_problems(problems: list[Problem], frameworks: list[str]) -> list[tup
     return [(cells_text(cells, frameworks), status, reason) for (status, reason), cells in groups.items()]
 
 
-def _verdict_none(cells: list[dict[str, Any]], words: Wording) -> str:
+def _verdict_none(cells: list[CellSummary], words: Wording) -> str:
     """Why a model has no verdict: one framework only (its throughput, then), or which has no result."""
-    measured = [r for r in cells if r.get("runs") and r.get("images_per_s") is not None]
+    measured = [r for r in cells if r.runs and r.images_per_s is not None]
     label = framework_label
     if len(cells) == 1:
         row = cells[0]
         if measured:
             rate = with_ci(row, "images_per_s", fmt.rate)
-            return (
-                f"{label(row['framework'])} only: {rate} {words.plural}/s; no other framework to compare with"
-            )
-        return f"no result: {label(row['framework'])} {row.get('status', '?')}"
+            return f"{label(row.framework)} only: {rate} {words.plural}/s; no other framework to compare with"
+        return f"no result: {label(row.framework)} {row.status}"
     missing = [r for r in cells if r not in measured]
     if not missing:
         return "no verdict: no times to compare"
-    statuses = {str(r.get("status") or "no result") for r in missing}
+    statuses = {str(r.status or "no result") for r in missing}
     if not measured and len(statuses) == 1:
         return f"no verdict: every framework {statuses.pop()}"
-    said = ", ".join(f"{label(r['framework'])} {r.get('status') or 'no result'}" for r in missing)
-    alone = [label(r["framework"]) for r in measured]
+    said = ", ".join(f"{label(r.framework)} {r.status or 'no result'}" for r in missing)
+    alone = [label(r.framework) for r in measured]
     if len(alone) == 1:
         return f"no verdict: {said}; {alone[0]} has no framework with results to compare with"
     return f"no verdict: {said}"
 
 
-def answer(summary: dict[str, Any]) -> Answer:
+def answer(given: SessionSummary | Mapping[str, Any]) -> Answer:
     """The verdict of each model of a summary (in the plan's order), the text every view prints, its
     caveats in it; a pair that ran on different devices says so; a model without a verdict says why
     (one framework only: its throughput). Its text is cleaned (``fmt.clean``): the end of a headless run
     gives the engine's summary, not a report."""
-    rows = summary["rows"]
+    summary = SessionSummary.of(given)
+    rows = summary.rows
     words = wording(rows)
     flagged = flagged_models(summary)
-    ratios = [r for r in summary.get("ratios") or [] if isinstance(r, dict)]
-    refused = [r for r in summary.get("refused_ratios") or [] if isinstance(r, dict)]
+    ratios = [r for r in summary.ratios or [] if isinstance(r, dict)]
+    refused = [r for r in summary.refused_ratios or [] if isinstance(r, dict)]
     out: list[Verdict] = []
-    for model in dict.fromkeys(str(r["model"]) for r in rows):
+    for model in dict.fromkeys(str(r.model) for r in rows):
         label = fmt.clean(marked(model_label(model), model in flagged))
-        mine = [r for r in ratios if r.get("model") == model]
+        mine = [r for r in ratios if r["model"] == model]
         for r in mine:
             low, high = r.get("ci_low"), r.get("ci_high")
             # Sessions before the marks have neither key: a ratio as it always was.
@@ -957,7 +960,7 @@ def answer(summary: dict[str, Any]) -> Answer:
                     basis=fmt.clean(r.get("basis_label", "")),
                     significant=r.get("significant"),
                     base=fmt.clean(r.get("base", "")),
-                    framework=fmt.clean(r.get("framework", "")),
+                    framework=fmt.clean(r["framework"]),
                     ratio=r.get("ratio") if isinstance(r.get("ratio"), (int, float)) else None,
                     ci=(low, high)
                     if isinstance(low, (int, float)) and isinstance(high, (int, float))
@@ -967,10 +970,10 @@ def answer(summary: dict[str, Any]) -> Answer:
                     unreliable=reason,
                 )
             )
-        no_ratio = [r for r in refused if r.get("model") == model]
+        no_ratio = [r for r in refused if r["model"] == model]
         out += [Verdict(fmt.clean(model), label, fmt.clean(r.get("text", "")), "refused") for r in no_ratio]
         if not mine and not no_ratio:
-            cells = [r for r in rows if r["model"] == model]
+            cells = [r for r in rows if r.model == model]
             text = _verdict_none(cells, words)
             kind = "alone" if len(cells) == 1 and not text.startswith("no ") else "none"
             out.append(Verdict(fmt.clean(model), label, fmt.clean(text), kind))
@@ -983,13 +986,20 @@ def answer(summary: dict[str, Any]) -> Answer:
     return Answer(out, note, words.singular)
 
 
-def _cells(summary: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(r["model"], r["framework"]): r for r in summary["rows"]}
+def _cells(summary: SessionSummary) -> dict[tuple[str, str], CellSummary]:
+    return {(r.model, r.framework): r for r in summary.rows}
 
 
-def _figure_values(row: dict[str, Any], key: str) -> list[Any]:
+def _figure(row: CellSummary | None, key: str) -> Any:
+    """A cell's figure by its summary key (None: no such cell)."""
+    return None if row is None else row.figure(key)
+
+
+def _figure_values(row: CellSummary | None, key: str) -> list[Any]:
     """A cell's figure and its CI bounds: what its column's decimals are chosen from."""
-    return [row.get(key), *((row.get("ci") or {}).get(key) or [])]
+    if row is None:
+        return [None]
+    return [row.figure(key), *(row.ci_of(key) or [])]
 
 
 def column_formatter(column: Column, values: Any) -> Formatter:
@@ -1006,7 +1016,7 @@ def column_formatter(column: Column, values: Any) -> Formatter:
     return column.formatter
 
 
-def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
+def side_by_side(plan: Any, summary: SessionSummary) -> Table:
     """The study's four timings next to each other: one row per model, figure x framework columns (s)."""
     cells = _cells(summary)
     header = ["Model", "Batch"] + [
@@ -1015,24 +1025,24 @@ def side_by_side(plan: Any, summary: dict[str, Any]) -> Table:
     rows = []
     flagged = flagged_models(summary)
     formats = {  # one number of decimals per column
-        (col.key, fw): column_formatter(col, [cells.get((m, fw), {}).get(col.key) for m in plan.models])
+        (col.key, fw): column_formatter(col, [_figure(cells.get((m, fw)), col.key) for m in plan.models])
         for col in TIMING_COLUMNS
         for fw in plan.frameworks
     }
     for m in plan.models:
-        sizes = sorted({batch_text(cells.get((m, fw), {})) for fw in plan.frameworks} - {""})
+        sizes = sorted({batch_text(cells.get((m, fw))) for fw in plan.frameworks} - {""})
         row = [marked(model_label(m), m in flagged), "/".join(sizes)]
         for col in TIMING_COLUMNS:
             for fw in plan.frameworks:
-                cell = cells.get((m, fw), {})
-                value = cell.get(col.key)
+                cell = cells.get((m, fw))
+                value = _figure(cell, col.key)
                 text = formats[(col.key, fw)]
                 row.append(text(value) if value is not None else cell_text(cell, col.key, text))
         rows.append(row)
     return Table(SIDE_BY_SIDE_TITLE, header, rows, ["l", "r"] + ["r"] * (len(header) - 2))
 
 
-def figure_tables(plan: Any, summary: dict[str, Any]) -> list[Table]:
+def figure_tables(plan: Any, summary: SessionSummary) -> list[Table]:
     """One table per study figure: a row per model, a column per framework, each figure with its CI.
 
     Throughput is in the session's words (images, sequences or samples per second), and token
@@ -1043,62 +1053,62 @@ def figure_tables(plan: Any, summary: dict[str, Any]) -> list[Table]:
     align = ["l"] + ["r"] * len(plan.frameworks)
     flagged = flagged_models(summary)
     tables = []
-    for col in study_columns(wording(summary["rows"])):
+    for col in study_columns(wording(summary.rows)):
         formats = {  # one number of decimals per column: its figures' and their intervals'
             fw: column_formatter(
-                col, [v for m in plan.models for v in _figure_values(cells.get((m, fw), {}), col.key)]
+                col, [v for m in plan.models for v in _figure_values(cells.get((m, fw)), col.key)]
             )
             for fw in plan.frameworks
         }
         rows = [
             [marked(model_label(m), m in flagged)]
-            + [cell_text(cells.get((m, fw), {}), col.key, formats[fw]) for fw in plan.frameworks]
+            + [cell_text(cells.get((m, fw)), col.key, formats[fw]) for fw in plan.frameworks]
             for m in plan.models
         ]
         tables.append(Table(col.title, header, rows, align))
     return tables
 
 
-def latency_table(summary: dict[str, Any]) -> Table | None:
+def latency_table(summary: SessionSummary) -> Table | None:
     """Inference: latency per batch (p50, p90, p99, ms) and throughput per (model, framework); None for training."""
-    words = wording(summary["rows"])
+    words = wording(summary.rows)
     if not words.inference:
         return None
     flagged = flagged_models(summary)
     header = ["Model", "Framework", "Batch"] + [c.header for c in LATENCY_COLUMNS]
     header += [f"{words.plural.capitalize()}/s"] + (["Tokens/s"] if words.tokens else [])
     rows = []
-    every = summary["rows"]
+    every = summary.rows
     formats = {  # one number of decimals per column
         c.key: column_formatter(c, [v for r in every for v in _figure_values(r, c.key)])
         for c in (*LATENCY_COLUMNS, STUDY_COLUMNS[-1], TOKENS_COLUMN)
     }
     for row in every:
         cells = [
-            marked(model_label(row["model"]), row["model"] in flagged),
-            framework_label(row["framework"]),
-            str(row.get("batch_size", "")),
+            marked(model_label(row.model), row.model in flagged),
+            framework_label(row.framework),
+            str(row.batch_size),
         ]
         cells += [cell_text(row, c.key, formats[c.key]) for c in LATENCY_COLUMNS]
         cells.append(cell_text(row, "images_per_s", formats["images_per_s"]))
         if words.tokens:
             cells.append(cell_text(row, "tokens_per_s", formats["tokens_per_s"]))
         rows.append(cells)
-    windows = any(r.get("timing") == "window" for r in summary["rows"])
+    windows = any(r.timing == "window" for r in summary.rows)
     note = LATENCY_NOTE + (" " + WINDOW_NOTE if windows else "")
     return Table(LATENCY_TITLE, header, rows, ["l", "l"] + ["r"] * (len(header) - 2), note)
 
 
-def parity_table(summary: dict[str, Any]) -> tuple[Table | None, list[str]]:
+def parity_table(summary: SessionSummary) -> tuple[Table | None, list[str]]:
     """Each framework's network per model (source, parameters, FLOPs per sample) and how far apart they are.
 
     Returns the table (None when no model has two frameworks that reported) and one sentence per
     model, flagged models first: the sentence every view prints with the numbers.
     """
-    entries = list(summary.get("parity") or [])
+    entries = list(summary.parity or [])
     if not entries:
         return None, []
-    words = wording(summary["rows"])
+    words = wording(summary.rows)
     header = [
         "Model",
         "Framework",
@@ -1136,16 +1146,16 @@ def parity_table(summary: dict[str, Any]) -> tuple[Table | None, list[str]]:
     return Table(PARITY_TITLE, header, rows, ["l", "l", "l", "r", "r", "r", "l"], PARITY_NOTE), notes
 
 
-def scaling_views(summary: dict[str, Any]) -> list[Scaling]:
+def scaling_views(summary: SessionSummary) -> list[Scaling]:
     """A ``--scaling`` session, per model: a row per device count with each framework's global batch,
     throughput, speedup and efficiency (95% CIs), and each framework's curve in words; [] otherwise.
 
     The global batch is one column when every framework has the same at every count, else one per framework.
     """
-    curves = [c for c in summary.get("scaling") or [] if isinstance(c, dict) and c.get("points")]
+    curves = [c for c in summary.scaling or [] if isinstance(c, dict) and c.get("points")]
     if not curves:
         return []
-    words = wording(summary["rows"])
+    words = wording(summary.rows)
     flagged = flagged_models(summary)
     out = []
     for model in dict.fromkeys(str(c["model"]) for c in curves):
@@ -1213,7 +1223,7 @@ def scaling_views(summary: dict[str, Any]) -> list[Scaling]:
     return out
 
 
-def per_device_table(summary: dict[str, Any]) -> tuple[Table | None, list[str]]:
+def per_device_table(summary: SessionSummary) -> tuple[Table | None, list[str]]:
     """Rows on several devices: a row per device (rank, GPU, step time, vs the fastest, GPU util, power,
     peak memory), and one line per cell with its straggler ratio. (None, []) when no row has several.
 
@@ -1222,16 +1232,19 @@ def per_device_table(summary: dict[str, Any]) -> tuple[Table | None, list[str]]:
     """
     several = [
         r
-        for r in summary["rows"]
-        if isinstance(r.get("devices"), int)
-        and r["devices"] > 1
-        and any(len(e) > 1 for e in r.get("per_device") or [] if isinstance(e, dict))
+        for r in summary.rows
+        if r.devices > 1 and any(e.step_s is not None or e.gpu is not None for e in r.per_device or ())
     ]
     if not several:
         return None, []
-    entries = [e for r in several for e in r["per_device"] if isinstance(e, dict)]
-    steps = any(e.get("step_s") is not None for e in entries)
-    gpus = any(e.get(k) is not None for e in entries for k in ("gpu_index", "util", "power_w", "mem_max"))
+    entries = [e for r in several for e in r.per_device or ()]
+    steps = any(e.step_s is not None for e in entries)
+    gpus = any(
+        x is not None
+        for e in entries
+        if e.gpu is not None
+        for x in (e.gpu.index, e.gpu.util, e.gpu.power_w, e.gpu.mem_max)
+    )
     header = ["Model", "Framework", "Rank"] + (["GPU"] if gpus else [])
     header += ["Step time (ms)", "vs fastest"] if steps else []
     header += ["GPU util", "Power", "Peak memory"] if gpus else []
@@ -1239,30 +1252,31 @@ def per_device_table(summary: dict[str, Any]) -> tuple[Table | None, list[str]]:
     rows, lines = [], []
     for row in several:
         names = [
-            marked(model_label(row["model"]), row["model"] in flagged),
-            framework_label(row["framework"]),
+            marked(model_label(row.model), row.model in flagged),
+            framework_label(row.framework),
         ]
-        per = [e for e in row["per_device"] if isinstance(e, dict)]
-        fastest = min((e["step_s"] for e in per if isinstance(e.get("step_s"), (int, float))), default=None)
+        per = row.per_device or ()
+        fastest = min((e.step_s for e in per if e.step_s is not None), default=None)
         for entry in per:
-            cells = [*names, str(entry.get("device", "?"))]
+            gpu = entry.gpu
+            cells = [*names, str(entry.device)]
             if gpus:
-                cells.append("–" if entry.get("gpu_index") is None else str(entry["gpu_index"]))
+                cells.append("–" if gpu is None or gpu.index is None else str(gpu.index))
             if steps:
-                step = entry.get("step_s")
+                step = entry.step_s
                 cells.append(milliseconds(step))
-                cells.append(times(step / fastest) if isinstance(step, (int, float)) and fastest else "–")
+                cells.append(times(step / fastest) if step is not None and fastest else "–")
             if gpus:
-                util, power = entry.get("util"), entry.get("power_w")
+                util, power = (gpu.util, gpu.power_w) if gpu is not None else (None, None)
                 cells.append("–" if util is None else f"{util:.0f}%")
                 cells.append("–" if power is None else f"{power:.0f} W")
-                cells.append(fmt.bytes_(entry.get("mem_max")))
+                cells.append(fmt.bytes_(gpu.mem_max if gpu is not None else None))
             rows.append(cells)
-        ratio = row.get("straggler")
+        ratio = row.straggler
         if isinstance(ratio, (int, float)):
             slow = ratio >= STRAGGLER_RATIO
             lines.append(
-                f"{model_label(row['model'])} · {framework_label(row['framework'])}: straggler ratio {ratio:.2f}× "
+                f"{model_label(row.model)} · {framework_label(row.framework)}: straggler ratio {ratio:.2f}× "
                 "(the slowest rank's step time over the fastest's)"
                 + (f": above {STRAGGLER_RATIO:.2f}×, a straggler holds every step back" if slow else "")
             )
@@ -1288,10 +1302,10 @@ def _wiring_value(value: Any) -> str:
     return str(value)
 
 
-def wiring_table(summary: dict[str, Any], frameworks: list[str]) -> Table | None:
+def wiring_table(summary: SessionSummary, frameworks: list[str]) -> Table | None:
     """Each framework's data-parallel wiring side by side: a row per setting (engine, all-reduce, buckets,
     overlap, then the rest, sorted), a column per framework; None when no runner recorded one."""
-    records = summary.get("distributed") or {}
+    records = summary.distributed or {}
     if not isinstance(records, dict):
         return None
     order = [fw for fw in frameworks if fw in records] + [fw for fw in records if fw not in frameworks]
@@ -1308,12 +1322,12 @@ def wiring_table(summary: dict[str, Any], frameworks: list[str]) -> Table | None
     return Table(WIRING_TITLE, header, rows, ["l"] * len(header), WIRING_NOTE)
 
 
-def why_views(summary: dict[str, Any]) -> list[Why]:
+def why_views(summary: SessionSummary) -> list[Why]:
     """A ``--profile`` session, per model: each framework's step time by category with the differences,
     the sentences, each framework's profile in words, the counters, its longest ops and traces; [] otherwise."""
     flagged = flagged_models(summary)
     out = []
-    for entry in summary.get("why") or []:
+    for entry in summary.why or []:
         data = WhyTable.from_dict(fmt.clean_tree(entry))  # its text cleaned: the charts show it too
         if not data.sides:
             continue
@@ -1364,10 +1378,10 @@ STALL_MIN_S = 0.1
 STALL_HEADER = "Before first batch, per epoch (s)"
 
 
-def _stalls(row: dict[str, Any]) -> list[float | None]:
+def _stalls(row: CellSummary) -> list[float | None]:
     """A row's ``to_first_batch_s``: one per epoch (None where unknown); [] when its runners sent none."""
-    values = row.get("to_first_batch_s")
-    if not isinstance(values, list):
+    values = row.to_first_batch_s
+    if values is None:
         return []
     return [
         float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
@@ -1375,24 +1389,24 @@ def _stalls(row: dict[str, Any]) -> list[float | None]:
     ]
 
 
-def _epoch_time(row: dict[str, Any], epoch: int, epoch_times: dict[int, float] | None) -> float | None:
+def _epoch_time(row: CellSummary, epoch: int, epoch_times: dict[int, float] | None) -> float | None:
     """Epoch ``epoch``'s time for a row: its runs' mean when known, else the first epoch's or the mean of
     the later ones (the summary's figures)."""
     if epoch_times and isinstance(epoch_times.get(epoch), (int, float)):
         return float(epoch_times[epoch])
-    value = row.get("first_epoch_s" if epoch == 1 else "mean_epoch_excl_first_s")
+    value = row.first_epoch_s if epoch == 1 else row.mean_epoch_excl_first_s
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def stall_lines(
-    summary: dict[str, Any], epoch_times: dict[tuple[str, str], dict[int, float]] | None = None
+    summary: SessionSummary, epoch_times: dict[tuple[str, str], dict[int, float]] | None = None
 ) -> list[str]:
     """One sentence per cell with an epoch-start stall: 'ResNet50 · tf.keras: epoch 2: 4.90 s before its
     first batch (47% of its 10.4 s); epoch 4: 4.70 s (49% of its 9.60 s)'. ``epoch_times``: per (model,
     framework), each epoch's mean time over the cell's ok runs."""
     out = []
-    for row in summary["rows"]:
-        times_of = (epoch_times or {}).get((str(row["model"]), str(row["framework"])))
+    for row in summary.rows:
+        times_of = (epoch_times or {}).get((str(row.model), str(row.framework)))
         said: list[str] = []
         for epoch, wait in enumerate(_stalls(row), start=1):
             whole = _epoch_time(row, epoch, times_of)
@@ -1408,9 +1422,7 @@ def stall_lines(
                 else f"epoch {epoch}: {fmt.seconds(wait)} s ({share})"
             )
         if said:
-            out.append(
-                f"{model_label(row['model'])} · {framework_label(row['framework'])}: " + "; ".join(said)
-            )
+            out.append(f"{model_label(row.model)} · {framework_label(row.framework)}: " + "; ".join(said))
     if out:
         out.append(
             f"An epoch that waits {STALL_SHARE:.0%} or more of its time before its first batch stalls at its "
@@ -1419,9 +1431,9 @@ def stall_lines(
     return out
 
 
-def verdict_basis_text(summary: dict[str, Any], words: Wording) -> str:
+def verdict_basis_text(summary: SessionSummary, words: Wording) -> str:
     """Which throughput the verdicts use, said under the warm-up table beside its steady figures."""
-    ratios = [r for r in summary.get("ratios") or [] if isinstance(r, dict)]
+    ratios = [r for r in summary.ratios or [] if isinstance(r, dict)]
     bases = [b for b in dict.fromkeys(str(r.get("basis_label") or "") for r in ratios) if b]
     steady = f"Steady {words.plural}/s: from the batch times after the warm-up."
     if not bases:
@@ -1435,40 +1447,40 @@ def verdict_basis_text(summary: dict[str, Any], words: Wording) -> str:
 
 
 def warmup_table(
-    summary: dict[str, Any], epoch_times: dict[tuple[str, str], dict[int, float]] | None = None
+    summary: SessionSummary, epoch_times: dict[tuple[str, str], dict[int, float]] | None = None
 ) -> Table:
     """Per cell: the warm-up detected in each run's batch times, the steady state after it, and where the
     runners recorded it each epoch's wait before its first batch. Each column's figures have one number of
     decimals (``fmt.seconds_column``). ``epoch_times`` as ``stall_lines`` takes it."""
-    words = wording(summary["rows"])
-    stalls = any(_stalls(r) for r in summary["rows"])
+    words = wording(summary.rows)
+    stalls = any(_stalls(r) for r in summary.rows)
     header = WARMUP_HEADER[:-1] + [f"Steady {words.plural}/s"] + (["Steady tokens/s"] if words.tokens else [])
     if stalls:
         header.insert(5, STALL_HEADER)
     flagged = flagged_models(summary)
-    shown = [r for r in summary["rows"] if r.get("warmup_batches") or _stalls(r)]
-    warm = fmt.seconds_column(s for r in shown for s in r.get("warmup_s") or [])
-    first = fmt.seconds_column(r.get("time_to_first_batch_s") for r in shown)
-    median = fmt.seconds_column(((r.get("batch") or {}).get("median") for r in shown), 4)
+    shown = [r for r in summary.rows if r.warmup_batches or _stalls(r)]
+    warm = fmt.seconds_column(s for r in shown for s in r.warmup_s or [])
+    first = fmt.seconds_column(r.time_to_first_batch_s for r in shown)
+    median = fmt.seconds_column(((r.batch.median if r.batch is not None else None) for r in shown), 4)
     wait = fmt.seconds_column(v for r in shown for v in _stalls(r))
-    rate = fmt.rate_column(r.get("steady_images_per_s") for r in shown)
-    tokens = fmt.rate_column(r.get("steady_tokens_per_s") for r in shown)
+    rate = fmt.rate_column(r.steady_images_per_s for r in shown)
+    tokens = fmt.rate_column(r.steady_tokens_per_s for r in shown)
     rows = []
     for row in shown:
-        cuts = row.get("warmup_batches") or []
+        cuts = row.warmup_batches
         cells = [
-            marked(model_label(row["model"]), row["model"] in flagged),
-            framework_label(row["framework"]),
+            marked(model_label(row.model), row.model in flagged),
+            framework_label(row.framework),
             ", ".join(str(c) for c in cuts) or "–",
-            ", ".join(warm(s) for s in row.get("warmup_s") or []) or "–",
-            first(row.get("time_to_first_batch_s")),
-            median((row.get("batch") or {}).get("median")),
-            rate(row.get("steady_images_per_s")),
+            ", ".join(warm(s) for s in row.warmup_s or []) or "–",
+            first(row.time_to_first_batch_s),
+            median(row.batch.median if row.batch is not None else None),
+            rate(row.steady_images_per_s),
         ]
         if stalls:
             cells.insert(5, ", ".join(wait(v) for v in _stalls(row)) or "–")
         if words.tokens:
-            cells.append(tokens(row.get("steady_tokens_per_s")))
+            cells.append(tokens(row.steady_tokens_per_s))
         rows.append(cells)
     note = WARMUP_NOTE + " " + verdict_basis_text(summary, words)
     if stalls:
@@ -1479,12 +1491,11 @@ def warmup_table(
     return Table("Warm-up and steady state", header, rows, ["l", "l"] + ["r"] * (len(header) - 2), note)
 
 
-def efficiency_table(summary: dict[str, Any]) -> Table | None:
+def efficiency_table(summary: SessionSummary) -> Table | None:
     """FLOPs, achieved TFLOP/s, % of peak and energy per (model, framework); None when nothing was counted."""
-    rows = summary["rows"]
+    rows = summary.rows
     if not any(
-        r.get("flops_per_step") is not None or r.get("flops_reason") or r.get("joules_per_image") is not None
-        for r in rows
+        r.flops_per_step is not None or r.flops_reason or r.joules_per_image is not None for r in rows
     ):
         return None
     out = []
@@ -1493,36 +1504,36 @@ def efficiency_table(summary: dict[str, Any]) -> Table | None:
     unit = flop_unit(rows)
     for row in rows:
         names = [
-            marked(model_label(row["model"]), row["model"] in flagged),
-            framework_label(row["framework"]),
+            marked(model_label(row.model), row.model in flagged),
+            framework_label(row.framework),
         ]
         tflops = cell_text(row, "achieved_tflops", unit.text)
-        if row.get("flops_per_step") is None:
-            why = row.get("flops_reason") or {"ok": "not counted"}.get(row.get("status", ""), "–")
-            out.append([*names, why, "–", tflops, "–", "–", joules(row.get("joules_per_image"))])
+        if row.flops_per_step is None:
+            why = row.flops_reason or {"ok": "not counted"}.get(row.status, "–")
+            out.append([*names, why, "–", tflops, "–", "–", joules(row.joules_per_image)])
             continue
         out.append(
             [
                 *names,
-                fmt.flops(row.get("flops_per_step")),
-                fmt.flops(row.get("flops_per_image")),
+                fmt.flops(row.flops_per_step),
+                fmt.flops(row.flops_per_image),
                 tflops,
-                fmt.percent(row.get("peak_fraction")),
-                "–" if row.get("peak_tflops") is None else f"{fmt.tflops(row['peak_tflops'])} TFLOP/s",
-                joules(row.get("joules_per_image")),
+                fmt.percent(row.peak_fraction),
+                "–" if row.peak_tflops is None else f"{fmt.tflops(row.peak_tflops)} TFLOP/s",
+                joules(row.joules_per_image),
             ]
         )
     header = [h.replace("image", words.singular).replace("TFLOP/s", unit.name) for h in EFFICIENCY_HEADER]
     return Table("Compute efficiency", header, out, ["l", "l"] + ["r"] * 6, efficiency_note(words))
 
 
-def flop_unit(rows: list[dict[str, Any]]) -> fmt.FlopUnit:
+def flop_unit(rows: Sequence[CellSummary]) -> fmt.FlopUnit:
     """The one unit of a table's achieved FLOP rates (its rows' ``achieved_tflops``, CIs included): the
     one their size reads in ('6.07 GFLOP/s' on a CPU, not '0.00607 TFLOP/s'); with none, the device's."""
-    values = [row.get("achieved_tflops") for row in rows]
-    values += [v for row in rows for v in (row.get("ci") or {}).get("achieved_tflops") or []]
+    values = [row.achieved_tflops for row in rows]
+    values += [v for row in rows for v in row.ci_of("achieved_tflops") or ()]
     if not any(isinstance(v, (int, float)) for v in values):  # none counted: the device's unit, as the app's
-        kinds = {row.get("device_kind") for row in rows} - {None}
+        kinds = {row.device_kind for row in rows} - {None}
         return fmt.device_flop_unit(cpu=kinds == {"cpu"})
     return fmt.flop_unit(values)
 
@@ -1552,12 +1563,12 @@ def efficiency_note(words: Wording) -> str:
     )
 
 
-def efficiency_methods(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def efficiency_methods(summary: SessionSummary) -> list[tuple[str, str]]:
     """(framework label, how its FLOPs were counted), once per framework."""
     seen: dict[str, str] = {}
-    for row in summary["rows"]:
-        if row.get("flops_method"):
-            seen.setdefault(framework_label(row["framework"]), row["flops_method"])
+    for row in summary.rows:
+        if row.flops_method:
+            seen.setdefault(framework_label(row.framework), row.flops_method)
     return list(seen.items())
 
 
@@ -1595,20 +1606,21 @@ def epoch_times(loaded: LoadedSession) -> dict[tuple[str, str], dict[int, float]
     return out
 
 
-def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -> Report:
-    """The report of ``loaded``, from its summary (computed here when not given).
+def build_report(loaded: LoadedSession, given: SessionSummary | dict[str, Any] | None = None) -> Report:
+    """The report of ``loaded``, from its summary (computed here when not given; summary.json's dict is
+    read by ``SessionSummary.from_json``).
 
     The one place where the session's text is made safe to show (``fmt.clean``): every writer
     and view reads the report, none of them the session's strings directly.
     """
-    summary = summary or loaded.model.summary()
+    summary = SessionSummary.of(given) if given else loaded.model.session_summary()
     plan = loaded.plan
     efficiency = efficiency_table(summary)
     latency = latency_table(summary)
     parity, parity_notes = parity_table(summary)
     per_device, per_device_notes = per_device_table(summary)
     wiring = wiring_table(summary, list(plan.frameworks))
-    devices = summary.get("devices")
+    devices = summary.devices
     env = _clean_pairs(environment(loaded, summary))
     times_by_epoch = epoch_times(loaded)
     return Report(
@@ -1619,23 +1631,23 @@ def build_report(loaded: LoadedSession, summary: dict[str, Any] | None = None) -
         environment=env,
         side_by_side=clean_table(side_by_side(plan, summary)),
         figure_tables=[clean_table(t) for t in figure_tables(plan, summary)],
-        max_runs=max((r.get("runs", 0) for r in summary["rows"]), default=0),
+        max_runs=max((r.runs for r in summary.rows), default=0),
         warmup=clean_table(warmup_table(summary, times_by_epoch)),
         efficiency=None if efficiency is None else clean_table(efficiency),
         efficiency_methods=_clean_pairs(efficiency_methods(summary)),
-        peak_sources=sorted({fmt.clean(r["peak_source"]) for r in summary["rows"] if r.get("peak_source")}),
-        ratios=fmt.clean_tree(list(summary.get("ratios") or [])),
+        peak_sources=sorted({fmt.clean(r.peak_source) for r in summary.rows if r.peak_source}),
+        ratios=fmt.clean_tree(list(summary.ratios or [])),
         problems=[
             Problem(fmt.clean(p.model), fmt.clean(p.framework), fmt.clean(p.status), fmt.clean(p.reason))
             for p in problems(summary)
         ],
-        rows=fmt.clean_tree(list(summary["rows"])),
+        rows=[CellSummary.from_json(fmt.clean_tree(r.to_json())) for r in summary.rows],
         warnings=[Notice(fmt.clean(n.kind), fmt.clean(n.text)) for n in notices(loaded, summary)],
-        wording=wording(summary["rows"]),
+        wording=wording(summary.rows),
         latency=None if latency is None else clean_table(latency),
         parity=None if parity is None else clean_table(parity),
         parity_notes=[fmt.clean(n) for n in parity_notes],
-        devices=devices if isinstance(devices, int) and devices > 1 else 1,
+        devices=devices if devices > 1 else 1,
         scaling=[
             Scaling(fmt.clean(v.model), clean_table(v.table), [fmt.clean(line) for line in v.lines])
             for v in scaling_views(summary)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from rich import box
@@ -15,6 +16,7 @@ from rich.text import Text
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import BASIS_LABELS, framework_label, model_label
+from benchtui.core.model.cell import CellSummary, SessionSummary
 from benchtui.core.model.parity import marked
 from benchtui.core.model.status import CautionKind, status_style
 from benchtui.core.reporting import model as report_model
@@ -69,7 +71,7 @@ def stdout_console(file: Any = None) -> Console:
     return console
 
 
-def headline_columns(rows: list[dict[str, Any]]) -> tuple[report_model.Column, ...]:
+def headline_columns(rows: Sequence[CellSummary]) -> tuple[report_model.Column, ...]:
     """The figures of the headline table: the study's (in the session's words), or for inference
     build time, throughput and latency per batch (p50, p90, p99; the epoch figures stay in the exports)."""
     words = wording(rows)
@@ -79,14 +81,14 @@ def headline_columns(rows: list[dict[str, Any]]) -> tuple[report_model.Column, .
     return figures
 
 
-def _summary_body(rows: list[dict[str, Any]], wide: bool) -> tuple[list[tuple[str, str]], list[list[str]]]:
+def _summary_body(rows: Sequence[CellSummary], wide: bool) -> tuple[list[tuple[str, str]], list[list[str]]]:
     """The headline table's columns (header, justify) and cells (markup), wide or narrow."""
     figures = headline_columns(rows)
     if not wide and wording(rows).inference:  # 80 columns: throughput and latency, the build time goes
         figures = tuple(c for c in figures if c.key != "build_s")
-    peak_known = any(row.get("peak_fraction") is not None for row in rows)
+    peak_known = any(row.peak_fraction is not None for row in rows)
     unit = report_model.flop_unit(rows)  # one unit for the column: GFLOP/s on a CPU, TFLOP/s on a GPU
-    energy_known = any(row.get("joules_per_image") is not None for row in rows)  # GPU sessions
+    energy_known = any(row.joules_per_image is not None for row in rows)  # GPU sessions
     # (header, justify); the figures' headers are two lines when narrow.
     columns: list[tuple[str, str]] = [("Model", "left"), ("Framework", "left"), ("Batch", "right")]
     if wide:
@@ -100,23 +102,23 @@ def _summary_body(rows: list[dict[str, Any]], wide: bool) -> tuple[list[tuple[st
     columns.append(("Status", "left"))
     body: list[list[str]] = []
     for row in rows:
-        status = row["status"]
+        status = row.status
         # Cells are markup (the status is styled): names are escaped, figures are ours.
         cells = [
-            _markup(marked(model_label(row["model"]), row_flagged(row))),
-            _markup(framework_label(row["framework"])),
+            _markup(marked(model_label(row.model), row_flagged(row))),
+            _markup(framework_label(row.framework)),
             _markup(batch_text(row)),  # on several devices: '16 ×4 = 64'
         ]
         if wide:
-            cells.append(f"{row['runs']}/{row.get('runs_planned', row['runs'])}")
+            cells.append(f"{row.runs}/{row.runs_planned}")
         for col in figures:  # brackets: the 95% CI, as in every export
-            cells.append(with_ci(row, col.key, col.formatter) if wide else col.formatter(row.get(col.key)))
+            cells.append(with_ci(row, col.key, col.formatter) if wide else col.formatter(row.figure(col.key)))
         if wide:
-            cells.append(unit.with_peak(row.get("achieved_tflops"), row.get("peak_fraction")))
+            cells.append(unit.with_peak(row.achieved_tflops, row.peak_fraction))
             if energy_known:
-                joules = row.get("joules_per_image")
+                joules = row.joules_per_image
                 cells.append("–" if joules is None else f"{joules:.3g}")
-        note = " *" if row.get("reason") or row.get("warnings") else ""
+        note = " *" if row.reason or row.warnings else ""
         # "[]" would be a markup error: status_style always names a style.
         cells.append(f"[{status_style(status, 'default')}]{_markup(status)}[/]{note}")
         body.append(cells)
@@ -133,7 +135,7 @@ def _natural_width(columns: list[tuple[str, str]], body: list[list[str]]) -> int
 
 
 def _summary_layout(
-    rows: list[dict[str, Any]], width: int | None
+    rows: Sequence[CellSummary], width: int | None
 ) -> tuple[bool, list[tuple[str, str]], list[list[str]]]:
     """Whether the study's table is wide (intervals shown) at ``width``, its columns and its cells."""
     wide = width is None or width >= WIDE_TABLE
@@ -144,13 +146,13 @@ def _summary_layout(
     return wide, columns, body
 
 
-def shows_brackets(rows: list[dict[str, Any]], width: int | None) -> bool:
+def shows_brackets(rows: Sequence[CellSummary], width: int | None) -> bool:
     """Whether the study's table at ``width`` holds an interval in brackets: only then is CI_NOTE printed."""
     wide, _, body = _summary_layout(rows, width)
     return wide and any(_BRACKET.search(cell) for cells in body for cell in cells[3:])
 
 
-def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None = None) -> Table:
+def summary_table(rows: Sequence[CellSummary], title: str = "", width: int | None = None) -> Table:
     """The study's table: one row per (model, framework), each figure with its 95% CI in brackets.
 
     Narrower than WIDE_TABLE columns, or than the wide table needs, the intervals, run counts and
@@ -177,7 +179,7 @@ def summary_table(rows: list[dict[str, Any]], title: str = "", width: int | None
     return table
 
 
-def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
+def summary_notes(rows: Sequence[CellSummary]) -> list[str]:
     """The rows marked * in the table: why they failed or are unavailable, and their cautions (markup).
 
     A reason or a caution of several rows is said once, with the cells it is about ('session interrupted
@@ -185,23 +187,23 @@ def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
     """
     out = []
     said: set[str] = set()
-    frameworks = list(dict.fromkeys(framework_label(r["framework"]) for r in rows))
+    frameworks = list(dict.fromkeys(framework_label(r.framework) for r in rows))
     # (status, reason) or ("caution", message) -> the cells that have it, in the table's order.
     shared: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for row in rows:
-        cell = (model_label(row["model"]), framework_label(row["framework"]))
-        if row.get("reason"):
-            shared.setdefault((str(row["status"]), str(row["reason"])), []).append(cell)
-        for w in row.get("warnings") or []:
+        cell = (model_label(row.model), framework_label(row.framework))
+        if row.reason:
+            shared.setdefault((str(row.status), str(row.reason)), []).append(cell)
+        for w in row.warnings or []:
             if str(w.get("kind")) != CautionKind.ARCHITECTURE:
                 shared.setdefault(("caution", str(w.get("message"))), []).append(cell)
     for row in rows:
-        key = (str(row["status"]), str(row.get("reason") or ""))
-        if row.get("reason") and key in shared:
+        key = (str(row.status), str(row.reason or ""))
+        if row.reason and key in shared:
             # Reasons are runner error messages: brackets in them must print, not style.
             where = _markup(cells_text(shared.pop(key), frameworks))
-            out.append(f"* {where}: {_markup(row['status'])}: {_markup(row['reason'])}")
-        for w in row.get("warnings") or []:
+            out.append(f"* {where}: {_markup(row.status)}: {_markup(row.reason)}")
+        for w in row.warnings or []:
             message = str(w.get("message"))
             if str(w.get("kind")) == CautionKind.ARCHITECTURE:
                 # One sentence for the model (it names every side), not one per framework.
@@ -215,20 +217,20 @@ def summary_notes(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def summary_footnotes(rows: list[dict[str, Any]]) -> list[str]:
+def summary_footnotes(rows: Sequence[CellSummary]) -> list[str]:
     """What the table's latency columns are (inference sessions): percentiles of which times; and on
     several devices, what its batch column says."""
     out = []
-    if any(isinstance(r.get("devices"), int) and r["devices"] > 1 for r in rows):
+    if any(isinstance(r.devices, int) and r.devices > 1 for r in rows):
         out.append(DEVICES_NOTE)
     if wording(rows).inference:
-        windows = any(r.get("timing") == "window" for r in rows)
+        windows = any(r.timing == "window" for r in rows)
         out.append(LATENCY_NOTE + (" " + WINDOW_NOTE if windows else ""))
     return out
 
 
 def print_summary(
-    rows: list[dict[str, Any]],
+    rows: Sequence[CellSummary],
     title: str,
     file: Any = None,
     console: Console | None = None,
@@ -245,23 +247,24 @@ def print_summary(
         console.print(note, highlight=False)
 
 
-def print_result(summary: dict[str, Any], title: str) -> None:
+def print_result(given: SessionSummary | dict[str, Any], title: str) -> None:
     """The end of a headless run on stdout: the answer (the verdict per model), the study's table, how
     each framework ran, then what a data-parallel or profiled session adds.
 
     ``title`` is plain text (a session folder's name), not markup.
     """
+    summary = SessionSummary.of(given)
     console = stdout_console()
     console.print(_markup(title), style="bold", highlight=False)
     print_answer(report_model.answer(summary), console)
-    print_summary(summary["rows"], FIGURES_TITLE, console=console)
+    print_summary(summary.rows, FIGURES_TITLE, console=console)
     print_how(summary, console)
     per_device, per_device_notes = report_model.per_device_table(summary)
     print_data_parallel(
         report_model.scaling_views(summary),
         per_device,
         per_device_notes,
-        report_model.wiring_table(summary, list(summary.get("frameworks") or {})),
+        report_model.wiring_table(summary, list(summary.frameworks)),
         console,
     )
     print_parity_table(report_model.parity_table(summary)[0], console)
@@ -425,9 +428,9 @@ def _first_of_each(rows: list[list[str]], most: int = TOP_SHOWN) -> list[list[st
     return out
 
 
-def print_how(summary: dict[str, Any], console: Console) -> None:
+def print_how(summary: SessionSummary, console: Console) -> None:
     """What each framework compiled with (as resolved), threads, timing, optimizer and loss."""
-    for line in how_it_ran(summary.get("frameworks") or {}):
+    for line in how_it_ran(summary.frameworks):
         console.print(f"how: {fmt.clean(line)}", style="dim", highlight=False, markup=False)
 
 

@@ -49,7 +49,7 @@ def _run_line(model: SessionModel, run_id: str) -> str:
         if run.epoch_times or run.batch_seconds:
             detail = "; ".join(x for x in (_shown(run.reason), figures_text) if x)
         else:  # the row's reason says both: how the command ended, and that it sent no timing
-            detail = _shown(model.row(run.spec.framework, run.spec.model).get("reason"))
+            detail = _shown(model.row(run.spec.framework, run.spec.model).reason)
     else:
         detail = _shown(run.reason) or figures_text
     return f"[{style}]{_shown(f'{run.status:>11}')}[/] {_shown(run_id)}  {detail}"

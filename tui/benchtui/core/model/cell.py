@@ -1,0 +1,510 @@
+"""A cell's summary, typed: what ``SessionModel.row`` returns, and its one mapping to summary.json.
+
+``CellSummary`` is the (framework, model) row every view reads by attribute. ``to_json`` writes the
+row of summary.json (schema 2, keys in the order the file has always had them) and ``from_json`` reads
+one back, older files included (a key they lack takes its empty value): the one place a row is a dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple, cast
+
+from benchtui.core.model.status import Caution, CautionKind, CellStatus
+
+#: The headline figures of a row, in the order summary.json lists them (``spread`` and ``ci`` too).
+HEADLINE = (
+    "mean_epoch_s",
+    "first_epoch_s",
+    "mean_epoch_excl_first_s",
+    "build_s",
+    "images_per_s",
+    "time_to_first_batch_s",
+)
+#: A watch session's row when its run sent no timing: the reason every view prints for it.
+NO_TIMINGS = (
+    "no timings: the command sent no batch or epoch (it does not use benchtui's timing hooks, StepTimer "
+    "or KerasTimer); the session holds its telemetry only"
+)
+NO_COMMAND = "no timings: no command was watched; the session holds telemetry only"
+#: ... and when the command failed before it could reach a hook: its own error (the reason) says why.
+NO_TIMINGS_FAILED = (
+    "no timings: the command ended before it sent a batch or an epoch; the session holds its telemetry only"
+)
+#: The reasons the model sets at the end of a row (a watch that sent no timing), when they are its
+#: whole reason: summary.json has them after ``epochs``, where the row got them.
+LATE_REASONS = frozenset({NO_TIMINGS, NO_COMMAND, NO_TIMINGS_FAILED})
+
+
+class Interval(NamedTuple):
+    """A 95% interval (low, high): a list of two numbers in summary.json."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Spread:
+    """``stats.describe`` of a figure's values; ``ci``: the interval of its mean when one was attached
+    (``(None, None)``: attached but none could be computed; None: not attached, no keys in the file)."""
+
+    n: int
+    mean: float
+    median: float
+    q1: float
+    q3: float
+    iqr: float
+    min: float
+    max: float
+    p5: float
+    p95: float
+    mad: float
+    outliers: int
+    iqr_ratio: float | None
+    wide: bool
+    ci: tuple[float | None, float | None] | None = None
+
+    @property
+    def ci_low(self) -> float | None:
+        return self.ci[0] if self.ci is not None else None
+
+    @property
+    def ci_high(self) -> float | None:
+        return self.ci[1] if self.ci is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "n": self.n,
+            "mean": self.mean,
+            "median": self.median,
+            "q1": self.q1,
+            "q3": self.q3,
+            "iqr": self.iqr,
+            "min": self.min,
+            "max": self.max,
+            "p5": self.p5,
+            "p95": self.p95,
+            "mad": self.mad,
+            "outliers": self.outliers,
+            "iqr_ratio": self.iqr_ratio,
+            "wide": self.wide,
+        }
+        if self.ci is not None:
+            out["ci_low"], out["ci_high"] = self.ci
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> Spread | None:
+        if not isinstance(data, Mapping):
+            return None
+        ci = (data.get("ci_low"), data.get("ci_high")) if "ci_low" in data or "ci_high" in data else None
+        return cls(
+            n=data.get("n", 0),
+            mean=data.get("mean", 0.0),
+            median=data.get("median", 0.0),
+            q1=data.get("q1", 0.0),
+            q3=data.get("q3", 0.0),
+            iqr=data.get("iqr", 0.0),
+            min=data.get("min", 0.0),
+            max=data.get("max", 0.0),
+            p5=data.get("p5", 0.0),
+            p95=data.get("p95", 0.0),
+            mad=data.get("mad", 0.0),
+            outliers=data.get("outliers", 0),
+            iqr_ratio=data.get("iqr_ratio"),
+            wide=bool(data.get("wide", False)),
+            ci=ci,
+        )
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """One device's GPU as NVML sampled it during a data-parallel cell's runs."""
+
+    index: int | None
+    util: float | None
+    power_w: float | None
+    mem_max: float | None
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """One device (rank) of a data-parallel cell: its mean step time where its framework timed each
+    rank (None: not timed), its GPU's readings (None: none sampled)."""
+
+    device: int
+    step_s: float | None = None
+    gpu: GpuFigures | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"device": self.device}
+        if self.step_s is not None:
+            out["step_s"] = self.step_s
+        if self.gpu is not None:
+            out.update(
+                gpu_index=self.gpu.index,
+                util=self.gpu.util,
+                power_w=self.gpu.power_w,
+                mem_max=self.gpu.mem_max,
+            )
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeviceFigures:
+        gpu = (
+            GpuFigures(data.get("gpu_index"), data.get("util"), data.get("power_w"), data.get("mem_max"))
+            if "gpu_index" in data
+            else None
+        )
+        return cls(int(data.get("device", 0)), data.get("step_s"), gpu)
+
+
+def _interval(value: Any) -> Interval | None:
+    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+        return Interval(value[0], value[1])
+    return None
+
+
+def _intervals(data: Any) -> dict[str, Interval | None]:
+    return {str(k): _interval(v) for k, v in data.items()} if isinstance(data, Mapping) else {}
+
+
+def _spreads(data: Any) -> dict[str, Spread | None]:
+    return {str(k): Spread.from_json(v) for k, v in data.items()} if isinstance(data, Mapping) else {}
+
+
+def _caution(value: Any) -> Caution:
+    """A row's warning: {kind, message}; a schema-1 sentence becomes a caution of no particular kind."""
+    if isinstance(value, Mapping):
+        return cast(Caution, dict(value))
+    return {"kind": cast(CautionKind, ""), "message": str(value)}
+
+
+def _status(value: Any) -> CellStatus:
+    try:
+        return CellStatus(value)
+    except ValueError:
+        return CellStatus.PENDING
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    """The summary of one (framework, model) cell: every figure a table, a writer or a screen shows.
+
+    ``spread`` and ``ci`` are by figure name (the ``HEADLINE`` ones, ``achieved_tflops``, and for ``ci``
+    also ``tokens_per_s``); ``batch`` describes the batch times after warm-up.
+    """
+
+    framework: str
+    model: str
+    batch_size: int | None
+    runs: int
+    runs_planned: int
+    failed_runs: int
+    status: CellStatus
+    reason: str | None = None
+    partial_runs: int = 0
+    spread: Mapping[str, Spread | None] | None = None
+    mean_epoch_s: float | None = None
+    first_epoch_s: float | None = None
+    mean_epoch_excl_first_s: float | None = None
+    build_s: float | None = None
+    images_per_s: float | None = None
+    time_to_first_batch_s: float | None = None
+    ci: Mapping[str, Interval | None] | None = None
+    batch: Spread | None = None
+    median_batch_s: float | None = None
+    warmup_batches: tuple[int, ...] = ()
+    warmup_s: tuple[float, ...] = ()
+    steady_images_per_s: float | None = None
+    warnings: tuple[Caution, ...] = ()
+    other_cpu_cores: float | None = None
+    to_first_batch_s: tuple[float | None, ...] | None = None
+    other_gpu_processes: int | None = None
+    device_kind: str | None = None
+    joules_per_image: float | None = None
+    peak_memory_bytes: int | None = None
+    memory_source: str = ""
+    flops_per_step: float | None = None
+    flops_per_image: float | None = None
+    flops_method: str = ""
+    flops_counted: str = ""
+    flops_reason: str = ""
+    achieved_tflops: float | None = None
+    peak_tflops: float | None = None
+    peak_fraction: float | None = None
+    peak_source: str = ""
+    flops_per_sample: float | None = None
+    task: str = "train"
+    kind: str = "image"
+    tokens_per_sample: int = 0
+    params: int | None = None
+    trainable_params: int | None = None
+    model_source: str = ""
+    architecture: str = ""
+    tokens_per_s: float | None = None
+    steady_tokens_per_s: float | None = None
+    latency_p50_s: float | None = None
+    latency_p90_s: float | None = None
+    latency_p99_s: float | None = None
+    timing: str | None = None
+    devices: int = 1
+    global_batch: int | None = None
+    #: By device, at a data-parallel cell's device count (None: one device; the file has no key).
+    per_device: tuple[DeviceFigures, ...] | None = None
+    straggler: float | None = None  # the slowest rank's step time over the fastest's
+    epochs: int = 0
+    run_ids: tuple[str, ...] = ()
+
+    # -- reading -----------------------------------------------------------------------
+    def figure(self, name: str) -> Any:
+        """A figure by its summary.json name (a table's column, a CSV field): the row's attribute."""
+        return getattr(self, name)
+
+    def spread_of(self, name: str) -> Spread | None:
+        return (self.spread or {}).get(name)
+
+    def ci_of(self, name: str) -> Interval | None:
+        return (self.ci or {}).get(name)
+
+    @property
+    def flagged(self) -> bool:
+        """Its frameworks build different networks (an ``architecture`` caution)."""
+        return any(w["kind"] == CautionKind.ARCHITECTURE for w in self.warnings)
+
+    # -- summary.json ------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The row of summary.json, keys in the file's order."""
+        late = self.reason is not None and self.reason in LATE_REASONS
+        out: dict[str, Any] = {
+            "framework": self.framework,
+            "model": self.model,
+            "batch_size": self.batch_size,
+            "runs": self.runs,
+            "runs_planned": self.runs_planned,
+            "failed_runs": self.failed_runs,
+            "status": self.status,
+        }
+        if self.reason is not None and not late:
+            out["reason"] = self.reason
+        out["partial_runs"] = self.partial_runs
+        out["spread"] = (
+            {k: s.to_json() if s is not None else None for k, s in self.spread.items()}
+            if self.spread is not None
+            else None
+        )
+        for name in HEADLINE:
+            out[name] = getattr(self, name)
+        out["ci"] = (
+            {k: list(v) if v is not None else None for k, v in self.ci.items()}
+            if self.ci is not None
+            else None
+        )
+        out.update(
+            batch=self.batch.to_json() if self.batch is not None else None,
+            median_batch_s=self.median_batch_s,
+            warmup_batches=list(self.warmup_batches),
+            warmup_s=list(self.warmup_s),
+            steady_images_per_s=self.steady_images_per_s,
+            warnings=[dict(w) for w in self.warnings],
+            other_cpu_cores=self.other_cpu_cores,
+            to_first_batch_s=list(self.to_first_batch_s) if self.to_first_batch_s is not None else None,
+            other_gpu_processes=self.other_gpu_processes,
+            device_kind=self.device_kind,
+            joules_per_image=self.joules_per_image,
+            peak_memory_bytes=self.peak_memory_bytes,
+            memory_source=self.memory_source,
+            flops_per_step=self.flops_per_step,
+            flops_per_image=self.flops_per_image,
+            flops_method=self.flops_method,
+            flops_counted=self.flops_counted,
+            flops_reason=self.flops_reason,
+            achieved_tflops=self.achieved_tflops,
+            peak_tflops=self.peak_tflops,
+            peak_fraction=self.peak_fraction,
+            peak_source=self.peak_source,
+            flops_per_sample=self.flops_per_sample,
+            task=self.task,
+            kind=self.kind,
+            tokens_per_sample=self.tokens_per_sample,
+            params=self.params,
+            trainable_params=self.trainable_params,
+            model_source=self.model_source,
+            architecture=self.architecture,
+            tokens_per_s=self.tokens_per_s,
+            steady_tokens_per_s=self.steady_tokens_per_s,
+            latency_p50_s=self.latency_p50_s,
+            latency_p90_s=self.latency_p90_s,
+            latency_p99_s=self.latency_p99_s,
+            timing=self.timing,
+            devices=self.devices,
+            global_batch=self.global_batch,
+        )
+        if self.per_device is not None:
+            out["per_device"] = [d.to_json() for d in self.per_device]
+            out["straggler"] = self.straggler
+        out["epochs"] = self.epochs
+        if late:
+            out["reason"] = self.reason
+        out["run_ids"] = list(self.run_ids)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CellSummary:
+        """A row of summary.json (any schema: a key an older file lacks takes its empty value)."""
+        get = data.get
+        per_device = get("per_device")
+        to_first = get("to_first_batch_s")
+        return cls(
+            framework=str(get("framework", "")),
+            model=str(get("model", "")),
+            batch_size=get("batch_size"),
+            runs=get("runs", 0),
+            runs_planned=get("runs_planned", 0),
+            failed_runs=get("failed_runs", 0),
+            status=_status(get("status")),
+            reason=get("reason"),
+            partial_runs=get("partial_runs", 0),
+            spread=_spreads(get("spread")) if get("spread") is not None else None,
+            mean_epoch_s=get("mean_epoch_s"),
+            first_epoch_s=get("first_epoch_s"),
+            mean_epoch_excl_first_s=get("mean_epoch_excl_first_s"),
+            build_s=get("build_s"),
+            images_per_s=get("images_per_s"),
+            time_to_first_batch_s=get("time_to_first_batch_s"),
+            ci=_intervals(get("ci")) if get("ci") is not None else None,
+            batch=Spread.from_json(get("batch")),
+            median_batch_s=get("median_batch_s"),
+            warmup_batches=tuple(get("warmup_batches") or ()),
+            warmup_s=tuple(get("warmup_s") or ()),
+            steady_images_per_s=get("steady_images_per_s"),
+            warnings=tuple(_caution(w) for w in get("warnings") or ()),
+            other_cpu_cores=get("other_cpu_cores"),
+            to_first_batch_s=tuple(to_first) if isinstance(to_first, list) else None,
+            other_gpu_processes=get("other_gpu_processes"),
+            device_kind=get("device_kind"),
+            joules_per_image=get("joules_per_image"),
+            peak_memory_bytes=get("peak_memory_bytes"),
+            memory_source=get("memory_source", ""),
+            flops_per_step=get("flops_per_step"),
+            flops_per_image=get("flops_per_image"),
+            flops_method=get("flops_method", ""),
+            flops_counted=get("flops_counted", ""),
+            flops_reason=get("flops_reason", ""),
+            achieved_tflops=get("achieved_tflops"),
+            peak_tflops=get("peak_tflops"),
+            peak_fraction=get("peak_fraction"),
+            peak_source=get("peak_source", ""),
+            flops_per_sample=get("flops_per_sample"),
+            task=get("task", "train"),
+            kind=get("kind", "image"),
+            tokens_per_sample=get("tokens_per_sample", 0),
+            params=get("params"),
+            trainable_params=get("trainable_params"),
+            model_source=get("model_source", ""),
+            architecture=get("architecture", ""),
+            tokens_per_s=get("tokens_per_s"),
+            steady_tokens_per_s=get("steady_tokens_per_s"),
+            latency_p50_s=get("latency_p50_s"),
+            latency_p90_s=get("latency_p90_s"),
+            latency_p99_s=get("latency_p99_s"),
+            timing=get("timing"),
+            devices=get("devices", 1),
+            global_batch=get("global_batch"),
+            per_device=(
+                tuple(DeviceFigures.from_json(d) for d in per_device if isinstance(d, Mapping))
+                if isinstance(per_device, list)
+                else None
+            ),
+            straggler=get("straggler"),
+            epochs=get("epochs", 0),
+            run_ids=tuple(get("run_ids") or ()),
+        )
+
+
+#: Every figure a row has, by its summary.json name (``CellSummary.figure``).
+CELL_FIELDS = frozenset(f.name for f in fields(CellSummary))
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """A session's summary: its cells' rows, and the session-wide figures beside them (summary.json).
+
+    The ratios, parity, scaling and why entries are still the JSON objects their builders make.
+    """
+
+    rows: tuple[CellSummary, ...]
+    frameworks: Mapping[str, Any]  # per framework: versions, device, settings, threads
+    malformed_lines: int = 0
+    ratios: tuple[dict[str, Any], ...] = ()
+    refused_ratios: tuple[dict[str, Any], ...] = ()
+    parity: tuple[dict[str, Any], ...] = ()
+    task: str = "train"
+    devices: int = 1
+    scaling: tuple[dict[str, Any], ...] = ()
+    distributed: Mapping[str, Any] | None = None
+    why: tuple[dict[str, Any], ...] = ()
+    counters: Mapping[str, Any] | None = None
+    watch: Mapping[str, Any] | None = None  # benchtui watch: the command and its folder
+    labels: Mapping[str, Any] | None = None
+    schema: int = 2
+
+    def to_json(self) -> dict[str, Any]:
+        """summary.json, keys in the file's order."""
+        out: dict[str, Any] = {
+            "schema": self.schema,
+            "rows": [row.to_json() for row in self.rows],
+            "frameworks": self.frameworks,
+            "malformed_lines": self.malformed_lines,
+            "ratios": list(self.ratios),
+            "refused_ratios": list(self.refused_ratios),
+            "parity": list(self.parity),
+            "task": self.task,
+            "devices": self.devices,
+            "scaling": list(self.scaling),
+            "distributed": self.distributed,
+            "why": list(self.why),
+            "counters": self.counters,
+        }
+        if self.watch is not None:
+            out["watch"] = self.watch
+        out["labels"] = self.labels
+        return out
+
+    @classmethod
+    def of(cls, summary: SessionSummary | Mapping[str, Any]) -> SessionSummary:
+        """``summary`` typed: itself, or summary.json's dict read by ``from_json``."""
+        return summary if isinstance(summary, SessionSummary) else cls.from_json(summary)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SessionSummary:
+        """summary.json as written by any schema (what an older file lacks takes its empty value)."""
+        get = data.get
+
+        def listed(key: str) -> tuple[dict[str, Any], ...]:
+            value = get(key)
+            return tuple(v for v in value if isinstance(v, dict)) if isinstance(value, list) else ()
+
+        rows = get("rows")
+        return cls(
+            rows=tuple(
+                r if isinstance(r, CellSummary) else CellSummary.from_json(r)
+                for r in (rows if isinstance(rows, (list, tuple)) else ())
+                if isinstance(r, (Mapping, CellSummary))
+            ),
+            frameworks=get("frameworks") or {},
+            malformed_lines=get("malformed_lines") or 0,
+            ratios=listed("ratios"),
+            refused_ratios=listed("refused_ratios"),
+            parity=listed("parity"),
+            task=get("task") or "train",
+            devices=get("devices") or 1,
+            scaling=listed("scaling"),
+            distributed=get("distributed"),
+            why=listed("why"),
+            counters=get("counters"),
+            watch=get("watch"),
+            labels=get("labels"),
+            schema=get("schema") or 1,
+        )
