@@ -403,10 +403,8 @@ class TorchBackend:
     def start(self, writer: EventWriter) -> dict[str, Any]:
         config = self.config
         device = _device(config.device)
-        if self.world > 1 and device.type == "cuda":
-            device = torch.device(
-                "cuda", self.local_rank
-            )  # torchrun's rank on its own GPU of the visible ones
+        if self.world > 1 and device.type == "cuda":  # torchrun's rank on its own GPU of the visible ones
+            device = torch.device("cuda", self.local_rank)
         refuse_emulated_bf16(config, device)
         self.device = TorchDevice(device)
         settings = {
