@@ -24,7 +24,8 @@ from tests.reporttext import flat, html_table, md_section, shown, terminal_rows,
 
 from benchtui.core.model import why
 from benchtui.core.model.summary import SessionModel
-from benchtui.core.model.why import CATEGORY_LABELS, ms, percent, signed_ms
+from benchtui.core.model.why import CATEGORY_LABELS, ms, signed_ms
+from benchtui.core.model.why import share_text as percent
 from benchtui.core.plan.plan import Plan
 from benchtui.core.reporting import htmlreport, jsonfile, markdown, terminal
 from benchtui.core.reporting.model import Report, build_report

@@ -30,9 +30,10 @@ def color_for(key: str, index: int = 0) -> str:
     return FRAMEWORK_COLORS.get(key, PALETTE[index % len(PALETTE)])
 
 
-def plural(count: object, noun: str) -> str:
-    """'1 thread', '2 threads'."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+def plural(count: object, noun: str, *, grouped: bool = False) -> str:
+    """'1 thread', '2 threads'; ``grouped``: thousands apart, '1,024 samples' (the plan screen's words)."""
+    number = f"{count:,}" if grouped else f"{count}"
+    return f"{number} {noun}{'' if count == 1 else 's'}"
 
 
 def seconds(value: float | None, digits: int = 3) -> str:
@@ -151,11 +152,27 @@ def flops(value: float | None) -> str:
     return f"{value:.0f} FLOP"
 
 
-def percent(fraction: float | None) -> str:
-    """'42%', or '4.2%' under 10%."""
+def percent(fraction: float | None, fine_under: float = 0.1) -> str:
+    """'42%'; a fraction above 0 and under ``fine_under`` with one decimal: '4.2%'. A share of a step passes
+    0.01: '18%', '3%', '0.4%' (``why``'s columns); '0%' for nothing."""
     if fraction is None:
         return "–"
-    return f"{fraction:.0%}" if fraction >= 0.1 else f"{fraction:.1%}"
+    return f"{fraction:.1%}" if 0 < fraction < fine_under else f"{fraction:.0%}"
+
+
+def milliseconds(value: float | None) -> str:
+    """Seconds shown in milliseconds: '12.34', '1.234', '123.4'."""
+    return "–" if value is None else seconds(value * 1000)
+
+
+def times(value: float | None) -> str:
+    """A speedup or a ratio, '1.86×'."""
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def joules(value: float | None) -> str:
+    """Energy, '0.123 J'."""
+    return "–" if value is None else f"{value:.3g} J"
 
 
 def tflops_with_peak(value: float | None, fraction: float | None) -> str:

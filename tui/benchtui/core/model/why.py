@@ -17,11 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from benchtui.core import fmt
 from benchtui.core.model import analysis
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import mean
 from benchtui.core.model.status import RunStatus
 from benchtui.core.wire.events import PROFILE_CATEGORIES
+
+#: A share of a step under this is written with one decimal ('0.4%'), as its whole percent would read 0%.
+SHARE_FINE_UNDER = 0.01
 
 #: Each category's words, in the order every view lists them.
 CATEGORY_LABELS: dict[str, str] = {
@@ -429,9 +433,9 @@ def signed_ms(seconds: float) -> str:
     return text if text.startswith("−") or not text.strip("0.") else "+" + text
 
 
-def percent(share: float) -> str:
-    """A share of a step: '18%', '3%', '0.4%'."""
-    return f"{share:.1%}" if 0 < share < 0.01 else f"{share:.0%}"
+def share_text(share: float) -> str:
+    """A share of a step: '18%', '3%', '0.4%' (``fmt.percent`` with one decimal only under 1%)."""
+    return fmt.percent(share, SHARE_FINE_UNDER)
 
 
 def idle_word(sides: Sequence[WhySide]) -> str:
@@ -484,7 +488,7 @@ def explain(base: WhySide, other: WhySide, differences: Sequence[Difference]) ->
     if a == b:
         return None, (
             f"{_label(base.framework)} and {_label(other.framework)} take the same time per step "
-            f"({ms(base.timed_step_s)} ms); {idle} {percent(base.idle_share)} vs {percent(other.idle_share)}"
+            f"({ms(base.timed_step_s)} ms); {idle} {share_text(base.idle_share)} vs {share_text(other.idle_share)}"
         )
     slow, fast, sign = (other, base, 1.0) if b > a else (base, other, -1.0)
     more = sorted(((sign * d.seconds, d.category) for d in differences if sign * d.seconds > 0), reverse=True)
@@ -497,7 +501,7 @@ def explain(base: WhySide, other: WhySide, differences: Sequence[Difference]) ->
     text = f"{_label(slow.framework)} spends " + " and ".join(parts) + f" than {_label(fast.framework)}"
     if slow.batch != fast.batch and slow.batch and fast.batch:
         text += f" (a step of {slow.batch} samples against {fast.batch})"
-    return slow.framework, text + f"; {idle} {percent(slow.idle_share)} vs {percent(fast.idle_share)}"
+    return slow.framework, text + f"; {idle} {share_text(slow.idle_share)} vs {share_text(fast.idle_share)}"
 
 
 def compare(
@@ -618,7 +622,7 @@ def breakdown(table: WhyTable) -> tuple[list[str], list[list[str]]]:
     rows = []
     for category in order:
         row = [CATEGORY_LABELS.get(category, category)]
-        row += [f"{ms(s.seconds(category))} ({percent(s.shares.get(category, 0.0))})" for s in sides]
+        row += [f"{ms(s.seconds(category))} ({share_text(s.shares.get(category, 0.0))})" for s in sides]
         row += [signed_ms(d[category]) if category in d else "–" for d in diffs]
         rows.append(row)
     total = ["Step (timed)"] + [ms(s.timed_step_s) for s in sides]
@@ -636,7 +640,7 @@ def top_ops(table: WhyTable, most: int = TOP_OPS) -> tuple[list[str], list[list[
             op.name,
             CATEGORY_LABELS.get(op.category, op.category),
             ms(op.seconds),
-            percent(op.share),
+            share_text(op.share),
             "–" if op.calls is None else f"{op.calls:.3g}",
         ]
         for side in table.sides

@@ -1,0 +1,185 @@
+"""What a report opens with: the verdict per model, the notices and the cells that did not simply succeed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from benchtui.core import fmt
+from benchtui.core.model.analysis import framework_label, model_label
+from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.model.parity import marked
+from benchtui.core.model.status import CautionKind
+from benchtui.core.reporting.model.columns import flagged_models, wording
+from benchtui.core.reporting.model.figures import with_ci
+from benchtui.core.reporting.model.notes import ABOUT_SAME_NOTE, UNRELIABLE_NOTE, VERDICT_NOTE
+from benchtui.core.reporting.model.types import Answer, Notice, Problem, Verdict, Wording
+from benchtui.core.store.session import LoadedSession
+
+
+def ratio_mark(ratio: dict[str, Any]) -> str:
+    """A summary's verdict (a ``ratios`` entry) by its mark: "unreliable" (other processes kept the machine
+    busy: a warning, no winner), "about_same" (no winner), or "" (a verdict as before issue 30, whose
+    summaries lack both keys). What csv writes, and what a view styles by (the app's answer lines)."""
+    if ratio.get("unreliable"):
+        return "unreliable"
+    return "about_same" if ratio.get("about_same") is True else ""
+
+
+def notices(loaded: LoadedSession, summary: SessionSummary) -> list[Notice]:
+    """Load warnings, then per-cell cautions as 'Model · Framework: ...' (parity once per model; a caution
+    of several cells once, with its cells: ``cells_text``), then skipped lines."""
+    out = [Notice("load", w) for w in loaded.warnings]
+    plan = loaded.model.plan
+    if plan.epochs == 1 and plan.task == "train" and not plan.watch:
+        out.append(
+            Notice(
+                "one-epoch",
+                "one epoch per run: every figure includes the first epoch's warm-up (tracing, compiling, "
+                "autotuning), which the study's 'epochs after the first' leaves out; --epochs 2 or more "
+                "gives steady-state figures",
+            )
+        )
+    said: set[str] = set()
+    rows = summary.rows
+    frameworks = list(dict.fromkeys(framework_label(r.framework) for r in rows))
+    # A caution of several cells, word for word (a busy machine, every cell): said once, with its cells.
+    shared: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for row in rows:
+        for w in row.warnings or []:
+            if str(w.get("kind")) != CautionKind.ARCHITECTURE:
+                key = (str(w.get("kind", "caution")), str(w["message"]))
+                shared.setdefault(key, []).append((model_label(row.model), framework_label(row.framework)))
+    for row in rows:
+        for w in row.warnings or []:
+            if str(w.get("kind")) == CautionKind.ARCHITECTURE:
+                # Once for the model: the sentence names every framework and begins with the model.
+                if w["message"] not in said:
+                    said.add(w["message"])
+                    out.append(Notice(str(w["kind"]), w["message"]))
+                continue
+            key = (str(w.get("kind", "caution")), str(w["message"]))
+            if key in shared:
+                out.append(Notice(key[0], f"{cells_text(shared.pop(key), frameworks)}: {key[1]}"))
+    if summary.malformed_lines:
+        out.append(
+            Notice(
+                "malformed",
+                f"{summary.malformed_lines} malformed event line(s) were skipped during the runs",
+            )
+        )
+    return out
+
+
+def problems(summary: SessionSummary) -> list[Problem]:
+    """Every cell that did not simply succeed, with why."""
+    return [
+        Problem(model_label(r.model), framework_label(r.framework), r.status, r.reason or "")
+        for r in summary.rows
+        if r.status != "ok" or r.reason
+    ]
+
+
+def cells_text(cells: list[tuple[str, str]], frameworks: list[str]) -> str:
+    """Cells (model label, framework label) in few words: 'ResNet50 · PyTorch' for one; for several, by
+    model, a model whose every framework is there by its name alone: '14 cells: ResNet50, DenseNet121
+    (every framework); NASNet · tf.keras'."""
+    if len(cells) == 1:
+        return f"{cells[0][0]} · {cells[0][1]}"
+    by_model: dict[str, list[str]] = {}
+    for model, framework in cells:
+        by_model.setdefault(model, []).append(framework)
+    whole = [m for m, fws in by_model.items() if len(frameworks) > 1 and set(frameworks) <= set(fws)]
+    parts = [", ".join(whole) + " (every framework)"] if whole else []
+    parts += [f"{m} · {', '.join(fws)}" for m, fws in by_model.items() if m not in whole]
+    return f"{len(cells)} cells: " + "; ".join(parts)
+
+
+def grouped_problems(problems: list[Problem], frameworks: list[str]) -> list[tuple[str, str, str]]:
+    """(cells, status, reason): the cells that did not simply succeed, those with the same status and reason
+    said once ('session interrupted before this run' once, not once a cell); ``frameworks``: the labels of
+    the session's frameworks, in order."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for p in problems:
+        groups.setdefault((p.status, p.reason), []).append((p.model, p.framework))
+    return [(cells_text(cells, frameworks), status, reason) for (status, reason), cells in groups.items()]
+
+
+def _verdict_none(cells: list[CellSummary], words: Wording) -> str:
+    """Why a model has no verdict: one framework only (its throughput, then), or which has no result."""
+    measured = [r for r in cells if r.runs and r.images_per_s is not None]
+    label = framework_label
+    if len(cells) == 1:
+        row = cells[0]
+        if measured:
+            rate = with_ci(row, "images_per_s", fmt.rate)
+            return f"{label(row.framework)} only: {rate} {words.plural}/s; no other framework to compare with"
+        return f"no result: {label(row.framework)} {row.status}"
+    missing = [r for r in cells if r not in measured]
+    if not missing:
+        return "no verdict: no times to compare"
+    statuses = {str(r.status or "no result") for r in missing}
+    if not measured and len(statuses) == 1:
+        return f"no verdict: every framework {statuses.pop()}"
+    said = ", ".join(f"{label(r.framework)} {r.status or 'no result'}" for r in missing)
+    alone = [label(r.framework) for r in measured]
+    if len(alone) == 1:
+        return f"no verdict: {said}; {alone[0]} has no framework with results to compare with"
+    return f"no verdict: {said}"
+
+
+def answer(given: SessionSummary | Mapping[str, Any]) -> Answer:
+    """The verdict of each model of a summary (in the plan's order), the text every view prints, its
+    caveats in it; a pair that ran on different devices says so; a model without a verdict says why
+    (one framework only: its throughput). Its text is cleaned (``fmt.clean``): the end of a headless run
+    gives the engine's summary, not a report."""
+    summary = SessionSummary.of(given)
+    rows = summary.rows
+    words = wording(rows)
+    flagged = flagged_models(summary)
+    ratios = [r for r in summary.ratios or [] if isinstance(r, dict)]
+    refused = [r for r in summary.refused_ratios or [] if isinstance(r, dict)]
+    out: list[Verdict] = []
+    for model in dict.fromkeys(str(r.model) for r in rows):
+        label = fmt.clean(marked(model_label(model), model in flagged))
+        mine = [r for r in ratios if r["model"] == model]
+        for r in mine:
+            low, high = r.get("ci_low"), r.get("ci_high")
+            # Sessions before the marks have neither key: a ratio as it always was.
+            reason = r.get("unreliable")
+            reason = fmt.clean(reason) if isinstance(reason, str) and reason else ""
+            about_same = r.get("about_same") is True and not reason
+            faster = r.get("faster_framework")
+            out.append(
+                Verdict(
+                    model=fmt.clean(model),
+                    label=label,
+                    text=fmt.clean(r.get("text", "")),
+                    kind="unreliable" if reason else "ratio",
+                    basis=fmt.clean(r.get("basis_label", "")),
+                    significant=r.get("significant"),
+                    base=fmt.clean(r.get("base", "")),
+                    framework=fmt.clean(r["framework"]),
+                    ratio=r.get("ratio") if isinstance(r.get("ratio"), (int, float)) else None,
+                    ci=(low, high)
+                    if isinstance(low, (int, float)) and isinstance(high, (int, float))
+                    else None,
+                    faster="" if reason or about_same or not isinstance(faster, str) else fmt.clean(faster),
+                    about_same=about_same,
+                    unreliable=reason,
+                )
+            )
+        no_ratio = [r for r in refused if r["model"] == model]
+        out += [Verdict(fmt.clean(model), label, fmt.clean(r.get("text", "")), "refused") for r in no_ratio]
+        if not mine and not no_ratio:
+            cells = [r for r in rows if r.model == model]
+            text = _verdict_none(cells, words)
+            kind = "alone" if len(cells) == 1 and not text.startswith("no ") else "none"
+            out.append(Verdict(fmt.clean(model), label, fmt.clean(text), kind))
+    ratios_shown = any(v.kind in ("ratio", "unreliable") for v in out)
+    note = VERDICT_NOTE.format(one=words.singular, plural=words.plural) if ratios_shown else ""
+    if any(v.about_same for v in out):
+        note += " " + ABOUT_SAME_NOTE
+    if any(v.kind == "unreliable" for v in out):
+        note += " " + UNRELIABLE_NOTE
+    return Answer(out, note, words.singular)

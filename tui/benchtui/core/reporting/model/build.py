@@ -1,0 +1,94 @@
+"""The report of a session, built once from its summary: the one place its text is made safe to show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchtui.core import fmt
+from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.reporting.model.answer import answer, notices, problems
+from benchtui.core.reporting.model.columns import wording
+from benchtui.core.reporting.model.devices import per_device_table, scaling_views, wiring_table
+from benchtui.core.reporting.model.environment import WATCH_LABELS, environment, header_facts
+from benchtui.core.reporting.model.figures import _clean_pairs, clean_table
+from benchtui.core.reporting.model.tables import (
+    efficiency_methods,
+    efficiency_table,
+    figure_tables,
+    latency_table,
+    parity_table,
+    side_by_side,
+)
+from benchtui.core.reporting.model.types import Notice, Problem, Report, Scaling, Why
+from benchtui.core.reporting.model.warmup import epoch_times, stall_lines, warmup_table
+from benchtui.core.reporting.model.why import why_views
+from benchtui.core.store.session import LoadedSession
+
+
+def build_report(loaded: LoadedSession, given: SessionSummary | dict[str, Any] | None = None) -> Report:
+    """The report of ``loaded``, from its summary (computed here when not given; summary.json's dict is
+    read by ``SessionSummary.from_json``).
+
+    The one place where the session's text is made safe to show (``fmt.clean``): every writer
+    and view reads the report, none of them the session's strings directly.
+    """
+    summary = SessionSummary.of(given) if given else loaded.model.session_summary()
+    plan = loaded.plan
+    efficiency = efficiency_table(summary)
+    latency = latency_table(summary)
+    parity, parity_notes = parity_table(summary)
+    per_device, per_device_notes = per_device_table(summary)
+    wiring = wiring_table(summary, list(plan.frameworks))
+    devices = summary.devices
+    env = _clean_pairs(environment(loaded, summary))
+    times_by_epoch = epoch_times(loaded)
+    return Report(
+        session=loaded,
+        summary=summary,
+        title=fmt.clean(loaded.meta.get("name") or loaded.path.name),
+        facts=_clean_pairs(header_facts(loaded)),
+        environment=env,
+        side_by_side=clean_table(side_by_side(plan, summary)),
+        figure_tables=[clean_table(t) for t in figure_tables(plan, summary)],
+        max_runs=max((r.runs for r in summary.rows), default=0),
+        warmup=clean_table(warmup_table(summary, times_by_epoch)),
+        efficiency=None if efficiency is None else clean_table(efficiency),
+        efficiency_methods=_clean_pairs(efficiency_methods(summary)),
+        peak_sources=sorted({fmt.clean(r.peak_source) for r in summary.rows if r.peak_source}),
+        ratios=fmt.clean_tree(list(summary.ratios or [])),
+        problems=[
+            Problem(fmt.clean(p.model), fmt.clean(p.framework), fmt.clean(p.status), fmt.clean(p.reason))
+            for p in problems(summary)
+        ],
+        rows=[CellSummary.from_json(fmt.clean_tree(r.to_json())) for r in summary.rows],
+        warnings=[Notice(fmt.clean(n.kind), fmt.clean(n.text)) for n in notices(loaded, summary)],
+        wording=wording(summary.rows),
+        latency=None if latency is None else clean_table(latency),
+        parity=None if parity is None else clean_table(parity),
+        parity_notes=[fmt.clean(n) for n in parity_notes],
+        devices=devices if devices > 1 else 1,
+        scaling=[
+            Scaling(fmt.clean(v.model), clean_table(v.table), [fmt.clean(line) for line in v.lines])
+            for v in scaling_views(summary)
+        ],
+        per_device=None if per_device is None else clean_table(per_device),
+        per_device_notes=[fmt.clean(n) for n in per_device_notes],
+        wiring=None if wiring is None else clean_table(wiring),
+        why=[
+            Why(
+                fmt.clean(v.model),
+                clean_table(v.table),
+                [fmt.clean(t) for t in v.text],
+                [fmt.clean(line) for line in v.lines],
+                None if v.top is None else clean_table(v.top),
+                [(fmt.clean(a), fmt.clean(b), fmt.clean(c), fmt.clean(d)) for a, b, c, d in v.traces],
+                v.data,
+            )
+            for v in why_views(summary)
+        ],
+        watch=[
+            (k, v) for k, v in env if k in WATCH_LABELS or k.startswith("GPU ") and k.endswith("over the run")
+        ],
+        answer=answer(summary),
+        warmup_notes=[fmt.clean(line) for line in stall_lines(summary, times_by_epoch)],
+    )

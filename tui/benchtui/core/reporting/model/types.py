@@ -1,0 +1,238 @@
+"""The report's types: a table of text, a column of the study, the verdict, the answer and the ``Report``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchtui.core import fmt
+from benchtui.core.fmt import plural
+from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.model.why import WhyTable
+from benchtui.core.reporting.model.notes import CI_NOTE
+from benchtui.core.store.session import LoadedSession
+
+Formatter = Callable[[Any], str]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One of the study's figures: its summary key, how each view titles it, and how it is written."""
+
+    key: str
+    title: str  # a table of its own: "Mean epoch time (s)"
+    short: str  # next to the others: "Mean epoch"
+    narrow: str  # a narrow terminal, two lines: "Epoch\nmean"
+    unit: str  # "s" or "images/s"
+    formatter: Formatter = fmt.seconds
+
+    @property
+    def header(self) -> str:
+        """The column's header in a table of several figures: "Mean epoch (s)", "Images/s", "p50 (ms)"."""
+        return f"{self.short} ({self.unit})" if self.unit in ("s", "ms") else self.short
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How a session's samples are named: images, sequences (token models) or samples (both kinds)."""
+
+    plural: str = "images"
+    singular: str = "image"
+    tokens: bool = False  # a token model ran: tokens/s is shown
+    inference: bool = False  # forward only: latency percentiles are shown
+
+    @property
+    def narrow(self) -> str:
+        """The throughput column's header on a narrow terminal."""
+        return {"images": "Img/s", "sequences": "Seq/s"}.get(self.plural, "Smp/s")
+
+
+@dataclass
+class Table:
+    """A table of text: a header, rows, each column's alignment ("l" or "r") and a note under it."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    align: list[str]
+    note: str = ""
+
+
+@dataclass
+class Scaling:
+    """One model of a ``--scaling`` session: its table (a row per device count) and each framework's curve in words."""
+
+    model: str  # the model's key (the table's title has its label)
+    table: Table
+    #: One per framework, "PyTorch: 2 devices: 1.86× one device's throughput, 93% efficient (95% CI 91%–95%)",
+    #: and one more for a framework below POOR_EFFICIENCY somewhere.
+    lines: list[str]
+
+
+@dataclass
+class Why:
+    """One model of a ``--profile`` session: where each framework's step goes, and why one is slower."""
+
+    model: str  # the model's key (the tables' titles have its label)
+    table: Table  # a row per category (largest difference first), then the timed step
+    #: The sentences: each framework against the first ("tf.keras spends 4.1 ms more per step ...").
+    text: list[str]
+    #: Each framework's profile in words (profiler, steps, the profiled step and its overhead), the GPU
+    #: counters, and the frameworks without a profile.
+    lines: list[str]
+    top: Table | None  # each framework's longest ops
+    #: Each run's trace: (framework label, run id, its path relative to the session folder, its size).
+    traces: list[tuple[str, str, str, str]]
+    data: WhyTable  # the figures, for the charts (its text cleaned too)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A warning about the session: its kind (for code: "load", "malformed" or a caution's kind) and its text."""
+
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A cell that did not simply succeed."""
+
+    model: str
+    framework: str
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One line of the answer: a model's verdict (a framework against the first that has results), a pair
+    that got no ratio (different devices), or why the model has none.
+
+    ``text`` is the verdict every view prints, its caveats in it: not significant, one run on a side, no
+    CI, different networks (parity), different devices.
+    """
+
+    model: str  # the model's key
+    label: str  # its label, marked when its frameworks build different networks
+    text: str
+    #: "ratio": two frameworks compared; "unreliable": compared, but other processes kept the machine busy
+    #: (no winner: ``unreliable`` says why); "refused": a pair on different devices; "alone": one framework
+    #: ran (its throughput is the answer); "none": a framework has no result.
+    kind: str = "ratio"
+    basis: str = ""  # what the ratio is computed from ("epoch times excluding the first"); "" without one
+    significant: bool | None = None  # False: the CI contains 1; None: no CI, or no ratio
+    base: str = ""  # the frameworks compared (keys): the ratio is ``framework``'s time over ``base``'s
+    framework: str = ""
+    ratio: float | None = None  # time per sample of ``framework`` over ``base``'s
+    ci: tuple[float, float] | None = None  # its 95% CI
+    #: The framework the verdict says is faster (its key); "" where it claims none: about the same, unreliable.
+    faster: str = ""
+    #: The ratio rounds to 1.00× or its CI holds 1: the text says "about the same", no winner.
+    about_same: bool = False
+    #: Kind "unreliable": why the machine, not the frameworks, may have decided the ratio (no winner).
+    unreliable: str = ""
+
+    @property
+    def compared(self) -> bool:
+        """Whether this line is a ratio between two frameworks (not a pair refused, nor a model without one,
+        nor one measured on a machine too busy to say)."""
+        return self.kind == "ratio"
+
+    @property
+    def highlighted(self) -> bool:
+        """Whether a view sets this verdict apart as a winner (bold): a significant ratio that names one."""
+        return self.kind == "ratio" and bool(self.significant) and not self.about_same and bool(self.faster)
+
+    @property
+    def warning(self) -> bool:
+        """Whether a view shows this verdict as a warning: no ratio, or one the machine may have decided."""
+        return self.kind in ("refused", "none", "unreliable")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a report opens with: the verdict of each model, with its CI and caveats, and how to read them."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
+    note: str = ""  # how to read the ratios ('' when no model has one)
+    unit: str = "image"  # what a ratio is per ("image", "sequence", "sample")
+
+
+@dataclass
+class Report:
+    """Everything a writer shows about a session, computed once.
+
+    Its text is safe to show: every string that came from the session's files or its runners
+    (names, error messages, versions, labels) has been through ``fmt.clean``, so no control
+    character or escape sequence reaches a terminal or a file through it. ``summary`` alone is
+    the raw data, for the writers of data (json, csv), which make it safe in their own format.
+    Markup (Rich, HTML, Markdown) is still each writer's to escape.
+    """
+
+    session: LoadedSession  # for what only some writers need: plots, per-batch rows
+    summary: SessionSummary  # raw: as the session's events say
+    title: str
+    facts: list[tuple[str, str]]
+    environment: list[tuple[str, str]]
+    side_by_side: Table
+    figure_tables: list[Table]
+    max_runs: int
+    warmup: Table
+    efficiency: Table | None
+    efficiency_methods: list[tuple[str, str]]
+    peak_sources: list[str]
+    ratios: list[dict[str, Any]]
+    problems: list[Problem]
+    #: The summary's rows, cleaned: one per (model, framework), every figure with its CI and spread.
+    rows: list[CellSummary] = field(default_factory=list)
+    warnings: list[Notice] = field(default_factory=list)
+    #: How the session's samples are named (images, sequences, samples), tokens and inference.
+    wording: Wording = field(default_factory=Wording)
+    #: Inference sessions: latency percentiles per (model, framework); None for training.
+    latency: Table | None = None
+    #: Parameters and FLOPs per sample of each framework's network, per model; None when none reported.
+    parity: Table | None = None
+    #: One sentence per model of the parity table, with the numbers (flagged ones first).
+    parity_notes: list[str] = field(default_factory=list)
+    #: Data parallel: the plan's device count (1: every table as before, none of the sections below).
+    devices: int = 1
+    #: A ``--scaling`` session: one per model (throughput, speedup and efficiency at each device count).
+    scaling: list[Scaling] = field(default_factory=list)
+    #: Rows on several devices: each rank's step time and its GPU's figures; None on one device.
+    per_device: Table | None = None
+    #: One line per such row: its straggler ratio (the slowest rank's step time over the fastest's).
+    per_device_notes: list[str] = field(default_factory=list)
+    #: Each framework's data-parallel wiring (engine, all-reduce, buckets, overlap, ...); None when none recorded.
+    wiring: Table | None = None
+    #: A ``--profile`` session: one per model with a profile (where a step goes, and why one is slower).
+    why: list[Why] = field(default_factory=list)
+    #: A ``benchtui watch`` session: the command, its folder and its telemetry in (label, text) lines.
+    watch: list[tuple[str, str]] = field(default_factory=list)
+    #: What every view opens with: the verdict per model, its caveats with it (``answer``).
+    answer: Answer = field(default_factory=Answer)
+    #: Under the warm-up table: each cell whose epochs stalled before their first batch (``stall_lines``).
+    warmup_notes: list[str] = field(default_factory=list)
+
+    @property
+    def study_note(self) -> str:
+        """Under the study's tables: what their figures are, and what brackets mean where one holds some."""
+        runs = plural(self.max_runs, "run")
+        brackets = any(has_brackets(t.rows, 1) for t in [self.side_by_side, *self.figure_tables])
+        return f"Mean over up to {runs} per cell" + (f"; {CI_NOTE}" if brackets else ".")
+
+    @property
+    def folder(self) -> str:
+        """The session folder's name, cleaned (a folder can be renamed by hand to anything)."""
+        return fmt.clean(self.session.path.name)
+
+    @property
+    def status(self) -> str:
+        return fmt.clean(self.session.meta.get("status"))
+
+
+def has_brackets(rows: list[list[str]], skip: int = 1) -> bool:
+    """Whether a table's figures (its cells after the first ``skip``, the names) hold an interval in
+    brackets: what a note about brackets is written under, and only then."""
+    return any(" [" in cell for row in rows for cell in row[skip:])
