@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from html import escape
 from pathlib import Path
 from typing import IO
@@ -17,7 +18,7 @@ from benchtui.core import fmt
 from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, registry, terminal
 from benchtui.core.reporting.files import export_session
 from benchtui.core.reporting.model import STUDY_COLUMNS, Report, build_report, cell_text
-from benchtui.core.reporting.registry import WRITERS, Writer
+from benchtui.core.reporting.registry import WRITERS, Format
 from benchtui.core.store.session import LoadedSession, load_session
 from sessionfactory import make_session
 from support import UNAVAILABLE_RUN, benchtui
@@ -75,6 +76,17 @@ def test_report_problems_and_warnings(report: Report) -> None:
 
 
 # -- every format from the one model ---------------------------------------------------------
+def test_the_terminal_is_a_writer_like_the_others(
+    loaded: LoadedSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``terminal.write(report, fh)`` (the Writer protocol's) writes what ``benchtui show`` prints."""
+    out = io.StringIO()
+    terminal.write(build_report(loaded), out)
+    capsys.readouterr()
+    assert main(["show", str(loaded.path)]) == 0
+    assert out.getvalue() == capsys.readouterr().out and "Per model and framework" in out.getvalue()
+
+
 @pytest.mark.parametrize("name", list(WRITERS))
 def test_every_registered_writer_writes_a_session(loaded: LoadedSession, name: str) -> None:
     writer = WRITERS[name]
@@ -157,7 +169,9 @@ def write(report: Report, fh: IO[str]) -> None:
 def test_a_format_added_to_the_registry_is_offered_everywhere(
     loaded: LoadedSession, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(WRITERS, "txt", Writer("txt", "summary.txt", "Text: one line", __name__))
+    monkeypatch.setitem(
+        WRITERS, "txt", Format("txt", "summary.txt", "Text: one line", lambda: sys.modules[__name__])
+    )
     assert "{md,csv,json,html,txt}" in _export_help()
     assert registry.spoken() == "md, csv, json, html or txt"  # the app's help texts
     assert main(["export", str(loaded.path), "--format", "txt"]) == 0

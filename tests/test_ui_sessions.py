@@ -107,9 +107,15 @@ async def test_the_export_menu_offers_every_registered_format(
     root: Path, monkeypatch: pytest.MonkeyPatch, quiet_app: QuietApp
 ) -> None:
     """The menu reads the registry: a format added there is offered, and choosing it writes its file."""
-    from benchtui.core.reporting.registry import WRITERS, Writer
+    import importlib
 
-    monkeypatch.setitem(WRITERS, "txt", Writer("txt", "summary.txt", "Text: one line", "test_reporting"))
+    from benchtui.core.reporting.registry import WRITERS, Format
+
+    monkeypatch.setitem(
+        WRITERS,
+        "txt",
+        Format("txt", "summary.txt", "Text: one line", lambda: importlib.import_module("test_reporting")),
+    )
     app = quiet_app(sessions_dir=root)
     async with app.run_test(size=(120, 40)) as pilot:
         app.show_sessions()

@@ -6,65 +6,106 @@ once; a writer's module is imported when it writes.
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from benchtui.core.reporting.model import Report
     from benchtui.core.store.session import LoadedSession
 
 
-@dataclass(frozen=True)
-class Writer:
-    """A format: its name, its default file in the session folder, and the module that writes it.
+class Writer(Protocol):
+    """What writes a report in one format: every export format, and the terminal (``benchtui show``).
 
-    The module has ``write(report, fh)``; with ``batches_filename`` it also has
-    ``write_batches(loaded, fh)`` for one row per batch.
-    """
+    Each format's module is one: its ``write(report, fh)`` is the protocol's (mypy checks the modules
+    against it, below)."""
+
+    def write(self, report: Report, fh: IO[str]) -> None: ...
+
+
+class BatchWriter(Protocol):
+    """A format that also writes one row per recorded batch, streamed from the session's events."""
+
+    def write_batches(self, loaded: LoadedSession, fh: IO[str]) -> int: ...
+
+
+if TYPE_CHECKING:  # every writer, the terminal's too, is checked against the protocol (not run)
+    from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, terminal
+
+    _WRITERS: tuple[Writer, ...] = (markdown, csvfile, jsonfile, htmlreport, terminal)
+    _BATCH_WRITERS: tuple[BatchWriter, ...] = (csvfile,)
+
+
+# Each format's writer, imported when it writes: ``benchtui --help`` lists the formats without them.
+def _markdown() -> Writer:
+    from benchtui.core.reporting import markdown
+
+    return markdown
+
+
+def _csv() -> Writer:
+    from benchtui.core.reporting import csvfile
+
+    return csvfile
+
+
+def _csv_batches() -> BatchWriter:
+    from benchtui.core.reporting import csvfile
+
+    return csvfile
+
+
+def _json() -> Writer:
+    from benchtui.core.reporting import jsonfile
+
+    return jsonfile
+
+
+def _html() -> Writer:
+    from benchtui.core.reporting import htmlreport
+
+    return htmlreport
+
+
+@dataclass(frozen=True)
+class Format:
+    """An export format: its name, its default file in the session folder, and its writer (and, with
+    ``batches_filename``, its writer of one row per batch)."""
 
     name: str
     filename: str
     description: str
-    module: str
+    writer: Callable[[], Writer]
     batches_filename: str | None = None
+    batch_writer: Callable[[], BatchWriter] | None = None
 
     @property
     def per_batch(self) -> bool:
-        return self.batches_filename is not None
-
-    def _module(self) -> Any:
-        return importlib.import_module(self.module)
+        return self.batch_writer is not None
 
     def write(self, report: Report, fh: IO[str]) -> None:
-        self._module().write(report, fh)
+        self.writer().write(report, fh)
 
     def write_batches(self, loaded: LoadedSession, fh: IO[str]) -> None:
-        self._module().write_batches(loaded, fh)
+        if self.batch_writer is None:
+            raise ValueError(f"{self.name} writes no row per batch")
+        self.batch_writer().write_batches(loaded, fh)
 
     def default_name(self, per_batch: bool = False) -> str:
         return (self.batches_filename or self.filename) if per_batch else self.filename
 
 
-_PACKAGE = "benchtui.core.reporting"
-
 #: Every export format, in the order menus list them.
-WRITERS: dict[str, Writer] = {
+WRITERS: dict[str, Format] = {
     w.name: w
     for w in (
-        Writer(
-            "md", "summary.md", "Markdown: the study's tables with the environment", f"{_PACKAGE}.markdown"
+        Format("md", "summary.md", "Markdown: the study's tables with the environment", _markdown),
+        Format(
+            "csv", "summary.csv", "CSV: one row per model and framework", _csv, "batches.csv", _csv_batches
         ),
-        Writer(
-            "csv", "summary.csv", "CSV: one row per model and framework", f"{_PACKAGE}.csvfile", "batches.csv"
-        ),
-        Writer(
-            "json",
-            "summary-export.json",
-            "JSON: the full summary with the environment",
-            f"{_PACKAGE}.jsonfile",
-        ),
-        Writer("html", "report.html", "HTML: one self-contained report with plots", f"{_PACKAGE}.htmlreport"),
+        Format("json", "summary-export.json", "JSON: the full summary with the environment", _json),
+        Format("html", "report.html", "HTML: one self-contained report with plots", _html),
     )
 }
 
@@ -79,7 +120,7 @@ def spoken() -> str:
     return f"{', '.join(rest)} or {last}" if rest else last
 
 
-def writer_for(name: str, per_batch: bool = False) -> Writer:
+def writer_for(name: str, per_batch: bool = False) -> Format:
     """The writer of format ``name`` (SessionError for an unknown one, or per-batch where it has none)."""
     from benchtui.core.store.session import SessionError
 

@@ -6,7 +6,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 from rich import box
 from rich.console import Console, Group
@@ -486,6 +486,12 @@ FIGURES_TITLE = "Per model and framework"
 def report_title(report: Report) -> str:
     """'<folder> · <status>' as Rich markup."""
     return f"{_markup(report.folder)} · {_markup(report.status)}"
+
+
+def write(report: Report, fh: IO[str]) -> None:
+    """The terminal as a ``Writer``: ``benchtui show``'s text into ``fh`` (as wide as it needs, unless
+    ``COLUMNS`` says; colour only where ``fh`` is a terminal)."""
+    print_report(report, stdout_console(fh))
 
 
 def print_report(report: Report, console: Console | None = None) -> None:
