@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import partial
 
 from rich.segment import Segment
 from rich.text import Text
@@ -20,6 +21,7 @@ from textual.widgets import Button, Checkbox, Footer, Input, Label, Select, Sele
 from textual.widgets.option_list import OptionDoesNotExist
 from textual.widgets.selection_list import Selection
 
+from benchtui.core import fmt
 from benchtui.core.plan.custom import check_sources, read_model_file
 from benchtui.core.plan.devices import default_preset
 from benchtui.core.plan.estimate import cpu_seconds, duration_words, preset_words
@@ -142,8 +144,8 @@ def long_plan_warning(plan: Plan, gpu: bool, cpus: float, of: int | None = None)
     )
 
 
-def plural(count: int, word: str) -> str:
-    return f"{count:,} {word}{'s' * (count != 1)}"
+#: The plan screen's counts have their thousands apart: '1,024 samples'.
+plural = partial(fmt.plural, grouped=True)
 
 
 def custom_description(
