@@ -120,19 +120,6 @@ def bytes_(value: float | None) -> str:
     return NA
 
 
-def spread(stats: dict[str, Any] | None, fmt=seconds) -> str:  # noqa: ANN001 - a formatter
-    """'min–max' over runs, or '' when there is a single run."""
-    if not stats or stats.get("n", 0) < 2:
-        return ""
-    return f"{fmt(stats['min'])}–{fmt(stats['max'])}"
-
-
-def with_spread(value: float | None, stats: dict[str, Any] | None, fmt=seconds) -> str:  # noqa: ANN001
-    text = fmt(value)
-    extra = spread(stats, fmt)
-    return f"{text} ({extra})" if extra else text
-
-
 def tflops(value: float | None) -> str:
     """Achieved TFLOP/s with three significant digits: '0.0532', '1.23', '123'."""
     if value is None:

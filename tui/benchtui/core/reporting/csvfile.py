@@ -246,8 +246,7 @@ def write(report: Report, fh: IO[str]) -> None:
     cols = summary_columns()
     writer = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
-    host = report.session.meta.get("host")
-    cpu_model = host.get("cpu_model") if isinstance(host, dict) else None
+    cpu_model = report.source.cpu_model
     for rec in summary_records(report.summary):
         rec["cpu_model"] = cpu_model
         writer.writerow({k: csv_value(rec.get(k)) for k in cols})

@@ -149,7 +149,7 @@ def _lines(lines: list[str]) -> str:
 def _scaling_plots(report: Report, model: str) -> str:
     """Efficiency and throughput against the device count, a line per framework in its colour (CIs as
     whiskers), with linear scaling dashed: 100% efficient, and each framework's one-device rate × N."""
-    frameworks = list(report.session.plan.frameworks)
+    frameworks = list(report.source.frameworks)
     curves = [c for c in report.summary.scaling if c.get("model") == model and c.get("points")]
     efficiency: list[Curve] = []
     rate: list[Curve] = []
@@ -234,7 +234,7 @@ def _data_parallel(report: Report) -> str:
 def _trace_link(report: Report, path: str) -> str:
     """A trace's path as a link relative to the session folder, where the report is written by default; plain
     text, saying so, when the folder holds no such regular file (removed, or a link: never followed)."""
-    if holds_file(report.session.path, path):
+    if holds_file(report.source.path, path):
         return f'<a href="{_e(quote(path, safe="/"))}">{_e(path)}</a>'
     return f"{_e(path)} (not in the session folder)"
 
@@ -387,7 +387,7 @@ def _answer_chart(report: Report) -> str:
     )
     if not verdicts:
         return note
-    frameworks = list(report.session.plan.frameworks)
+    frameworks = list(report.source.frameworks)
     groups: list[tuple[str, list[Bar]]] = []
     for model in dict.fromkeys(v.model for v in verdicts):
         mine = [v for v in verdicts if v.model == model]

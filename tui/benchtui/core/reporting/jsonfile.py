@@ -17,14 +17,13 @@ _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 def export_dict(report: Report) -> dict[str, Any]:
     """The full summary (rows, ratios) with the session's facts and environment."""
-    summary, loaded = report.summary.to_json(), report.session
-    meta = loaded.meta
-    host = meta.get("host")
+    summary, source = report.summary.to_json(), report.source
+    meta = source.meta
     return {
         **summary,
         "kind": EXPORT_KIND,
         "session": {
-            "folder": loaded.path.name,
+            "folder": source.folder,
             "name": meta.get("name"),
             "status": meta.get("status"),
             "started": meta.get("started"),
@@ -35,14 +34,14 @@ def export_dict(report: Report) -> dict[str, Any]:
             "plan": meta.get("plan"),
             "host": meta.get("host"),
             # The host's CPU (also in "host"), said apart: what a reader of CPU timings looks for first.
-            "cpu_model": host.get("cpu_model") if isinstance(host, dict) else None,
+            "cpu_model": source.cpu_model,
             "gpus": meta.get("gpus") or [],
             "telemetry": meta.get("telemetry"),
             "frameworks": summary.get("frameworks") or {},
             "lines": [{"label": k, "text": v} for k, v in report.environment],
         },
         "warnings": [w.text for w in report.warnings],
-        "load_warnings": list(loaded.warnings),
+        "load_warnings": list(source.load_warnings),
     }
 
 

@@ -78,7 +78,7 @@ def why_lines(report: Report) -> list[str]:
         for framework, run, path, size in view.traces:
             where = (
                 md_link(path, path)
-                if holds_file(report.session.path, path)
+                if holds_file(report.source.path, path)
                 else f"{md_escape(path)} (not in the session folder)"
             )
             out.append(f"- Trace, {md_escape(framework)}, {md_escape(run)}: {where} ({md_escape(size)})")
@@ -147,7 +147,7 @@ def render(report: Report) -> str:
         out += [f"- {md_escape(n)}" for n in report.parity_notes] + [""]
     out += why_lines(report)
     if report.problems:
-        frameworks = [framework_label(fw) for fw in report.session.plan.frameworks]
+        frameworks = [framework_label(fw) for fw in report.source.frameworks]
         rows = [list(group) for group in grouped_problems(report.problems, frameworks)]
         out += _section(Table("Failures and gaps", ["Cells", "Status", "Reason"], rows, ["l"] * 3))
     out += ["## Environment", ""]

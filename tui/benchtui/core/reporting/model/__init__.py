@@ -94,6 +94,7 @@ from benchtui.core.reporting.model.types import Notice as Notice
 from benchtui.core.reporting.model.types import Problem as Problem
 from benchtui.core.reporting.model.types import Report as Report
 from benchtui.core.reporting.model.types import Scaling as Scaling
+from benchtui.core.reporting.model.types import Source as Source
 from benchtui.core.reporting.model.types import Table as Table
 from benchtui.core.reporting.model.types import Verdict as Verdict
 from benchtui.core.reporting.model.types import Why as Why

@@ -19,7 +19,7 @@ from benchtui.core.reporting.model.tables import (
     parity_table,
     side_by_side,
 )
-from benchtui.core.reporting.model.types import Notice, Problem, Report, Scaling, Why
+from benchtui.core.reporting.model.types import Notice, Problem, Report, Scaling, Source, Why
 from benchtui.core.reporting.model.warmup import epoch_times, stall_lines, warmup_table
 from benchtui.core.reporting.model.why import why_views
 from benchtui.core.store.session import LoadedSession
@@ -44,6 +44,13 @@ def build_report(loaded: LoadedSession, given: SessionSummary | dict[str, Any] |
     times_by_epoch = epoch_times(loaded)
     return Report(
         session=loaded,
+        source=Source(
+            loaded.path,
+            loaded.meta,
+            tuple(plan.frameworks),
+            tuple(plan.models),
+            tuple(loaded.warnings),
+        ),
         summary=summary,
         title=fmt.clean(loaded.meta.get("name") or loaded.path.name),
         facts=_clean_pairs(header_facts(loaded)),

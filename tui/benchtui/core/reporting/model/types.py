@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from benchtui.core import fmt
@@ -160,6 +161,28 @@ class Answer:
     unit: str = "image"  # what a ratio is per ("image", "sequence", "sample")
 
 
+@dataclass(frozen=True)
+class Source:
+    """What a report's data writers say of the session itself, raw as its files have it (json, csv): its
+    folder, session.json's facts, the plan's frameworks and models, and what loading it warned of."""
+
+    path: Path  # the session's folder: a link (a trace, a log) only ever to a file inside it
+    meta: Mapping[str, Any]  # session.json
+    frameworks: tuple[str, ...]
+    models: tuple[str, ...]
+    load_warnings: tuple[str, ...] = ()
+
+    @property
+    def folder(self) -> str:
+        return self.path.name
+
+    @property
+    def cpu_model(self) -> Any:
+        """The host's CPU model as session.json recorded it (None before it did)."""
+        host = self.meta.get("host")
+        return host.get("cpu_model") if isinstance(host, dict) else None
+
+
 @dataclass
 class Report:
     """Everything a writer shows about a session, computed once.
@@ -171,8 +194,9 @@ class Report:
     Markup (Rich, HTML, Markdown) is still each writer's to escape.
     """
 
-    session: LoadedSession  # for what only some writers need: plots, per-batch rows
+    session: LoadedSession  # what the html writer alone still reads: its plots' series, runs' logs
     summary: SessionSummary  # raw: as the session's events say
+    source: Source  # raw: the folder and session.json's facts
     title: str
     facts: list[tuple[str, str]]
     environment: list[tuple[str, str]]
@@ -225,11 +249,11 @@ class Report:
     @property
     def folder(self) -> str:
         """The session folder's name, cleaned (a folder can be renamed by hand to anything)."""
-        return fmt.clean(self.session.path.name)
+        return fmt.clean(self.source.folder)
 
     @property
     def status(self) -> str:
-        return fmt.clean(self.session.meta.get("status"))
+        return fmt.clean(self.source.meta.get("status"))
 
 
 def has_brackets(rows: list[list[str]], skip: int = 1) -> bool:
