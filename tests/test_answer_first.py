@@ -285,7 +285,7 @@ class _Table(App[None]):
 
 @pytest.mark.asyncio
 async def test_the_apps_results_table_says_gflops_on_a_cpu(cpu: Report) -> None:
-    model = cpu.session.model
+    model = load_session(cpu.source.path).model
     cache: dict[str, Any] = {}
     rows = {row_key(fw, m): cell_values(model, fw, m, cache) for fw, m in model.cells()}
     app = _Table()
@@ -380,7 +380,7 @@ class _Results(App[None]):
         yield ResultsTable()
 
     def on_mount(self) -> None:
-        model = self.report.session.model
+        model = load_session(self.report.source.path).model
         table = self.query_one(ResultsTable)
         table.set_compact(self.size.width < 100)
         cache: dict[str, Any] = {}

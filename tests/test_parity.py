@@ -325,10 +325,13 @@ def test_the_study_table_never_pushes_its_last_columns_off_the_edge(report: Repo
 def test_a_training_session_shows_no_latency_columns(report: Report) -> None:
     out = _show(report)
     assert "p50" not in out and report.latency is None
-    cell = cell_values(report.session.model, "torch", "resnet50", {})
+    cell = cell_values(load_session(report.source.path).model, "torch", "resnet50", {})
     assert "latency" not in cell and "batch" in cell
     assert cell["model"][0] == f"ResNet50 {PARITY_MARK}"
-    assert cell_values(report.session.model, "torch", "densenet121", {})["model"][0] == "DenseNet121"
+    assert (
+        cell_values(load_session(report.source.path).model, "torch", "densenet121", {})["model"][0]
+        == "DenseNet121"
+    )
 
 
 # -- sessions from before -------------------------------------------------------------------------
@@ -388,15 +391,17 @@ def test_a_live_model_folds_the_model_event() -> None:
 def test_compare_says_when_one_session_trained_and_the_other_ran_inference(
     report: Report, inference: LoadedSession
 ) -> None:
-    cmp = compare_sessions(report.session, inference)
+    cmp = compare_sessions(load_session(report.source.path), inference)
     assert "--task: train vs inference" in cmp.differences
 
 
 def test_the_comparison_strip_marks_a_model_whose_networks_differ(report: Report) -> None:
     strip = BatchComparison()
-    strip.update_from(report.session.model)  # the last model that ran: DenseNet121, the same network
+    strip.update_from(
+        load_session(report.source.path).model
+    )  # the last model that ran: DenseNet121, the same network
     assert strip.model_id == "densenet121" and PARITY_MARK not in str(strip.border_title)
-    model = report.session.model
+    model = load_session(report.source.path).model
     model.current = next(r for r in model.runs if model.runs[r].spec.model == "resnet50")
     try:
         strip.update_from(model)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import sys
 from html import escape
 from pathlib import Path
@@ -76,6 +77,33 @@ def test_report_problems_and_warnings(report: Report) -> None:
 
 
 # -- every format from the one model ---------------------------------------------------------
+def test_a_report_is_sealed_every_writer_reads_only_the_report(tmp_path: Path) -> None:
+    """Once built, a report holds what every writer shows (its runs' series, telemetry and logs too): the
+    session's folder gone, each format writes the same bytes."""
+    path = make_session(
+        tmp_path,
+        runs=2,
+        epochs=2,
+        steps=4,
+        fail={("tensorflow", "resnet50", 1): {"kind": "oom", "message": "OOM", "epoch": 2}},
+    )
+    (path / "logs").mkdir(exist_ok=True)
+    (path / "logs" / "002-tensorflow-resnet50-1.log").write_text("Traceback: OOM when allocating\n")
+    report = build_report(load_session(path))
+    writers = {**{name: w.writer() for name, w in WRITERS.items()}, "terminal": terminal}
+    before = {}
+    for name, writer in writers.items():
+        out = io.StringIO()
+        writer.write(report, out)
+        before[name] = out.getvalue()
+    assert "OOM when allocating" in before["html"] and "<svg" in before["html"]
+    shutil.rmtree(path)
+    for name, writer in writers.items():
+        out = io.StringIO()
+        writer.write(report, out)
+        assert out.getvalue() == before[name], name
+
+
 def test_the_terminal_is_a_writer_like_the_others(
     loaded: LoadedSession, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from benchtui.core import fmt
 from benchtui.core.reporting.model import build_report
 from benchtui.core.reporting.registry import writer_for
 from benchtui.core.store.session import LoadedSession, SessionError, load_session, open_regular
@@ -52,6 +53,26 @@ def read_tail(folder: Path, path: Path, limit: int) -> Tail | None:
             fh.seek(size - limit)
         data = fh.read(limit)
     return Tail(data, max(size, len(data)))
+
+
+#: The most of a run's log a report shows (its end).
+LOG_TAIL_BYTES = 4000
+
+
+def log_text(folder: Path, path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """The end of a run's log as text, saying so when its beginning is left out; '' without a log.
+
+    Only a regular file inside the session folder is read (``read_tail``): never a link.
+    """
+    tail = read_tail(folder, path, limit)
+    if tail is None or not tail.size:
+        return ""
+    text = tail.data.decode("utf-8", errors="replace")
+    if tail.cut:
+        text = text.partition("\n")[2] or text  # from the first whole line
+        shown = fmt.bytes_(len(text.encode("utf-8", errors="replace")))
+        text = f"[… cut: the log is {fmt.bytes_(tail.size)}; its last {shown} follow]\n" + text
+    return text
 
 
 def holds_file(folder: Path, relative: str) -> bool:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from html import escape
 from typing import IO, Any
 from urllib.parse import quote
 
 from benchtui.core import fmt
-from benchtui.core.model.analysis import epochs_of, framework_label, model_label
+from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.cell import CellSummary, SessionSummary
 from benchtui.core.model.parity import marked
 from benchtui.core.model.why import CATEGORY_LABELS, ms
-from benchtui.core.reporting.files import holds_file, read_tail
+from benchtui.core.reporting.files import holds_file
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
     DEVICES_NOTE,
@@ -36,14 +37,10 @@ from benchtui.core.reporting.plots import (
     scaling_chart,
     stacked_bars,
 )
-from benchtui.core.store.session import LoadedSession
 from benchtui.core.wire.events import PROFILE_CATEGORIES
 
 #: Points per plotted line: enough for a 960 px chart, small enough for a 2 MB report.
 MAX_POINTS = 800
-#: The end of a failed run's log shown under its reason: the error is at the end, and a report with
-#: many failed runs must stay small. What is left out is said.
-LOG_TAIL_BYTES = 4000
 #: Telemetry lines in neutral colours: the framework colours are taken by the run bands.
 GPU_COLORS = ("#343a40", "#2b8a3e", "#c2255c", "#e67700")
 
@@ -79,21 +76,9 @@ def _e(value: Any, one_line: bool = True) -> str:
     return escape(fmt.clean(value, one_line=one_line), quote=True)
 
 
-def log_tail(report: Report, run_id: str, limit: int = LOG_TAIL_BYTES) -> str:
-    """The end of a run's log as text, saying so when its beginning is left out; '' without a log.
-
-    Only a regular file inside the session folder is read (``files.read_tail``): never a link.
-    """
-    loaded = report.session
-    tail = read_tail(loaded.path, loaded.folder.log_path(run_id), limit)
-    if tail is None or not tail.size:
-        return ""
-    text = tail.data.decode("utf-8", errors="replace")
-    if tail.cut:
-        text = text.partition("\n")[2] or text  # from the first whole line
-        shown = fmt.bytes_(len(text.encode("utf-8", errors="replace")))
-        text = f"[… cut: the log is {fmt.bytes_(tail.size)}; its last {shown} follow]\n" + text
-    return text
+def log_tail(report: Report, run_id: str) -> str:
+    """The end of a run's log as the report holds it ('' without one; ``files.log_text``)."""
+    return next((r.log_tail for r in report.runs if r.run_id == run_id), "")
 
 
 # -- tables ---------------------------------------------------------------------------
@@ -418,63 +403,61 @@ def _answer_chart(report: Report) -> str:
 
 
 def _problems(report: Report) -> str:
-    loaded = report.session
     if not report.problems:
         return ""
     parts = ["<h2>Failures and gaps</h2><table><tr><th>Cells</th><th>Status</th><th>Reason</th></tr>"]
-    frameworks = [framework_label(fw) for fw in loaded.plan.frameworks]
+    frameworks = [framework_label(fw) for fw in report.source.frameworks]
     for cells, status, reason in grouped_problems(report.problems, frameworks):
         parts.append(
             f'<tr><td>{_e(cells)}</td><td class="{_e(status)}">{_e(status)}</td><td>{_e(reason)}</td></tr>'
         )
     parts.append("</table>")
-    for rid, run in loaded.model.runs.items():
+    for run in report.runs:
         if run.status not in ("failed", "stopped", "interrupted"):
             continue
-        tail = log_tail(report, rid)
+        tail = run.log_tail
         parts.append(
-            f"<details><summary>{_e(rid)}: {_e(run.status)} — {_e(run.reason)}</summary>"
+            f"<details><summary>{_e(run.run_id)}: {_e(run.status)} — {_e(run.reason)}</summary>"
             f"<pre>{_e(tail or '(no log)', one_line=False)}</pre></details>"
         )
     return "".join(parts)
 
 
 # -- plots ----------------------------------------------------------------------------
-def _bars(loaded: LoadedSession, summary: SessionSummary, name: str, title: str, y_label: str) -> str:
-    plan, model = loaded.plan, loaded.model
-    cells = {(r.model, r.framework): r for r in summary.rows}
+def _bars(report: Report, name: str, title: str, y_label: str) -> str:
+    frameworks = report.source.frameworks
+    cells = {(r.model, r.framework): r for r in report.summary.rows}
     groups = []
-    for m in plan.models:
+    for m in report.source.models:
         bars = []
-        for fw in plan.frameworks:
+        for fw in frameworks:
             row = cells.get((m, fw))
             value = row.figure(name) if row is not None else None
             stats = row.spread_of(name) if row is not None else None
-            ok = [r for r in model.cell_runs(fw, m) if r.status == "ok"]
-            dots = [v for f in (r.figures() for r in ok) if (v := f[name]) is not None] if len(ok) > 1 else []
+            ok = [r for r in report.cell_runs(fw, m) if r.status == "ok"]
+            dots = [v for f in (r.figures for r in ok) if (v := f[name]) is not None] if len(ok) > 1 else []
             note = {"unavailable": "n/a", "failed": "failed"}.get(row.status if row is not None else "", "–")
             low, high = (stats.min, stats.max) if stats is not None else (None, None)
             bars.append(Bar(fw, value, low, high, dots, note))
         groups.append((model_label(m), bars))
-    colors = {fw: color_for(fw, i) for i, fw in enumerate(plan.frameworks)}
-    labels = {fw: framework_label(fw) for fw in plan.frameworks}
+    colors = {fw: color_for(fw, i) for i, fw in enumerate(frameworks)}
+    labels = {fw: framework_label(fw) for fw in frameworks}
     return bar_chart(
         title, groups, colors, labels, y_label, desc="bars: mean over runs; whiskers: min to max; dots: runs"
     )
 
 
-def _batch_plots(loaded: LoadedSession) -> str:
+def _batch_plots(report: Report) -> str:
     """Per model, the time of every batch of every run: a line per run, in its framework's colour, its runs
     told apart by their dashes (run 1 solid), a legend of the frameworks and of the dashes."""
-    plan, model = loaded.plan, loaded.model
     parts = []
-    for m in plan.models:
+    for m in report.source.models:
         series: list[Series] = []
         boundaries: list[float] = []
         colors: dict[str, str] = {}
         indices: set[int] = set()
-        for i, fw in enumerate(plan.frameworks):
-            for run in model.cell_runs(fw, m):
+        for i, fw in enumerate(report.source.frameworks):
+            for run in report.cell_runs(fw, m):
                 ys = list(run.batch_seconds)
                 if not ys:
                     continue
@@ -482,7 +465,7 @@ def _batch_plots(loaded: LoadedSession) -> str:
                 if not boundaries:
                     epochs = run.batch_epochs
                     boundaries = [k + 0.5 for k in range(1, len(epochs)) if epochs[k] != epochs[k - 1]]
-                index = run.spec.index
+                index = run.index
                 status = "" if run.status == "ok" else f", {run.status}"
                 label = f"{framework_label(fw)} run {index}{status}"
                 colors[framework_label(fw)] = color_for(fw, i)
@@ -519,10 +502,10 @@ def _host_number(sample: dict[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
+def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
     if not samples:
         return '<p class="note">No telemetry samples were recorded.</p>'
-    plan, model = loaded.plan, loaded.model
+    frameworks = report.source.frameworks
     t0 = samples[0]["t"]
     span = samples[-1]["t"] - t0
     scale, unit = (60.0, "minutes") if span > 300 else (1.0, "seconds")
@@ -532,16 +515,14 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
 
     bands = []
     banded: set[str] = set()
-    for run in model.runs.values():
+    for run in report.runs:
         if isinstance(run.started_t, (int, float)) and isinstance(run.ended_t, (int, float)):
-            fw = run.spec.framework
-            color = color_for(fw, plan.frameworks.index(fw) if fw in plan.frameworks else 0)
-            bands.append(Band(x(run.started_t), x(run.ended_t), color, f"{run.spec.run_id} ({run.status})"))
+            fw = run.framework
+            color = color_for(fw, frameworks.index(fw) if fw in frameworks else 0)
+            bands.append(Band(x(run.started_t), x(run.ended_t), color, f"{run.run_id} ({run.status})"))
             banded.add(fw)
     band_legend = {
-        f"{framework_label(fw)} runs": color_for(fw, i)
-        for i, fw in enumerate(plan.frameworks)
-        if fw in banded
+        f"{framework_label(fw)} runs": color_for(fw, i) for i, fw in enumerate(frameworks) if fw in banded
     }
     xs = [x(s["t"]) for s in samples]
     x_label = f"{unit} since the first sample"
@@ -643,7 +624,7 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
     else:
         rss = [_host_number(s, "rss") for s in samples]
         parts.append(
-            f'<p class="note">No GPU telemetry ({_e(loaded.meta.get("telemetry") or "not recorded")}): '
+            f'<p class="note">No GPU telemetry ({_e(report.source.meta.get("telemetry") or "not recorded")}): '
             "the runner's CPU and memory, and the other processes' CPU, instead.</p>"
         )
         parts.append(cpu_chart)
@@ -668,7 +649,7 @@ def _gpu_plots(loaded: LoadedSession, samples: list[dict[str, Any]]) -> str:
 # -- the page -------------------------------------------------------------------------
 def render(report: Report) -> str:
     """The whole report as one HTML string; nothing in it loads anything from anywhere."""
-    loaded, summary = report.session, report.summary
+    source = report.source
     title = report.title
     facts = " · ".join(f"<b>{_e(k)}</b> {_e(v)}" for k, v in report.facts)
     warnings = [w.text for w in report.warnings]
@@ -680,13 +661,11 @@ def render(report: Report) -> str:
         else ""
     )
     env_rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in report.environment)
-    has_epochs = any(epochs_of(r) for r in loaded.model.runs.values())
+    has_epochs = any(r.epochs for r in report.runs)
     # A watch's epochs are its command's: as many as it ran.
-    epochs = max((len(epochs_of(r)) for r in loaded.model.runs.values()), default=0)
+    epochs = max((len(r.epochs) for r in report.runs), default=0)
     steady_name = (
-        "mean_epoch_excl_first_s"
-        if (epochs if loaded.plan.watch else loaded.plan.epochs) > 1
-        else "mean_epoch_s"
+        "mean_epoch_excl_first_s" if (epochs if source.watch else source.epochs) > 1 else "mean_epoch_s"
     )
     body = [
         f"<h1>benchtui · {_e(title)}</h1>",
@@ -704,8 +683,7 @@ def render(report: Report) -> str:
         "<h2>Epoch time per model</h2>",
         "<figure>"
         + _bars(
-            loaded,
-            summary,
+            report,
             steady_name,
             "Epoch time"
             + (" excluding the first" if steady_name == "mean_epoch_excl_first_s" else "")
@@ -716,20 +694,20 @@ def render(report: Report) -> str:
         if has_epochs
         else '<p class="note">No epoch finished.</p>',
         "<figure>"
-        + _bars(loaded, summary, "build_s", "Build time (construct, move to device, compile)", "seconds")
+        + _bars(report, "build_s", "Build time (construct, move to device, compile)", "seconds")
         + "</figure>"
         if has_epochs
         else "",
         "<h2>Time per batch</h2>",
-        _batch_plots(loaded),
+        _batch_plots(report),
         "<h2>Telemetry over time</h2>",
-        _gpu_plots(loaded, loaded.folder.gpu_samples()),
+        _gpu_plots(report, report.telemetry),
         "<h2>Details per cell</h2>",
-        _detail_table(summary),
+        _detail_table(report.summary),
         _problems(report),
         "<h2>Environment</h2>",
         f'<table class="env">{env_rows}</table>',
-        f"<footer>Generated by benchtui from {_e(loaded.path.name)}/events.jsonl. Confidence intervals: "
+        f"<footer>Generated by benchtui from {_e(source.folder)}/events.jsonl. Confidence intervals: "
         "95%, seeded bootstrap over runs, then epochs or batches within runs.</footer>",
     ]
     return (

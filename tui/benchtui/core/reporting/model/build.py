@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchtui.core import fmt
+from benchtui.core.model.analysis import epochs_of
 from benchtui.core.model.cell import CellSummary, SessionSummary
 from benchtui.core.reporting.model.answer import answer, notices, problems
 from benchtui.core.reporting.model.columns import wording
@@ -19,7 +20,7 @@ from benchtui.core.reporting.model.tables import (
     parity_table,
     side_by_side,
 )
-from benchtui.core.reporting.model.types import Notice, Problem, Report, Scaling, Source, Why
+from benchtui.core.reporting.model.types import Notice, Problem, Report, RunSeries, Scaling, Source, Why
 from benchtui.core.reporting.model.warmup import epoch_times, stall_lines, warmup_table
 from benchtui.core.reporting.model.why import why_views
 from benchtui.core.store.session import LoadedSession
@@ -43,13 +44,15 @@ def build_report(loaded: LoadedSession, given: SessionSummary | dict[str, Any] |
     env = _clean_pairs(environment(loaded, summary))
     times_by_epoch = epoch_times(loaded)
     return Report(
-        session=loaded,
         source=Source(
             loaded.path,
             loaded.meta,
             tuple(plan.frameworks),
             tuple(plan.models),
             tuple(loaded.warnings),
+            plan.devices,
+            plan.epochs,
+            bool(plan.watch),
         ),
         summary=summary,
         title=fmt.clean(loaded.meta.get("name") or loaded.path.name),
@@ -98,4 +101,36 @@ def build_report(loaded: LoadedSession, given: SessionSummary | dict[str, Any] |
         ],
         answer=answer(summary),
         warmup_notes=[fmt.clean(line) for line in stall_lines(summary, times_by_epoch)],
+        runs=run_series(loaded),
+        telemetry=tuple(loaded.folder.gpu_samples()),
+    )
+
+
+#: Runs whose log the html report shows the end of.
+LOGGED = ("failed", "stopped", "interrupted")
+
+
+def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
+    """Every run of ``loaded`` as the html report plots it, with the end of its log where it failed or was cut
+    short (only a regular file inside the session folder is read: ``files.log_text``)."""
+    from benchtui.core.reporting.files import log_text  # files builds reports: imported when one is built
+
+    return tuple(
+        RunSeries(
+            run_id,
+            run.spec.framework,
+            run.spec.model,
+            run.spec.index,
+            run.spec.devices,
+            run.status,
+            run.reason,
+            tuple(run.batch_seconds),
+            tuple(run.batch_epochs),
+            tuple(epochs_of(run)),
+            run.figures(),
+            run.started_t,
+            run.ended_t,
+            log_text(loaded.path, loaded.folder.log_path(run_id)) if run.status in LOGGED else "",
+        )
+        for run_id, run in loaded.model.runs.items()
     )

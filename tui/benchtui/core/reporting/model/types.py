@@ -10,9 +10,9 @@ from typing import Any
 from benchtui.core import fmt
 from benchtui.core.fmt import plural
 from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.model.status import RunStatus
 from benchtui.core.model.why import WhyTable
 from benchtui.core.reporting.model.notes import CI_NOTE
-from benchtui.core.store.session import LoadedSession
 
 Formatter = Callable[[Any], str]
 
@@ -162,6 +162,27 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class RunSeries:
+    """One run as the html report plots it: its batch times, its epochs and figures, when it ran, and for a
+    run that failed or was cut short the end of its log."""
+
+    run_id: str
+    framework: str
+    model: str
+    index: int  # its number in its cell, from 1
+    devices: int
+    status: RunStatus
+    reason: str
+    batch_seconds: tuple[float, ...]  # a step each, in order
+    batch_epochs: tuple[int, ...]  # each step's epoch
+    epochs: tuple[float, ...]  # its epochs' times, in order
+    figures: Mapping[str, float | None]  # ``RunState.figures``: the study's figures of this run alone
+    started_t: float | None
+    ended_t: float | None
+    log_tail: str = ""  # the end of its log (failed, stopped or interrupted runs; '' without one)
+
+
+@dataclass(frozen=True)
 class Source:
     """What a report's data writers say of the session itself, raw as its files have it (json, csv): its
     folder, session.json's facts, the plan's frameworks and models, and what loading it warned of."""
@@ -171,6 +192,9 @@ class Source:
     frameworks: tuple[str, ...]
     models: tuple[str, ...]
     load_warnings: tuple[str, ...] = ()
+    devices: int = 1  # the plan's device count: the runs every table's figures come from
+    epochs: int = 0  # the plan's epochs per run (a watch: 0, its command's own)
+    watch: bool = False  # a ``benchtui watch`` session
 
     @property
     def folder(self) -> str:
@@ -194,7 +218,6 @@ class Report:
     Markup (Rich, HTML, Markdown) is still each writer's to escape.
     """
 
-    session: LoadedSession  # what the html writer alone still reads: its plots' series, runs' logs
     summary: SessionSummary  # raw: as the session's events say
     source: Source  # raw: the folder and session.json's facts
     title: str
@@ -238,6 +261,18 @@ class Report:
     answer: Answer = field(default_factory=Answer)
     #: Under the warm-up table: each cell whose epochs stalled before their first batch (``stall_lines``).
     warmup_notes: list[str] = field(default_factory=list)
+    #: Every run of the session, in its order, as the html report plots it (raw: its values as recorded).
+    runs: tuple[RunSeries, ...] = ()
+    #: The session's GPU and host samples, in order, as the sampler wrote them (the html's telemetry plots).
+    telemetry: tuple[dict[str, Any], ...] = ()
+
+    def cell_runs(self, framework: str, model: str) -> list[RunSeries]:
+        """The runs of a cell at the plan's device count (``SessionModel.cell_runs``)."""
+        return [
+            r
+            for r in self.runs
+            if r.framework == framework and r.model == model and r.devices == self.source.devices
+        ]
 
     @property
     def study_note(self) -> str:
