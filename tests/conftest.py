@@ -1,10 +1,13 @@
 """Fixtures and hooks, the tiers, and the test run's environment (set once, here). No test imports
 this file: the helpers the tests import are in support.py (``from support import ...``).
 
-The tiers (markers, pyproject.toml): ``slow`` starts a framework (a real runner, a probe) and is
-marked by hand; ``ui`` drives the Textual app and ``unit`` is everything else, both marked here. The
-fast tier is ``-m "not slow"``. ``BENCHTUI_TESTS_AUDIT_TIERS=1`` checks the hand marks: a test
-not marked ``slow`` that imports a framework, in this process or in any process it starts, fails."""
+The tiers (markers): ``slow`` starts a framework (a real runner, a probe) and ``long`` starts none
+but takes long (fuzzing, files at their bounds); both are marked by hand, in the test file or in
+MARKED_HERE below. ``ui`` (drives the Textual app) and ``unit`` (the rest) are marked here. The fast
+tier is ``-m "not slow and not long"``; ``python -m pytest`` runs them all.
+``BENCHTUI_TESTS_AUDIT_TIERS=1`` checks the ``slow`` marks: a test not marked slow that imports a
+framework, in this process or in any process it starts, fails (a process started with a PYTHONPATH
+of the test's own, as the GPU fake's, is not seen)."""
 
 from __future__ import annotations
 
@@ -62,6 +65,32 @@ def drives_the_app(item: pytest.Item) -> bool:
         return False
 
 
+#: Marks kept here for tests in files whose own marks are not set yet: the test's nodeid (a parametrised
+#: test: all of its cases, or the one its id's start names) and the mark. Found by the audit
+#: (BENCHTUI_TESTS_AUDIT_TIERS=1) and by ``--durations`` (over 15 s a test on a loaded 2-core machine).
+MARKED_HERE: dict[str, str] = {
+    "tests/test_settings.py::test_torch_applies_each_precision": "slow",  # PyTorch, in a subprocess
+    "tests/test_settings.py::test_tensorflow_applies_each_precision": "slow",  # TensorFlow
+    "tests/test_custom_models.py::test_a_builder_that_goes_wrong_is_one_line_naming_it[usernets.broken:wrong_type": (
+        "slow"  # builds the user's network with PyTorch to find its type
+    ),
+    "tests/test_isolation.py::test_a_runner_in_another_environment_imports_nothing_of_the_parents": "slow",
+    "tests/test_fakegpu_faithful.py::test_a_cuda_tensor_knows_its_device_and_index": "slow",  # PyTorch on
+    "tests/test_fakegpu_faithful.py::test_mixing_devices_raises_as_cuda_does": "slow",  # the GPU fake
+    "tests/test_fuzz_sessions.py": "long",  # ~400 s: every reader on thousands of broken files
+    "tests/test_output_hostile.py::test_a_stdout_that_cannot_encode_gets_stand_ins": "long",
+    "tests/test_hostile_folders.py::test_a_line_nested_too_deep_is_one_skipped_line": "long",
+    "tests/test_hostile_folders.py::test_gpu_samples_and_long_lines_a_file_pads_are_bounded": "long",
+}
+
+
+def marked_here(nodeid: str) -> str | None:
+    for key, mark in MARKED_HERE.items():
+        if nodeid == key or nodeid.startswith((key + "::", key + "[") if "[" not in key else key):
+            return mark
+    return None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "ui: drives the Textual app (a pilot or a snapshot); marked by conftest"
@@ -71,7 +100,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("slow") is None:
+        mark = marked_here(item.nodeid)
+        if mark is not None:
+            item.add_marker(mark)
+        if item.get_closest_marker("slow") is None and item.get_closest_marker("long") is None:
             item.add_marker(pytest.mark.ui if drives_the_app(item) else pytest.mark.unit)
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 CONFTEST = TESTS / "conftest.py"
 
@@ -59,31 +61,16 @@ def run_pytest(
     )
 
 
-A_TIER_OF_EACH = """
-import pytest
-
-def test_a_unit():
-    assert True
-
-def test_the_app():
-    app = None
-    if app is not None:
-        app.run_test()  # it drives the app under a pilot
-
-@pytest.mark.slow
-def test_a_framework():
-    assert True
-"""
-
-
-def test_conftest_marks_ui_and_unit_and_leaves_slow_to_the_hand(tmp_path: Path) -> None:
-    (tmp_path / "test_tiers.py").write_text(A_TIER_OF_EACH)
-    for marks, chosen in (("unit", "test_a_unit"), ("ui", "test_the_app"), ("slow", "test_a_framework")):
-        result = run_pytest(tmp_path, "--collect-only", "-q", "-m", marks)
-        assert f"test_tiers.py::{chosen}\n" in result.stdout and "1/3 tests collected" in result.stdout, (
-            marks,
-            result.stdout,
-        )
+def test_every_test_is_in_one_tier(request: pytest.FixtureRequest) -> None:
+    # slow and long are the hand's; conftest marks the rest ui (a test that drives the app) or unit.
+    tiers = {
+        item.nodeid: {m for m in ("slow", "long", "ui", "unit") if item.get_closest_marker(m)}
+        for item in request.session.items
+    }
+    assert {n: t for n, t in tiers.items() if not t or (len(t) > 1 and t & {"ui", "unit"})} == {}
+    assert tiers[request.node.nodeid] == {"unit"}
+    snapshots = [marks for nodeid, marks in tiers.items() if nodeid.startswith("tests/test_ui_snapshots.py")]
+    assert all(marks == {"ui"} for marks in snapshots)  # each takes a snapshot of the app
 
 
 IMPORTS_A_FRAMEWORK = """
@@ -115,6 +102,3 @@ def test_the_audit_fails_a_test_not_marked_slow_that_starts_a_framework(tmp_path
     assert result.stdout.splitlines()[-1].startswith("3 passed, 1 error"), result.stdout + result.stderr
     assert "ERROR test_audit.py::test_not_marked" in result.stdout
     assert "test_audit.py::test_not_marked starts a framework (torch) but is not marked slow" in result.stdout
-    # Without the audit, the same tests pass: the check is the audit's, not every run's.
-    plain = run_pytest(tmp_path, "-q", "test_audit.py", env={"PYTHONPATH": str(tmp_path / "fake")})
-    assert plain.stdout.splitlines()[-1].startswith("3 passed in"), plain.stdout
