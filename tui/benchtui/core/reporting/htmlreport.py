@@ -13,7 +13,7 @@ from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.cell import CellSummary, SessionSummary
 from benchtui.core.model.parity import marked
 from benchtui.core.model.why import CATEGORY_LABELS, ms
-from benchtui.core.reporting.files import holds_file
+from benchtui.core.reporting.folder import holds_file
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
     DEVICES_NOTE,
@@ -77,7 +77,7 @@ def _e(value: Any, one_line: bool = True) -> str:
 
 
 def log_tail(report: Report, run_id: str) -> str:
-    """The end of a run's log as the report holds it ('' without one; ``files.log_text``)."""
+    """The end of a run's log as the report holds it ('' without one; ``folder.log_text``)."""
     return next((r.log_tail for r in report.runs if r.run_id == run_id), "")
 
 

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label
-from benchtui.core.reporting.files import holds_file
+from benchtui.core.reporting.folder import holds_file
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
     DEVICES_NOTE,

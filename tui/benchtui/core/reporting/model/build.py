@@ -7,6 +7,7 @@ from typing import Any
 from benchtui.core import fmt
 from benchtui.core.model.analysis import epochs_of
 from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.reporting.folder import log_text
 from benchtui.core.reporting.model.answer import answer, notices, problems
 from benchtui.core.reporting.model.columns import wording
 from benchtui.core.reporting.model.devices import per_device_table, scaling_views, wiring_table
@@ -112,9 +113,7 @@ LOGGED = ("failed", "stopped", "interrupted")
 
 def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
     """Every run of ``loaded`` as the html report plots it, with the end of its log where it failed or was cut
-    short (only a regular file inside the session folder is read: ``files.log_text``)."""
-    from benchtui.core.reporting.files import log_text  # files builds reports: imported when one is built
-
+    short (only a regular file inside the session folder is read: ``folder.log_text``)."""
     return tuple(
         RunSeries(
             run_id,
