@@ -469,7 +469,7 @@ def test_a_pytorch_loop_with_the_step_timer_streams_its_batches_and_reports_like
 
     show = benchtui("show", str(session))
     assert show.returncode == 0 and "python train_torch.py" in show.stdout and "PyTorch" in show.stdout
-    figure = f"{row['mean_epoch_s']:.3f}"
+    figure = f"{row.mean_epoch_s:.3f}"
     for fmt in ("md", "json", "csv"):
         out = benchtui("export", str(session), "--format", fmt)
         assert out.returncode == 0 and "train_torch.py" in out.stdout, fmt

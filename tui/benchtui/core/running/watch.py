@@ -230,11 +230,14 @@ class WatchEngine(Engine):
         self.specs = [run.spec]
         if self.current_spec is not None:
             self.current_spec = run.spec
-        self.plan.frameworks = [framework]  # the model's plan too: its cells are (framework, model)
+        # What the command said it is: a new plan (the one it was given stays as it was), the model's
+        # too, since its cells are (framework, model).
+        learned: dict[str, Any] = {"frameworks": [framework]}
         settings = event.get("settings")
         batch = settings.get("batch_size") if isinstance(settings, dict) else None
         if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0:
-            self.plan.batch_sizes = {catalog.WATCH_MODEL: batch}
+            learned["batch_sizes"] = {catalog.WATCH_MODEL: batch}
+        self.plan = self.model.plan = dataclasses.replace(self.plan, **learned)
         self._write(self.writer.update_meta, plan=self.plan.to_dict())
 
 
