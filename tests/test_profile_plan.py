@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from benchtui.core.plan.plan import PROFILE_STEPS, TRACE_CAP_MB, Plan, PlanError
-from benchtui.core.running import counting
+from benchtui.core.running import parity as parity_run
 from benchtui.core.running.engine import Engine
 from benchtui.core.store.session import SessionFolder, SessionWriter, load_session
 from support import benchtui
@@ -129,9 +129,9 @@ def test_a_parameter_count_never_profiles(monkeypatch: pytest.MonkeyPatch) -> No
         started.append(json.loads(args[1]))
         raise OSError("stop here: only the configuration is looked at")
 
-    monkeypatch.setattr(counting, "start_runner", start_runner)
+    monkeypatch.setattr(parity_run, "start_runner", start_runner)
     with pytest.raises(OSError, match="stop here"):
-        asyncio.run(counting.count_one(tiny(profile=True), "torch", "resnet50", 64))
+        asyncio.run(parity_run.count_one(tiny(profile=True), "torch", "resnet50", 64))
     ((config),) = started
     assert config["mode"] == "count" and config["profile"] is False
 

@@ -33,7 +33,7 @@ from benchtui.core.reporting.model import (
     per_device_table,
     warmup_table,
 )
-from benchtui.core.running.counting import Count
+from benchtui.core.running.parity import Count
 from benchtui.core.store.session import LoadedSession, load_session
 from sessionfactory import make_session
 

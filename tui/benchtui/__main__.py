@@ -1,4 +1,4 @@
-"""``python -m tui``: the same as the ``benchtui`` command."""
+"""``python -m benchtui``: the same as the ``benchtui`` command."""
 
 from benchtui.cli import entry
 

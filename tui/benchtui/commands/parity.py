@@ -186,7 +186,7 @@ def print_table(counts: list[Any], entries: list[dict[str, Any]], file: Any = No
 
 def cmd_parity(args: argparse.Namespace) -> int:
     from benchtui.core.model.parity import parity_entries
-    from benchtui.core.running.counting import count_all
+    from benchtui.core.running.parity import count_all
 
     plan = _plan(args)
 
