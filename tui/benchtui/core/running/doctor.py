@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchtui.core.plan import envs
-from benchtui.core.provenance import runner_code_hash
+from benchtui.core.provenance import RUNNER_PACKAGE, runner_code_hash
 from benchtui.core.running import launcher
 from benchtui.core.running.launcher import collect_events, start_runner
 from benchtui.core.running.sampler import list_gpus
@@ -310,7 +310,7 @@ async def interpreter_facts(python: str, env: dict[str, str], timeout: float = 3
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
-            cwd=launcher.runner_root(launcher.RUNNER_PACKAGE),
+            cwd=launcher.runner_root(RUNNER_PACKAGE),
         )
     except OSError:
         return None
@@ -340,7 +340,7 @@ def probe_key(
         "python": python,
         "executable": executable,
         "interpreter": facts,
-        "runner": runner_code_hash(launcher.RUNNER_PACKAGE),
+        "runner": runner_code_hash(RUNNER_PACKAGE),
         "env": {k: v for k, v in sorted(env.items()) if k.startswith(KEY_ENV_PREFIXES) and k != FD_ENV},
         "cpus": [os.cpu_count(), affinity],
         "kernel": platform.release(),
@@ -393,6 +393,7 @@ async def ask_all(
     async def one(fw: str) -> dict[str, Any]:
         name = _entry_name(fw, pythons[fw])
         entry = kept.get(name)
+        result: dict[str, Any]
         if entry is None:
             result, key = await asyncio.gather(probe(fw, pythons[fw], env=env), key_of(fw))
         else:

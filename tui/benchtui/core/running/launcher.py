@@ -378,7 +378,7 @@ def _write_all(log: IO[bytes], data: bytes) -> tuple[int, OSError | None]:
     view, taken = memoryview(data), 0
     try:
         while taken < len(data):
-            n = log.write(view[taken:])  # type: ignore[arg-type]  # a memoryview is bytes-like
+            n = log.write(view[taken:])  # a memoryview is bytes-like
             if not n:  # a raw file that took nothing: it will take nothing more
                 return taken, OSError(errno.ENOSPC, "the log took no more bytes")
             taken += n
@@ -572,5 +572,5 @@ async def collect_events(proc: RunnerProcess) -> list[dict[str, Any]]:
     return events
 
 
-def config_args(config: dict) -> list[str]:
+def config_args(config: dict[str, Any]) -> list[str]:
     return ["--config", json.dumps(config, separators=(",", ":"))]

@@ -171,12 +171,13 @@ class DcgmCounters:
         return out
 
     def close(self) -> None:
-        for step in (
+        steps: tuple[Callable[[], object], ...] = (
             lambda: self._group.samples.UnwatchFields(self._fields),
             lambda: self._fields.Delete(),
             lambda: self._group.Delete(),
             lambda: self._handle.Shutdown(),
-        ):
+        )
+        for step in steps:
             try:
                 step()
             except Exception:  # noqa: BLE001 - half made, or the host engine is gone: nothing to undo
@@ -704,7 +705,7 @@ class Sampler:
         try:
             import psutil
 
-            percent = psutil.cpu_percent(None)  # machine-wide, since the previous call
+            percent: float = psutil.cpu_percent(None)  # machine-wide, since the previous call
             return percent / 100.0 * (psutil.cpu_count() or 1)
         except Exception:  # noqa: BLE001
             return None

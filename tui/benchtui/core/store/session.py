@@ -36,7 +36,8 @@ from typing import IO, Any, BinaryIO
 from benchtui.core.fmt import bytes_
 from benchtui.core.model.status import RunStatus, SessionStatus
 from benchtui.core.model.summary import SessionModel
-from benchtui.core.plan.plan import LIMITS, MAX_RUNS_IN_PLAN, Plan, repeated, watch_label
+from benchtui.core.plan.options import LIMITS
+from benchtui.core.plan.plan import MAX_RUNS_IN_PLAN, Plan, repeated, watch_label
 from benchtui.core.provenance import cpu_model, provenance, recorded_by_other
 from benchtui.core.wire.events import (
     MAX_LINE_BYTES,
@@ -647,10 +648,11 @@ class SessionWriter:
             "lines": self.lines + 1,
             "status": status,
         }
-        for step in (
+        steps: tuple[Callable[[], object], ...] = (
             lambda: self.append(end),
             lambda: _write_json_atomic(self.folder.summary_path, summary),
-        ):
+        )
+        for step in steps:
             if self.failure:
                 break
             try:
