@@ -20,15 +20,23 @@ from benchtui.core.model.cell import (
     NO_TIMINGS_FAILED,
     CellSummary,
     DeviceFigures,
+    FrameworkRatio,
+    NetworkIdentity,
+    ParityEntry,
+    PerFlop,
+    RefusedRatio,
+    ScalingCurve,
+    ScalingPoint,
     SessionSummary,
     Spread,
 )
 from benchtui.core.model.status import CautionKind, CellStatus
 from benchtui.core.model.summary import SessionModel
+from benchtui.core.model.why import WhyTable
 from benchtui.core.plan.plan import run_order, watch_plan
 from benchtui.core.reporting.model import build_report
 from benchtui.core.store.session import load_session
-from sessionfactory import make_session
+from sessionfactory import DENSENET121_NETWORKS, RESNET50_NETWORKS, make_session
 
 DATA = Path(__file__).parent / "data"
 
@@ -145,3 +153,92 @@ def test_a_report_from_summary_json_is_the_report_from_the_model(
     typed, from_dict = build_report(loaded), build_report(loaded, loaded.model.summary())
     assert typed.rows == from_dict.rows and typed.summary == from_dict.summary
     assert typed.answer == from_dict.answer
+
+
+#: The session-wide entries beside the rows, by their summary.json key, and the type each is read as.
+ENTRIES = {
+    "ratios": FrameworkRatio,
+    "refused_ratios": RefusedRatio,
+    "parity": ParityEntry,
+    "scaling": ScalingCurve,
+    "why": WhyTable,
+}
+
+
+@pytest.fixture(scope="module")
+def entry_sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SessionModel]:
+    """Sessions that between them have every kind of entry: verdicts with parity and per FLOP, a profile's
+    why, a scaling curve and a pair refused (different devices)."""
+    root = tmp_path_factory.mktemp("entries")
+    shares = {"conv": 0.6, "norm": 0.1, "elementwise": 0.1, "optimizer": 0.1, "idle": 0.1}
+    study = make_session(
+        root,
+        name="study",
+        models=("resnet50", "densenet121"),
+        runs=2,
+        networks={**RESNET50_NETWORKS, **DENSENET121_NETWORKS},
+        profile={("torch", "resnet50"): {"shares": shares}, ("tensorflow", "resnet50"): {"shares": shares}},
+        folder="study",
+    )
+    scaling = make_session(root, name="scaling", devices=4, scaling=True, gpu=True, runs=2, folder="scaling")
+    mixed = load_session(make_session(root, name="mixed", runs=1, gpu=True, folder="mixed")).model
+    for run in mixed.runs.values():  # tf.keras on the CPU: no ratio against PyTorch on the GPU
+        if run.spec.framework == "tensorflow":
+            run.hello = {**run.hello, "device": {"type": "cpu"}}
+    return {"study": load_session(study).model, "scaling": load_session(scaling).model, "mixed": mixed}
+
+
+def test_every_session_entry_is_typed_and_frozen(entry_sessions: dict[str, SessionModel]) -> None:
+    """No JSON object crosses from the model to a writer or a screen: each entry is its type."""
+    seen: set[str] = set()
+    for model in entry_sessions.values():
+        summary = model.session_summary()
+        for key, kind in ENTRIES.items():
+            entries = getattr(summary, key)
+            assert all(isinstance(e, kind) for e in entries), key
+            seen |= {key} if entries else set()
+            for entry in entries:
+                with pytest.raises(dataclasses.FrozenInstanceError):
+                    entry.model = "other"
+    assert seen == set(ENTRIES)  # the sessions above reach every kind
+    study = entry_sessions["study"].session_summary()
+    flagged = next(r for r in study.ratios if r.model == "resnet50")
+    assert flagged.parity_flagged and isinstance(flagged.per_flop, PerFlop)
+    assert flagged.per_flop.faster_framework == "torch" and "per FLOP" in flagged.text
+    parity = next(p for p in study.parity if p.model == "resnet50")
+    assert parity.flagged and all(isinstance(i, NetworkIdentity) for i in parity.frameworks.values())
+    curve = entry_sessions["scaling"].session_summary().scaling[0]
+    assert all(isinstance(p, ScalingPoint) for p in curve.points) and curve.points[0].devices == 1
+    assert curve.points[-1].efficiency_ci is not None and curve.points[-1].single_run is False
+
+
+def test_every_session_entry_reads_back_to_the_same_json(entry_sessions: dict[str, SessionModel]) -> None:
+    """``from_json`` then ``to_json`` of each entry is summary.json's text, keys in the same order."""
+    for name, model in entry_sessions.items():
+        data = model.summary()
+        again = SessionSummary.from_json(json.loads(json.dumps(data))).to_json()
+        for key in ENTRIES:
+            assert _text(again[key]) == _text(data[key]), (name, key)
+        assert _text(again) == _text(data), name
+
+
+def test_an_older_summarys_entries_load() -> None:
+    """A verdict before the marks (no unreliable, about_same, per_flop, parity_flagged) and a scaling point
+    without an interval load with their empty values; an entry that is not an object is left out."""
+    old = {
+        "schema": 2,
+        "rows": [],
+        "ratios": [
+            {"model": "resnet50", "base": "torch", "framework": "tensorflow", "ratio": 1.2, "text": "faster"},
+            "not an entry",
+        ],
+        "scaling": [{"framework": "torch", "model": "resnet50", "points": [{"devices": 1, "runs": 2}]}],
+    }
+    summary = SessionSummary.from_json(old)
+    (ratio,) = summary.ratios
+    assert ratio.ratio == 1.2 and ratio.text == "faster"
+    assert ratio.unreliable is None and ratio.per_flop is None and not ratio.parity_flagged
+    assert not ratio.about_same and ratio.faster_framework is None
+    (point,) = summary.scaling[0].points
+    assert point.images_per_s is None and point.efficiency_ci is None and point.single_run is None
+    assert summary.parity == () and summary.why == () and summary.refused_ratios == ()

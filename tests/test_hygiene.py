@@ -183,7 +183,8 @@ def test_terminal_writer_cleans_a_raw_summary(
 def test_comparison_text_is_clean(root: Path, hostile: Path) -> None:
     plain = next(p for p in root.iterdir() if p.name.endswith("_plain"))
     cmp = compare_sessions(plain, hostile)
-    _safe("".join(_strings([cmp.differences, [r.note for r in cmp.rows], cmp.verdicts_a, cmp.verdicts_b])))
+    verdicts = [v.to_json() for v in (*cmp.verdicts_a, *cmp.verdicts_b)]
+    _safe("".join(_strings([cmp.differences, [r.note for r in cmp.rows], verdicts])))
     assert any("H100 | fake | cell" in d for d in cmp.differences)  # GPU names from session.json
 
 

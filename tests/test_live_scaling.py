@@ -136,7 +136,7 @@ async def test_the_run_s_gpus_are_marked_and_its_count_is_in_the_table(scaling_s
         assert cell(app, other, "devices") == f"4 × {BATCH} = {4 * BATCH}"
         # The scaling line as it forms: the counts done so far, the model's figures for them.
         texts = scaling_texts(app)
-        for curve in model.scaling():
+        for curve in (c.to_json() for c in model.scaling()):
             (line,) = [t for t in texts if t.startswith(catalog.FRAMEWORK_LABELS[curve["framework"]])]
             done = {"points": [p for p in curve["points"] if p["images_per_s"] is not None]}
             assert " · ".join(segments(done, "long")) in line, line
@@ -146,7 +146,7 @@ async def test_the_run_s_gpus_are_marked_and_its_count_is_in_the_table(scaling_s
 
 @pytest.mark.asyncio
 async def test_efficiency_line_says_the_model_s_curve(scaling_session: Path) -> None:
-    curves = load_session(scaling_session).model.scaling()
+    curves = [c.to_json() for c in load_session(scaling_session).model.scaling()]
     assert [c["framework"] for c in curves] == ["torch", "tensorflow"]
     for size, form in (((120, 35), "long"), ((80, 24), "short")):
         app = make_app(replay=scaling_session, speed=math.inf)

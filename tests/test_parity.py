@@ -198,7 +198,7 @@ def test_the_verdict_per_flop_scales_the_ratio_by_the_flops_per_sample(parity_se
 
 
 def test_the_verdict_per_flop_is_printed_wherever_the_verdict_is(report: Report) -> None:
-    text = next(r["text"] for r in report.ratios if r["model"] == "resnet50")
+    text = next(r.text for r in report.ratios if r.model == "resnet50")
     assert "per FLOP: PyTorch" in text
     assert text in _show(report, 400)  # wide enough for the verdict's column not to wrap
     assert text in _write(report, markdown) and escape(text, quote=True) in _write(report, htmlreport)

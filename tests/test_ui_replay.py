@@ -475,9 +475,9 @@ def test_images_per_s_is_the_finished_runs_and_a_live_rate_is_marked_now(tmp_pat
 
     verdict = model_verdicts(model, "resnet50")[0][0]
     keras = model.row("tensorflow", "resnet50").images_per_s
-    assert verdict["ratio"] == pytest.approx(
-        model.row("torch", "resnet50").images_per_s / keras, rel=1e-6
-    ) or (verdict["ratio"] == pytest.approx(keras / model.row("torch", "resnet50").images_per_s, rel=1e-6))
+    assert verdict.ratio == pytest.approx(model.row("torch", "resnet50").images_per_s / keras, rel=1e-6) or (
+        verdict.ratio == pytest.approx(keras / model.row("torch", "resnet50").images_per_s, rel=1e-6)
+    )
 
 
 # -- the log pane wraps (issue 30) ------------------------------------------------------------------
@@ -527,11 +527,12 @@ async def test_unreliable_verdicts_read_as_warnings_and_about_the_same_as_neutra
     from rich.console import Group
     from rich.text import Text
 
+    from benchtui.core.model.cell import FrameworkRatio
     from benchtui.screens import live
     from benchtui.widgets import comparison
     from benchtui.widgets.comparison import verdict_style
 
-    unreliable = {
+    unreliable_entry = {
         "text": "unreliable: other processes kept 1.6 of 2 cores busy during PyTorch's runs; measured, not a "
         "verdict: PyTorch 1.65× faster than tf.keras",
         "unreliable": "other processes kept 1.6 of 2 cores busy during PyTorch's runs",
@@ -540,17 +541,21 @@ async def test_unreliable_verdicts_read_as_warnings_and_about_the_same_as_neutra
         "faster_framework": None,
         "basis_label": "epoch times",
     }
-    same = dict(
-        unreliable, text="PyTorch and tf.keras about the same (1.00×, 95% CI 0.97–1.03)", unreliable=None
+    same_entry = dict(
+        unreliable_entry,
+        text="PyTorch and tf.keras about the same (1.00×, 95% CI 0.97–1.03)",
+        unreliable=None,
     )
-    same["about_same"] = True
-    shown: list[dict] = [unreliable]
+    same_entry["about_same"] = True
+    unreliable, same = FrameworkRatio.from_json(unreliable_entry), FrameworkRatio.from_json(same_entry)
+    shown: list[FrameworkRatio] = [unreliable]
     fake = lambda model, model_id: (list(shown), [])  # noqa: E731
     monkeypatch.setattr(live, "model_verdicts", fake)
     monkeypatch.setattr(comparison, "model_verdicts", fake)
     assert verdict_style(unreliable) == "bold yellow" and verdict_style(same) == ""
-    assert verdict_style({"text": "x", "significant": True}) == "bold"  # an old session's verdict
-    assert verdict_style({"text": "x", "significant": False}) == "dim"
+    old = FrameworkRatio.from_json  # an old session's verdict
+    assert verdict_style(old({"text": "x", "significant": True})) == "bold"
+    assert verdict_style(old({"text": "x", "significant": False})) == "dim"
 
     def answer_line(app: BenchApp) -> Text:
         group = app.screen.query_one("#answer").content
@@ -564,10 +569,10 @@ async def test_unreliable_verdicts_read_as_warnings_and_about_the_same_as_neutra
             await finished(pilot, app)
             await pilot.pause(2 * TICK_S)
             line = answer_line(app)
-            assert line.plain == f"ResNet50: {verdict['text']}"
+            assert line.plain == f"ResNet50: {verdict.text}"
             assert [s.style for s in line.spans if s.start >= len("ResNet50: ")] == ([style] if style else [])
             ratio = app.screen.query_one(BatchComparison)
-            assert verdict["text"] in "".join(t.plain for t in ratio._render_lines())
+            assert verdict.text in "".join(t.plain for t in ratio._render_lines())
             table = app.screen.query_one(ResultsTable)
             assert {table._shown[k]["ips"][1] for k in table._shown} == {""}  # no side stands out
 

@@ -27,6 +27,7 @@ from textual.widgets import Footer, Static
 from benchtui.core.fmt import clean
 from benchtui.core.model import eta, scaling
 from benchtui.core.model.analysis import model_label
+from benchtui.core.model.cell import ScalingCurve
 from benchtui.core.model.eta import clock
 from benchtui.core.model.parity import differences_text, marked
 from benchtui.core.model.status import CautionKind, RunStatus, status_style
@@ -151,7 +152,7 @@ class ScalingView(Widget):
 
 
 def scaling_segments(
-    curve: dict[str, Any], levels: list[int], doing: dict[int, str], unit: str, tokens: int
+    curve: ScalingCurve, levels: list[int], doing: dict[int, str], unit: str, tokens: int
 ) -> list[tuple[str, str, str, str]]:
     """One framework's curve as (long, medium, short, style) per device count.
 
@@ -159,12 +160,12 @@ def scaling_segments(
     "interrupted" ...); a count with neither is still to come. The rate is per sample, or per
     token for a token model (``tokens`` per sample).
     """
-    points = {p["devices"]: p for p in curve.get("points") or []}
+    points = {p.devices: p for p in curve.points}
     out = []
     for n in levels:
-        point = points.get(n) or {}
-        rate = point.get("images_per_s")
-        if rate is None:
+        point = points.get(n)
+        rate = point.images_per_s if point is not None else None
+        if point is None or rate is None:
             word = doing.get(n)
             if word == "running":
                 out.append((f"×{n} running", f"×{n} running", f"×{n} …", "cyan"))
@@ -174,7 +175,7 @@ def scaling_segments(
                 out.append((f"×{n} –", f"×{n} –", f"×{n} –", "dim"))
             continue
         figure = rate_text(rate, tokens, False)
-        eff, ci = point.get("efficiency"), point.get("efficiency_ci")
+        eff, ci = point.efficiency, point.efficiency_ci
         if n == 1 or eff is None:
             medium = f"×{n} {figure} {unit}"
             out.append((medium, medium, medium if n == 1 else f"×{n} {figure}", ""))
@@ -276,7 +277,7 @@ class LiveScreen(Screen):
         self._asleep = False  # the ticker is paused until something may have changed
         # Scaling curves per (framework, model) and the successful runs they were computed from:
         # each bootstraps its intervals, so only a run that finishes well computes one again.
-        self._curves: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any]]] = {}
+        self._curves: dict[tuple[str, str], tuple[tuple[str, ...], ScalingCurve]] = {}
 
     @property
     def model(self) -> SessionModel:
@@ -517,13 +518,13 @@ class LiveScreen(Screen):
         for m in self.model.plan.models:
             verdicts, refused = model_verdicts(self.model, m)
             entry = self.model.parity(m)
-            label = marked(model_label(m), bool(entry and entry["flagged"]))
+            label = marked(model_label(m), bool(entry and entry.flagged))
             for verdict in verdicts:
                 line = Text(clean(f"{label}: "), style="bold")
-                line.append(clean(verdict["text"]), style=verdict_style(verdict))
+                line.append(clean(verdict.text), style=verdict_style(verdict))
                 lines.append(line)
             for item in refused:
-                lines.append(Text(clean(f"{label}: {item['text']}"), style="bold red"))
+                lines.append(Text(clean(f"{label}: {item.text}"), style="bold red"))
         answer = self.query_one("#answer", Static)
         answer.display = bool(lines)
         if lines:
@@ -537,8 +538,8 @@ class LiveScreen(Screen):
         for m in self.model.plan.models:
             # Not the same network on both sides: said once per model, short (the exports say it all).
             entry = self.model.parity(m)
-            if entry is not None and entry["flagged"]:
-                twin = f"; {entry['twin']} is the same on both" if entry.get("twin") else ""
+            if entry is not None and entry.flagged:
+                twin = f"; {entry.twin} is the same on both" if entry.twin else ""
                 lines.append(f"≠ {model_label(m)}: not the same network: {differences_text(entry)}{twin}")
         for fw, m in self.model.cells():
             cached = self._cache.get(row_key(fw, m))

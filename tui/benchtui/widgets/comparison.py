@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
 
 from rich.console import Group
 from rich.text import Text
 from textual.widget import Widget
 
 from benchtui.core import fmt
+from benchtui.core.model.cell import FrameworkRatio
 from benchtui.core.model.parity import marked
 from benchtui.core.model.stats import warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
@@ -62,7 +62,7 @@ def focus_model(model: SessionModel) -> str | None:
     return model.plan.models[0] if model.plan.models else None
 
 
-def verdict_style(verdict: dict[str, Any]) -> str:
+def verdict_style(verdict: FrameworkRatio) -> str:
     """How a verdict (``model_verdicts``) reads in the app: a warning when the machine, not the
     frameworks, may have decided it ("unreliable: …": no winner is claimed, so none is made to stand
     out); plain when the frameworks are about the same; dim when not significant; bold otherwise.
@@ -74,7 +74,7 @@ def verdict_style(verdict: dict[str, Any]) -> str:
         return "bold yellow"
     if mark == "about_same":
         return ""
-    return "dim" if verdict.get("significant") is False else "bold"
+    return "dim" if verdict.significant is False else "bold"
 
 
 def ratio_line(series: list[Series], model: SessionModel | None = None, model_id: str | None = None) -> Text:
@@ -97,14 +97,14 @@ def ratio_line(series: list[Series], model: SessionModel | None = None, model_id
         )
     verdicts, refused = model_verdicts(model, model_id) if model is not None and model_id else ([], [])
     if refused:
-        return Text(fmt.clean(refused[0]["text"]), style="bold red")
+        return Text(fmt.clean(refused[0].text), style="bold red")
     if verdicts:
         text = Text()
         for i, verdict in enumerate(verdicts):
             if i:
                 text.append("; ")
-            text.append(fmt.clean(verdict["text"]), style=verdict_style(verdict))
-        text.append(fmt.clean(f" · from {verdicts[0]['basis_label']}, finished runs"), style="dim")
+            text.append(fmt.clean(verdict.text), style=verdict_style(verdict))
+        text.append(fmt.clean(f" · from {verdicts[0].basis_label}, finished runs"), style="dim")
         return text
     if len(series) < 2:
         return Text("ratio: one framework only", style="dim")
@@ -272,7 +272,7 @@ class BatchComparison(Widget):
         )
         if self.model_id is not None:  # the frameworks build different networks: the parity mark
             same = model.parity(self.model_id)
-            label = marked(label, bool(same and same["flagged"]))
+            label = marked(label, bool(same and same.flagged))
             if model.plan.multi_device:
                 label += f" ×{focus_devices(model, self.model_id)}"
         clipped = ", 1st clipped" if self.clipped else ""

@@ -210,7 +210,7 @@ def _cell_values(
     # time, not of the cached row: the other framework's count may have come since.
     same = model.parity(model_id)
     values: dict[str, Cell] = {
-        "model": (marked(info.label if info else model_id, bool(same and same["flagged"])), ""),
+        "model": (marked(info.label if info else model_id, bool(same and same.flagged)), ""),
         "framework": (catalog.FRAMEWORK_LABELS.get(framework, framework), ""),
         "state": (state, status_style(state.split(" ")[0], "bold cyan" if live or elsewhere else "")),
     }

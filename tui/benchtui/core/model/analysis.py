@@ -10,6 +10,7 @@ from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import (
     OUTLIER_MIN_RELATIVE,
     WIDE_SPREAD,
+    Ratio,
     describe,
     grouped_mean,
     hierarchical_ci,
@@ -217,8 +218,9 @@ def pair_groups(
     return "epoch-all", [], []
 
 
-def compare_cells(base: Sequence[RunState], other: Sequence[RunState]) -> dict[str, Any] | None:
-    """Time per image of other / base with its 95% CI, or None when a side has no times.
+def compare_cells(base: Sequence[RunState], other: Sequence[RunState]) -> tuple[str, Ratio] | None:
+    """Time per image of other / base with its 95% CI, and its basis ("epoch", "single-epoch"; a label in
+    ``BASIS_LABELS``), or None when a side has no times.
 
     From exactly the data of the cells' images/s (seconds per image of the epochs after the
     first, or of the only epoch), so the ratio is the inverse ratio of the images/s every
@@ -231,7 +233,7 @@ def compare_cells(base: Sequence[RunState], other: Sequence[RunState]) -> dict[s
         return None
     several = all(len(epochs_of(r)) > 1 for r in (*base, *other))
     basis = "epoch" if several else "single-epoch"
-    return {"basis": basis, "basis_label": BASIS_LABELS[basis], **ratio.to_dict(), "_ratio": ratio}
+    return basis, ratio
 
 
 def cell_warnings(

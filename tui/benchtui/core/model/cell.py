@@ -7,11 +7,14 @@ one back, older files included (a key they lack takes its empty value): the one 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from benchtui.core.model.status import Caution, CautionKind, CellStatus
+from benchtui.core.model.why import WhyTable
+
+T = TypeVar("T")
 
 #: The headline figures of a row, in the order summary.json lists them (``spread`` and ``ci`` too).
 HEADLINE = (
@@ -423,6 +426,353 @@ class CellSummary:
         )
 
 
+# -- The session-wide entries beside the rows: a verdict (``ratios``), a refused one, parity, scaling. --
+
+
+def _floats(value: Any) -> Interval | None:
+    """A [low, high] list of summary.json (None: no interval)."""
+    return _interval(value)
+
+
+@dataclass(frozen=True)
+class PerFlop:
+    """A verdict per FLOP: the ratio of achieved FLOP/s, when both sides counted their FLOPs."""
+
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    factor: float
+    significant: bool | None
+    faster_framework: str | None
+    about_same: bool
+    flops_per_sample: Mapping[str, float]
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ratio": self.ratio,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "factor": self.factor,
+            "significant": self.significant,
+            "faster_framework": self.faster_framework,
+            "about_same": self.about_same,
+            "flops_per_sample": dict(self.flops_per_sample),
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> PerFlop | None:
+        if not isinstance(data, Mapping):
+            return None
+        flops = data.get("flops_per_sample")
+        return cls(
+            ratio=data.get("ratio", 1.0),
+            ci_low=data.get("ci_low"),
+            ci_high=data.get("ci_high"),
+            factor=data.get("factor", 1.0),
+            significant=data.get("significant"),
+            faster_framework=data.get("faster_framework"),
+            about_same=bool(data.get("about_same", False)),
+            flops_per_sample=dict(flops) if isinstance(flops, Mapping) else {},
+            text=str(data.get("text") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class FrameworkRatio:
+    """The verdict of one model between two frameworks (``summary.model_verdicts``): ``framework``'s time
+    per sample over ``base``'s with its interval, who is faster, and the sentence every view prints."""
+
+    model: str
+    base: str
+    framework: str
+    basis: str
+    basis_label: str
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    level: float
+    significant: bool | None
+    conclusive: bool
+    single_run: bool
+    faster: bool
+    about_same: bool
+    factor: float
+    percent: float
+    phrase: str
+    #: None: no winner (about the same, or unreliable).
+    faster_framework: str | None
+    #: Why the machine, not the frameworks, may have decided it (None: the verdict stands).
+    unreliable: str | None
+    per_flop: PerFlop | None
+    #: The frameworks do not build the same network (``ParityEntry.flagged``).
+    parity_flagged: bool
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "base": self.base,
+            "framework": self.framework,
+            "basis": self.basis,
+            "basis_label": self.basis_label,
+            "ratio": self.ratio,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "level": self.level,
+            "significant": self.significant,
+            "conclusive": self.conclusive,
+            "single_run": self.single_run,
+            "faster": self.faster,
+            "about_same": self.about_same,
+            "factor": self.factor,
+            "percent": self.percent,
+            "phrase": self.phrase,
+            "faster_framework": self.faster_framework,
+            "unreliable": self.unreliable,
+            "per_flop": self.per_flop.to_json() if self.per_flop is not None else None,
+            "parity_flagged": self.parity_flagged,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FrameworkRatio:
+        get = data.get
+        return cls(
+            model=str(get("model") or ""),
+            base=str(get("base") or ""),
+            framework=str(get("framework") or ""),
+            basis=str(get("basis") or ""),
+            basis_label=str(get("basis_label") or ""),
+            ratio=get("ratio", 1.0),
+            ci_low=get("ci_low"),
+            ci_high=get("ci_high"),
+            level=get("level", 0.95),
+            significant=get("significant"),
+            conclusive=bool(get("conclusive", False)),
+            single_run=bool(get("single_run", False)),
+            faster=bool(get("faster", False)),
+            about_same=bool(get("about_same", False)),
+            factor=get("factor", 1.0),
+            percent=get("percent", 0.0),
+            phrase=str(get("phrase") or ""),
+            faster_framework=get("faster_framework"),
+            unreliable=get("unreliable") or None,
+            per_flop=PerFlop.from_json(get("per_flop")),
+            parity_flagged=bool(get("parity_flagged", False)),
+            text=str(get("text") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class RefusedRatio:
+    """A pair of frameworks that ran on different kinds of device: never a ratio, this sentence instead."""
+
+    model: str
+    base: str
+    framework: str
+    #: Per framework, the kinds of device its runs used ("cpu", "cuda").
+    devices: Mapping[str, tuple[str, ...]]
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "base": self.base,
+            "framework": self.framework,
+            "devices": {k: list(v) for k, v in self.devices.items()},
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RefusedRatio:
+        devices = data.get("devices")
+        return cls(
+            model=str(data.get("model") or ""),
+            base=str(data.get("base") or ""),
+            framework=str(data.get("framework") or ""),
+            devices={str(k): tuple(v) for k, v in devices.items() if isinstance(v, list)}
+            if isinstance(devices, Mapping)
+            else {},
+            text=str(data.get("text") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class NetworkIdentity:
+    """What a cell's runs say its network is (``parity.identity``): its size, FLOPs and where they came from."""
+
+    params: float | None = None
+    trainable_params: float | None = None
+    flops_per_sample: float | None = None
+    flops_counted: str = ""
+    source: str = ""
+    architecture: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "params": self.params,
+            "trainable_params": self.trainable_params,
+            "flops_per_sample": self.flops_per_sample,
+            "flops_counted": self.flops_counted,
+            "source": self.source,
+            "architecture": self.architecture,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NetworkIdentity:
+        return cls(
+            params=data.get("params"),
+            trainable_params=data.get("trainable_params"),
+            flops_per_sample=data.get("flops_per_sample"),
+            flops_counted=str(data.get("flops_counted") or ""),
+            source=str(data.get("source") or ""),
+            architecture=str(data.get("architecture") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class ParityEntry:
+    """Whether one model's frameworks build the same network (``parity.model_parity``)."""
+
+    model: str
+    kind: str  # "image" or "tokens"
+    per: str  # "image" or "sequence"
+    frameworks: Mapping[str, NetworkIdentity]
+    params_compared: str  # "trainable_params" or "params"
+    params_diff: float | None
+    flops_diff: float | None
+    tolerance: float
+    flagged: bool
+    twin: str
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "kind": self.kind,
+            "per": self.per,
+            "frameworks": {fw: ident.to_json() for fw, ident in self.frameworks.items()},
+            "params_compared": self.params_compared,
+            "params_diff": self.params_diff,
+            "flops_diff": self.flops_diff,
+            "tolerance": self.tolerance,
+            "flagged": self.flagged,
+            "twin": self.twin,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ParityEntry:
+        frameworks = data.get("frameworks")
+        return cls(
+            model=str(data.get("model") or ""),
+            kind=str(data.get("kind") or "image"),
+            per=str(data.get("per") or "image"),
+            frameworks={
+                str(fw): NetworkIdentity.from_json(ident)
+                for fw, ident in frameworks.items()
+                if isinstance(ident, Mapping)
+            }
+            if isinstance(frameworks, Mapping)
+            else {},
+            params_compared=str(data.get("params_compared") or "params"),
+            params_diff=data.get("params_diff"),
+            flops_diff=data.get("flops_diff"),
+            tolerance=data.get("tolerance", 0.0),
+            flagged=bool(data.get("flagged", False)),
+            twin=str(data.get("twin") or ""),
+            text=str(data.get("text") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    """One device count of a scaling curve: throughput, and speedup and efficiency against one device."""
+
+    devices: int
+    per_device_batch: int
+    global_batch: int
+    runs: int
+    images_per_s: float | None
+    images_per_s_ci: Interval | None
+    speedup: float | None = None
+    speedup_ci: Interval | None = None
+    efficiency: float | None = None
+    efficiency_ci: Interval | None = None
+    #: Whether the speedup rests on one run per count (None: no speedup, no key in the file).
+    single_run: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "devices": self.devices,
+            "per_device_batch": self.per_device_batch,
+            "global_batch": self.global_batch,
+            "runs": self.runs,
+            "images_per_s": self.images_per_s,
+            "images_per_s_ci": _listed(self.images_per_s_ci),
+            "speedup": self.speedup,
+            "speedup_ci": _listed(self.speedup_ci),
+            "efficiency": self.efficiency,
+            "efficiency_ci": _listed(self.efficiency_ci),
+        }
+        if self.single_run is not None:
+            out["single_run"] = self.single_run
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ScalingPoint:
+        single = data.get("single_run")
+        return cls(
+            devices=int(data.get("devices") or 1),
+            per_device_batch=int(data.get("per_device_batch") or 0),
+            global_batch=int(data.get("global_batch") or 0),
+            runs=int(data.get("runs") or 0),
+            images_per_s=data.get("images_per_s"),
+            images_per_s_ci=_floats(data.get("images_per_s_ci")),
+            speedup=data.get("speedup"),
+            speedup_ci=_floats(data.get("speedup_ci")),
+            efficiency=data.get("efficiency"),
+            efficiency_ci=_floats(data.get("efficiency_ci")),
+            single_run=bool(single) if single is not None else None,
+        )
+
+
+def _listed(value: Interval | None) -> list[float] | None:
+    return [value.low, value.high] if value is not None else None
+
+
+@dataclass(frozen=True)
+class ScalingCurve:
+    """A scaling session's curve of one (framework, model): a point per device count, and the curve in words."""
+
+    framework: str
+    model: str
+    points: tuple[ScalingPoint, ...]
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "framework": self.framework,
+            "model": self.model,
+            "points": [p.to_json() for p in self.points],
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ScalingCurve:
+        points = data.get("points")
+        return cls(
+            framework=str(data.get("framework") or ""),
+            model=str(data.get("model") or ""),
+            points=tuple(ScalingPoint.from_json(p) for p in points if isinstance(p, Mapping))
+            if isinstance(points, list)
+            else (),
+            text=str(data.get("text") or ""),
+        )
+
+
 #: Every figure a row has, by its summary.json name (``CellSummary.figure``).
 CELL_FIELDS = frozenset(f.name for f in fields(CellSummary))
 
@@ -431,20 +781,21 @@ CELL_FIELDS = frozenset(f.name for f in fields(CellSummary))
 class SessionSummary:
     """A session's summary: its cells' rows, and the session-wide figures beside them (summary.json).
 
-    The ratios, parity, scaling and why entries are still the JSON objects their builders make.
+    Every entry is typed (``FrameworkRatio``, ``RefusedRatio``, ``ParityEntry``, ``ScalingCurve``, ``WhyTable``);
+    ``to_json``/``from_json`` here are the one mapping to the file.
     """
 
     rows: tuple[CellSummary, ...]
     frameworks: Mapping[str, Any]  # per framework: versions, device, settings, threads
     malformed_lines: int = 0
-    ratios: tuple[dict[str, Any], ...] = ()
-    refused_ratios: tuple[dict[str, Any], ...] = ()
-    parity: tuple[dict[str, Any], ...] = ()
+    ratios: tuple[FrameworkRatio, ...] = ()
+    refused_ratios: tuple[RefusedRatio, ...] = ()
+    parity: tuple[ParityEntry, ...] = ()
     task: str = "train"
     devices: int = 1
-    scaling: tuple[dict[str, Any], ...] = ()
+    scaling: tuple[ScalingCurve, ...] = ()
     distributed: Mapping[str, Any] | None = None
-    why: tuple[dict[str, Any], ...] = ()
+    why: tuple[WhyTable, ...] = ()
     counters: Mapping[str, Any] | None = None
     watch: Mapping[str, Any] | None = None  # benchtui watch: the command and its folder
     labels: Mapping[str, Any] | None = None
@@ -457,14 +808,14 @@ class SessionSummary:
             "rows": [row.to_json() for row in self.rows],
             "frameworks": self.frameworks,
             "malformed_lines": self.malformed_lines,
-            "ratios": list(self.ratios),
-            "refused_ratios": list(self.refused_ratios),
-            "parity": list(self.parity),
+            "ratios": [r.to_json() for r in self.ratios],
+            "refused_ratios": [r.to_json() for r in self.refused_ratios],
+            "parity": [p.to_json() for p in self.parity],
             "task": self.task,
             "devices": self.devices,
-            "scaling": list(self.scaling),
+            "scaling": [c.to_json() for c in self.scaling],
             "distributed": self.distributed,
-            "why": list(self.why),
+            "why": [t.to_dict() for t in self.why],
             "counters": self.counters,
         }
         if self.watch is not None:
@@ -482,9 +833,11 @@ class SessionSummary:
         """summary.json as written by any schema (what an older file lacks takes its empty value)."""
         get = data.get
 
-        def listed(key: str) -> tuple[dict[str, Any], ...]:
+        def listed(key: str, read: Callable[[Mapping[str, Any]], T]) -> tuple[T, ...]:
             value = get(key)
-            return tuple(v for v in value if isinstance(v, dict)) if isinstance(value, list) else ()
+            if not isinstance(value, (list, tuple)):
+                return ()
+            return tuple(read(v) for v in value if isinstance(v, Mapping))
 
         rows = get("rows")
         return cls(
@@ -495,14 +848,14 @@ class SessionSummary:
             ),
             frameworks=get("frameworks") or {},
             malformed_lines=get("malformed_lines") or 0,
-            ratios=listed("ratios"),
-            refused_ratios=listed("refused_ratios"),
-            parity=listed("parity"),
+            ratios=listed("ratios", FrameworkRatio.from_json),
+            refused_ratios=listed("refused_ratios", RefusedRatio.from_json),
+            parity=listed("parity", ParityEntry.from_json),
             task=get("task") or "train",
             devices=get("devices") or 1,
-            scaling=listed("scaling"),
+            scaling=listed("scaling", ScalingCurve.from_json),
             distributed=get("distributed"),
-            why=listed("why"),
+            why=listed("why", lambda d: WhyTable.from_dict(dict(d))),
             counters=get("counters"),
             watch=get("watch"),
             labels=get("labels"),

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from benchtui.core.model.analysis import framework_label, model_label
+from benchtui.core.model.cell import NetworkIdentity, ParityEntry
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.status import RunStatus
 from benchtui_runners import catalog
@@ -132,7 +133,7 @@ def _sides(model: str, cells: Sequence[tuple[str, dict[str, Any]]]) -> str:
     return ", ".join(parts)
 
 
-def model_parity(model: str, cells: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
+def model_parity(model: str, cells: Sequence[tuple[str, dict[str, Any]]]) -> ParityEntry | None:
     """The parity entry of one model from its frameworks' identities; None with fewer than two.
 
     ``cells``: (framework, ``identity``) in the plan's order, for the frameworks that reported.
@@ -170,29 +171,29 @@ def model_parity(model: str, cells: Sequence[tuple[str, dict[str, Any]]]) -> dic
             text += f"; {twin} ({model_label(twin)}) trains the same network on both sides"
     else:
         text = f"{model_label(model)}: the same network on every side: " + ", ".join(clauses)
-    return {
-        "model": model,
-        "kind": "tokens" if per == "sequence" else "image",
-        "per": per,
-        "frameworks": {fw: dict(ident) for fw, ident in cells},
-        "params_compared": key,
-        "params_diff": params_diff,
-        "flops_diff": flops_diff,
-        "tolerance": PARITY_TOLERANCE,
-        "flagged": flagged,
-        "twin": twin if flagged else "",
-        "text": text,
-    }
+    return ParityEntry(
+        model=model,
+        kind="tokens" if per == "sequence" else "image",
+        per=per,
+        frameworks={fw: NetworkIdentity.from_json(ident) for fw, ident in cells},
+        params_compared=key,
+        params_diff=params_diff,
+        flops_diff=flops_diff,
+        tolerance=PARITY_TOLERANCE,
+        flagged=flagged,
+        twin=twin if flagged else "",
+        text=text,
+    )
 
 
-def differences_text(entry: dict[str, Any]) -> str:
+def differences_text(entry: ParityEntry) -> str:
     """'FLOPs per image differ by 6.1%, trainable parameters by 0.1%': a flagged entry's differences, short."""
     parts = []
-    if entry.get("flops_diff") is not None:
-        parts.append(f"FLOPs per {entry['per']} differ by {entry['flops_diff']:.1%}")
-    if entry.get("params_diff") is not None:
-        what = "trainable parameters" if entry.get("params_compared") == "trainable_params" else "parameters"
-        parts.append(f"{what} {'by' if parts else 'differ by'} {entry['params_diff']:.1%}")
+    if entry.flops_diff is not None:
+        parts.append(f"FLOPs per {entry.per} differ by {entry.flops_diff:.1%}")
+    if entry.params_diff is not None:
+        what = "trainable parameters" if entry.params_compared == "trainable_params" else "parameters"
+        parts.append(f"{what} {'by' if parts else 'differ by'} {entry.params_diff:.1%}")
     return ", ".join(parts)
 
 
@@ -221,4 +222,8 @@ def parity_entries(counts: Iterable[Any]) -> list[dict[str, Any]]:
         if ident["params"] is None and ident["flops_per_sample"] is None:
             continue
         by_model.setdefault(str(count.model), []).append((str(count.framework), ident))
-    return [entry for model, cells in by_model.items() if (entry := model_parity(model, cells)) is not None]
+    return [
+        entry.to_json()
+        for model, cells in by_model.items()
+        if (entry := model_parity(model, cells)) is not None
+    ]

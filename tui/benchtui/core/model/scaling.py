@@ -8,9 +8,11 @@ Scaling efficiency at N devices is throughput at N over N times throughput at on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from benchtui.core.model import analysis
+from benchtui.core.model.cell import Interval, ScalingCurve, ScalingPoint
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import mean, ratio_ci
 from benchtui.core.plan.plan import Plan
@@ -64,7 +66,7 @@ def device_fields(plan: Plan, runs: Sequence[RunState], batch_size: int) -> dict
     return fields
 
 
-def curve(plan: Plan, framework: str, model: str, levels: dict[int, list[RunState]]) -> dict[str, Any]:
+def curve(plan: Plan, framework: str, model: str, levels: dict[int, list[RunState]]) -> ScalingCurve:
     """Throughput at each device count and the efficiency against one device, with 95% intervals."""
     from benchtui.core.model.status import RunStatus
 
@@ -74,43 +76,43 @@ def curve(plan: Plan, framework: str, model: str, levels: dict[int, list[RunStat
     points = []
     for n, runs in sorted(ok.items()):
         per_device = plan.batch_size(model, framework, n)
-        point: dict[str, Any] = {
-            "devices": n,
-            "per_device_batch": per_device,
-            "global_batch": per_device * n,
-            "runs": len(runs),
-            "images_per_s": analysis.throughput(runs),
-            "images_per_s_ci": analysis.figure_ci(runs, "images_per_s"),
-            "speedup": None,
-            "speedup_ci": None,
-            "efficiency": None,
-            "efficiency_ci": None,
-        }
+        ci = analysis.figure_ci(runs, "images_per_s")
+        point = ScalingPoint(
+            devices=n,
+            per_device_batch=per_device,
+            global_batch=per_device * n,
+            runs=len(runs),
+            images_per_s=analysis.throughput(runs),
+            images_per_s_ci=Interval(ci[0], ci[1]) if ci else None,
+        )
         groups, _ = analysis.figure_groups(runs, "images_per_s")
         # Seconds per sample at 1 device over those at n: the speedup, and its interval.
         ratio = ratio_ci(groups, base_groups) if groups and base_groups else None
         if ratio is not None:
-            point["speedup"] = ratio.value
-            point["efficiency"] = ratio.value / n
-            if ratio.low is not None and ratio.high is not None:
-                point["speedup_ci"] = [ratio.low, ratio.high]
-                point["efficiency_ci"] = [ratio.low / n, ratio.high / n]
-            point["single_run"] = ratio.single_run
+            low, high = ratio.low, ratio.high
+            point = replace(
+                point,
+                speedup=ratio.value,
+                efficiency=ratio.value / n,
+                speedup_ci=Interval(low, high) if low is not None and high is not None else None,
+                efficiency_ci=Interval(low / n, high / n) if low is not None and high is not None else None,
+                single_run=ratio.single_run,
+            )
         points.append(point)
-    return {"framework": framework, "model": model, "points": points, "text": curve_text(points)}
+    return ScalingCurve(framework, model, tuple(points), curve_text(points))
 
 
-def curve_text(points: list[dict[str, Any]]) -> str:
+def curve_text(points: Sequence[ScalingPoint]) -> str:
     """The curve in words: '2 devices: 1.84× the throughput of one, 92% efficient (95% CI 88–95%)'."""
     parts = []
     for point in points:
-        if point["devices"] == 1 or point["efficiency"] is None:
+        if point.devices == 1 or point.efficiency is None or point.speedup is None:
             continue
-        text = f"{point['devices']} devices: {point['speedup']:.2f}× one device's throughput, {point['efficiency']:.0%} efficient"
-        if point["efficiency_ci"]:
-            low, high = point["efficiency_ci"]
+        text = f"{point.devices} devices: {point.speedup:.2f}× one device's throughput, {point.efficiency:.0%} efficient"
+        if point.efficiency_ci:
+            low, high = point.efficiency_ci
             text += f" (95% CI {low:.0%}–{high:.0%})"
-        if point.get("single_run"):
+        if point.single_run:
             text += ", one run per count"
         parts.append(text)
     return "; ".join(parts)

@@ -18,6 +18,11 @@ from benchtui.core.model.cell import (
     NO_TIMINGS,
     NO_TIMINGS_FAILED,
     CellSummary,
+    FrameworkRatio,
+    ParityEntry,
+    PerFlop,
+    RefusedRatio,
+    ScalingCurve,
     SessionSummary,
 )
 from benchtui.core.model.runs import GPU_COUNTERS, RunState
@@ -566,10 +571,10 @@ class SessionModel:
         )
         row["timing"] = timing.split(":")[0] or None
         entry = self.parity(model)
-        if entry is not None and entry["flagged"] and row["framework"] in entry["frameworks"]:
-            row["warnings"].append(caution(CautionKind.ARCHITECTURE, entry["text"]))
+        if entry is not None and entry.flagged and row["framework"] in entry.frameworks:
+            row["warnings"].append(caution(CautionKind.ARCHITECTURE, entry.text))
 
-    def parity(self, model: str) -> dict[str, Any] | None:
+    def parity(self, model: str) -> ParityEntry | None:
         """Whether the plan's frameworks build the same ``model``: ``parity.model_parity`` over their runs."""
         cells = []
         for fw in self.plan.frameworks:
@@ -589,7 +594,7 @@ class SessionModel:
         cells = [(fw, self.cell_runs(fw, model)) for fw in self.plan.frameworks]
         return why.why_for_cell(model, cells, self.counters, expected=self.profiling)
 
-    def scaling(self) -> list[dict[str, Any]]:
+    def scaling(self) -> list[ScalingCurve]:
         """A scaling session's curve per (model, framework): ``scaling.curve`` (empty otherwise)."""
         if not self.plan.scaling:
             return []
@@ -622,12 +627,12 @@ class SessionModel:
         different devices) carries the refusal among its warnings, so no view can miss it."""
         return self._rows(framework_ratios(self)[1])
 
-    def _rows(self, refused: list[dict[str, Any]]) -> list[CellSummary]:
+    def _rows(self, refused: list[RefusedRatio]) -> list[CellSummary]:
         rows = [self.row(fw, m) for fw, m in self.cells()]
         for refusal in refused:
             rows = [
-                replace(row, warnings=(*row.warnings, caution(CautionKind.MIXED_DEVICES, refusal["text"])))
-                if row.model == refusal["model"] and row.framework in (refusal["base"], refusal["framework"])
+                replace(row, warnings=(*row.warnings, caution(CautionKind.MIXED_DEVICES, refusal.text)))
+                if row.model == refusal.model and row.framework in (refusal.base, refusal.framework)
                 else row
                 for row in rows
             ]
@@ -675,7 +680,7 @@ class SessionModel:
             scaling=tuple(self.scaling()),
             distributed=self.distributed(),
             # --profile: per model, each framework's step time by category and why one is slower (additive).
-            why=tuple(table.to_dict() for m in self.plan.models if (table := self.why_table(m)) is not None),
+            why=tuple(table for m in self.plan.models if (table := self.why_table(m)) is not None),
             counters=self.counters,
             # benchtui watch: the command watched and its folder (additive; absent for a plan's session).
             watch=dict(self.plan.watch) if self.plan.watch else None,
@@ -798,7 +803,7 @@ def to_first_batch(runs: list[RunState]) -> list[float | None] | None:
     return out
 
 
-def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def framework_ratios(model: SessionModel) -> tuple[list[FrameworkRatio], list[RefusedRatio]]:
     """For each model, every framework against the plan's first framework that has results.
 
     The one verdict of benchtui (``model_verdicts``), for every model of the plan: each entry
@@ -807,8 +812,8 @@ def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[di
     of device (a GPU against a CPU) get no ratio: they are returned apart, each with the
     sentence every view shows instead.
     """
-    out: list[dict[str, Any]] = []
-    refused: list[dict[str, Any]] = []
+    out: list[FrameworkRatio] = []
+    refused: list[RefusedRatio] = []
     for m in model.plan.models:
         ratios, refusals = model_verdicts(model, m)
         out += ratios
@@ -816,7 +821,7 @@ def framework_ratios(model: SessionModel) -> tuple[list[dict[str, Any]], list[di
     return out, refused
 
 
-def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[FrameworkRatio], list[RefusedRatio]]:
     """The verdicts of one model: every framework against the plan's first that has results.
 
     Over the runs that succeeded; the ratio is of time per image, so it is the inverse ratio
@@ -827,8 +832,8 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
     the frameworks do not build the same network (``SessionModel.parity``) it says that the
     raw ratio compares different networks.
     """
-    out: list[dict[str, Any]] = []
-    refused: list[dict[str, Any]] = []
+    out: list[FrameworkRatio] = []
+    refused: list[RefusedRatio] = []
     ok = RunStatus.OK
     cells = [
         (fw, [r for r in model.cell_runs(fw, model_id) if r.status is ok]) for fw in model.plan.frameworks
@@ -844,23 +849,23 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
             kinds_a = "/".join(sorted(analysis.device_kinds(base_runs)))
             kinds_b = "/".join(sorted(analysis.device_kinds(cell)))
             refused.append(
-                {
-                    "model": model_id,
-                    "base": base_fw,
-                    "framework": fw,
-                    "devices": {
-                        base_fw: sorted(analysis.device_kinds(base_runs)),
-                        fw: sorted(analysis.device_kinds(cell)),
+                RefusedRatio(
+                    model=model_id,
+                    base=base_fw,
+                    framework=fw,
+                    devices={
+                        base_fw: tuple(sorted(analysis.device_kinds(base_runs))),
+                        fw: tuple(sorted(analysis.device_kinds(cell))),
                     },
-                    "text": f"no ratio between {label(base_fw)} and {label(fw)}: they ran on different "
+                    text=f"no ratio between {label(base_fw)} and {label(fw)}: they ran on different "
                     f"devices ({label(base_fw)} {kinds_a}, {label(fw)} {kinds_b})",
-                }
+                )
             )
             continue
-        result = analysis.compare_cells(base_runs, cell)
-        if result is None:
+        compared = analysis.compare_cells(base_runs, cell)
+        if compared is None:
             continue
-        ratio: Ratio = result.pop("_ratio")
+        basis, ratio = compared
         winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
         per_flop = per_flop_verdict(ratio, base_fw, base_runs, fw, cell)
         # The machine, not the frameworks, may have decided it: no winner then.
@@ -880,27 +885,39 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[dict[str, A
             )
             text = f"unreliable: {reason}; measured, not a verdict: {measured}"
             if per_flop is not None:
-                per_flop["faster_framework"] = None
-        flagged = bool(same_network and same_network["flagged"])
+                per_flop = replace(per_flop, faster_framework=None)
+        flagged = bool(same_network and same_network.flagged)
         if flagged and same_network is not None:
             # The raw ratio is of time per sample: here it compares two different networks.
             text += f"; the raw ratio compares different networks ({parity.differences_text(same_network)})"
             if per_flop is not None and reason is None:
-                text += f"; {per_flop['text']}"
+                text += f"; {per_flop.text}"
         # The same network on both sides: per FLOP says what the raw ratio says (it stays in the data).
         out.append(
-            {
-                "model": model_id,
-                "base": base_fw,
-                "framework": fw,
-                **result,
-                "faster_framework": None if reason is not None or ratio.about_same else winner,
-                "about_same": ratio.about_same,
-                "unreliable": reason,
-                "per_flop": per_flop,
-                "parity_flagged": flagged,
-                "text": text,
-            }
+            FrameworkRatio(
+                model=model_id,
+                base=base_fw,
+                framework=fw,
+                basis=basis,
+                basis_label=analysis.BASIS_LABELS[basis],
+                ratio=ratio.value,
+                ci_low=ratio.low,
+                ci_high=ratio.high,
+                level=ratio.level,
+                significant=ratio.significant,
+                conclusive=ratio.conclusive,
+                single_run=ratio.single_run,
+                faster=ratio.faster,
+                about_same=ratio.about_same,
+                factor=ratio.factor,
+                percent=ratio.percent,
+                phrase=ratio.phrase(),
+                faster_framework=None if reason is not None or ratio.about_same else winner,
+                unreliable=reason,
+                per_flop=per_flop,
+                parity_flagged=flagged,
+                text=text,
+            )
         )
     return out, refused
 
@@ -937,7 +954,7 @@ def _flops_per_sample(runs: list[RunState]) -> float | None:
 
 def per_flop_verdict(
     ratio: Ratio, base_fw: str, base_runs: list[RunState], fw: str, runs: list[RunState]
-) -> dict[str, Any] | None:
+) -> PerFlop | None:
     """The verdict per FLOP: the ratio of achieved FLOP/s, when both sides counted their FLOPs.
 
     Time per FLOP of ``fw`` over ``base_fw`` is the time ratio per sample times FLOPs per sample
@@ -961,14 +978,14 @@ def per_flop_verdict(
         text = f"per FLOP: about the same ({scaled.same_words()})"
     else:
         text = f"per FLOP: {label(winner)} {scaled.factor:.2f}× faster"
-    return {
-        "ratio": scaled.value,
-        "ci_low": scaled.low,
-        "ci_high": scaled.high,
-        "factor": scaled.factor,
-        "significant": scaled.significant,
-        "faster_framework": None if scaled.about_same else winner,
-        "about_same": scaled.about_same,
-        "flops_per_sample": {base_fw: flops_base, fw: flops_other},
-        "text": text,
-    }
+    return PerFlop(
+        ratio=scaled.value,
+        ci_low=scaled.low,
+        ci_high=scaled.high,
+        factor=scaled.factor,
+        significant=scaled.significant,
+        faster_framework=None if scaled.about_same else winner,
+        about_same=scaled.about_same,
+        flops_per_sample={base_fw: flops_base, fw: flops_other},
+        text=text,
+    )

@@ -26,6 +26,7 @@ from benchtui.core.model.analysis import (
     threads_text,
     timing_groups,
 )
+from benchtui.core.model.cell import FrameworkRatio
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
 from benchtui.core.model.summary import OTHER_LOAD_WARN_CORES, contention_part
@@ -136,8 +137,8 @@ class Comparison:
     rows: list[CompareRow] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
     # Each session's own verdicts (framework against framework, per model): the summary's, as every view prints them.
-    verdicts_a: list[dict[str, Any]] = field(default_factory=list)
-    verdicts_b: list[dict[str, Any]] = field(default_factory=list)
+    verdicts_a: list[FrameworkRatio] = field(default_factory=list)
+    verdicts_b: list[FrameworkRatio] = field(default_factory=list)
 
     def failing(self, pct: float) -> list[CompareRow]:
         return [r for r in self.rows if r.slower_than(pct)]
@@ -183,8 +184,16 @@ class Comparison:
             "b": str(self.b.path),
             "rows": [r.to_dict() for r in self.rows],
             "differences": self.differences,
-            "verdicts": {"a": self.verdicts_a, "b": self.verdicts_b},
+            "verdicts": {
+                "a": [v.to_json() for v in self.verdicts_a],
+                "b": [v.to_json() for v in self.verdicts_b],
+            },
         }
+
+
+def _cleaned(ratios: tuple[FrameworkRatio, ...]) -> list[FrameworkRatio]:
+    """A session's verdicts with their text made safe to show (``fmt.clean``): their sentences come from files."""
+    return [FrameworkRatio.from_json(fmt.clean_tree(r.to_json())) for r in ratios]
 
 
 def _why_not(row: CompareRow) -> str:
@@ -367,8 +376,8 @@ def compare_sessions(
         la,
         lb,
         differences=_differences(la, lb),
-        verdicts_a=fmt.clean_tree(list(la.model.summary().get("ratios") or [])),
-        verdicts_b=fmt.clean_tree(list(lb.model.summary().get("ratios") or [])),
+        verdicts_a=_cleaned(la.model.session_summary().ratios),
+        verdicts_b=_cleaned(lb.model.session_summary().ratios),
     )
     for m, fw in cells:
         row = CompareRow(m, fw, _cell_status(la, fw, m), _cell_status(lb, fw, m))
@@ -393,7 +402,7 @@ def compare_sessions(
                     row.ratio, row.basis = ratio, basis
                     row.time_a, row.time_b = grouped_mean(ga), grouped_mean(gb)
             else:
-                row.ratio, row.basis = result["_ratio"], result["basis"]
+                row.basis, row.ratio = result
                 parts = [
                     p
                     for label, runs, loaded in (("A", runs_a, la), ("B", runs_b, lb))

@@ -144,8 +144,8 @@ def summary_columns() -> list[str]:
 
 def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
     """One flat record per (model, framework): every summary field, for pandas."""
-    ratios = {(r["model"], r["framework"]): r for r in summary.ratios}
-    parity = {p["model"]: p for p in summary.parity}
+    ratios = {(r.model, r.framework): r for r in summary.ratios}
+    parity = {p.model: p for p in summary.parity}
     for row in summary.rows:
         rec: dict[str, Any] = {k: row.figure(k) for k in SCALAR_COLUMNS if k in CELL_FIELDS}
         rec["model_label"] = model_label(row.model)
@@ -160,25 +160,24 @@ def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
         ratio = ratios.get((row.model, row.framework))
         if ratio:
             rec.update(
-                vs_framework=ratio["base"],
-                time_ratio=ratio["ratio"],
-                time_ratio_ci_low=ratio["ci_low"],
-                time_ratio_ci_high=ratio["ci_high"],
-                ratio_significant=ratio["significant"],
-                ratio_basis=ratio["basis"],
-                verdict=ratio["text"],
+                vs_framework=ratio.base,
+                time_ratio=ratio.ratio,
+                time_ratio_ci_low=ratio.ci_low,
+                time_ratio_ci_high=ratio.ci_high,
+                ratio_significant=ratio.significant,
+                ratio_basis=ratio.basis,
+                verdict=ratio.text,
             )
             # Sessions before the marks have neither key: a verdict as before.
-            reason = ratio.get("unreliable")
             mark = ratio_mark(ratio)
             rec.update(
-                faster_framework=None if mark else ratio.get("faster_framework"),
+                faster_framework=None if mark else ratio.faster_framework,
                 verdict_mark=mark,
-                unreliable_reason=reason or None,
+                unreliable_reason=ratio.unreliable or None,
             )
-            per_flop = ratio.get("per_flop") or {}
-            rec["per_flop_ratio"] = per_flop.get("ratio")
-            rec["per_flop_faster"] = per_flop.get("faster_framework")
+            per_flop = ratio.per_flop
+            rec["per_flop_ratio"] = per_flop.ratio if per_flop is not None else None
+            rec["per_flop_faster"] = per_flop.faster_framework if per_flop is not None else None
         for key in EFFICIENCY_COLUMNS:
             rec[key] = row.figure(key) if key in CELL_FIELDS else None
         rec["achieved_tflops_ci_low"], rec["achieved_tflops_ci_high"] = row.ci_of("achieved_tflops") or (
@@ -189,12 +188,12 @@ def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
             rec[key] = row.figure(key) if key in CELL_FIELDS else None
         rec["tokens_per_s_ci_low"], rec["tokens_per_s_ci_high"] = row.ci_of("tokens_per_s") or (None, None)
         same = parity.get(row.model)
-        if same is not None and row.framework in (same.get("frameworks") or {}):
+        if same is not None and row.framework in same.frameworks:
             rec.update(
-                parity_flagged=same["flagged"],
-                parity_params_diff=same.get("params_diff"),
-                parity_flops_diff=same.get("flops_diff"),
-                parity_text=same["text"],
+                parity_flagged=same.flagged,
+                parity_params_diff=same.params_diff,
+                parity_flops_diff=same.flops_diff,
+                parity_text=same.text,
             )
         # Sessions before data parallel ran on one device, their batch the global one.
         rec["devices"] = row.devices

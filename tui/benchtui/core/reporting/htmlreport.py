@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
-from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.model.cell import CellSummary, Interval, SessionSummary
 from benchtui.core.model.parity import marked
 from benchtui.core.model.why import CATEGORY_LABELS, ms
 from benchtui.core.reporting.folder import holds_file
@@ -135,29 +135,28 @@ def _scaling_plots(report: Report, model: str) -> str:
     """Efficiency and throughput against the device count, a line per framework in its colour (CIs as
     whiskers), with linear scaling dashed: 100% efficient, and each framework's one-device rate × N."""
     frameworks = list(report.source.frameworks)
-    curves = [c for c in report.summary.scaling if c.get("model") == model and c.get("points")]
+    curves = [c for c in report.summary.scaling if c.model == model and c.points]
     efficiency: list[Curve] = []
     rate: list[Curve] = []
-    counts = sorted({p["devices"] for c in curves for p in c["points"]})
+    counts = sorted({p.devices for c in curves for p in c.points})
     words = report.wording.plural
     for curve in curves:
-        fw = str(curve["framework"])
+        fw = curve.framework
         color = color_for(fw, frameworks.index(fw) if fw in frameworks else len(frameworks))
         label = framework_label(fw)
-        points = sorted(curve["points"], key=lambda p: p["devices"])
-        xs = [p["devices"] for p in points]
+        points = sorted(curve.points, key=lambda p: p.devices)
+        xs = [p.devices for p in points]
 
-        def ci(p: dict[str, Any], name: str, i: int, scale: float = 1.0) -> float | None:
-            interval = p.get(f"{name}_ci")
-            return interval[i] * scale if interval and interval[i] is not None else None
+        def ci(interval: Interval | None, i: int, scale: float = 1.0) -> float | None:
+            return interval[i] * scale if interval is not None else None
 
         efficiency.append(
             Curve(
                 label,
                 xs,
-                [None if p.get("efficiency") is None else p["efficiency"] * 100 for p in points],
-                [None if p["devices"] == 1 else ci(p, "efficiency", 0, 100) for p in points],
-                [None if p["devices"] == 1 else ci(p, "efficiency", 1, 100) for p in points],
+                [None if p.efficiency is None else p.efficiency * 100 for p in points],
+                [None if p.devices == 1 else ci(p.efficiency_ci, 0, 100) for p in points],
+                [None if p.devices == 1 else ci(p.efficiency_ci, 1, 100) for p in points],
                 color,
             )
         )
@@ -165,13 +164,13 @@ def _scaling_plots(report: Report, model: str) -> str:
             Curve(
                 label,
                 xs,
-                [p.get("images_per_s") for p in points],
-                [ci(p, "images_per_s", 0) for p in points],
-                [ci(p, "images_per_s", 1) for p in points],
+                [p.images_per_s for p in points],
+                [ci(p.images_per_s_ci, 0) for p in points],
+                [ci(p.images_per_s_ci, 1) for p in points],
                 color,
             )
         )
-        base = next((p.get("images_per_s") for p in points if p["devices"] == 1), None)
+        base = next((p.images_per_s for p in points if p.devices == 1), None)
         if base is not None:
             rate.append(
                 Curve("linear from 1 device", counts, [base * n for n in counts], color=color, dashed=True)

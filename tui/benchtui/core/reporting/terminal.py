@@ -568,7 +568,9 @@ def comparison_table(cmp: Comparison) -> Table:
         else:
             verdict, ratio_text = Text(fmt.clean(row.note), style="yellow"), "–"
         # Not the same network on both sides in either session: the mark every other table carries.
-        flagged = any((side.model.parity(row.model) or {}).get("flagged") for side in (cmp.a, cmp.b))
+        flagged = any(
+            (same := side.model.parity(row.model)) is not None and same.flagged for side in (cmp.a, cmp.b)
+        )
         table.add_row(
             _plain(marked(model_label(row.model), bool(flagged))),
             _plain(framework_label(row.framework)),
@@ -599,12 +601,12 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
         for r in verdicts:  # each session's own verdict, as show and every export print it
             mark = report_model.ratio_mark(r)  # unreliable: no winner, the machine may have decided it
             style = {"unreliable": "yellow", "about_same": "dim"}.get(mark) or (
-                "dim" if r.get("significant") is False else "bold"
+                "dim" if r.significant is False else "bold"
             )
             console.print(
                 Text.assemble(
-                    fmt.clean(f"{side} {loaded.path.name} · {model_label(r['model'])}: "),
-                    (fmt.clean(r["text"]), style),
+                    fmt.clean(f"{side} {loaded.path.name} · {model_label(r.model)}: "),
+                    (fmt.clean(r.text), style),
                 ),
                 highlight=False,
             )

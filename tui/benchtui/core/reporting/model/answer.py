@@ -7,7 +7,7 @@ from typing import Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
-from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.model.cell import CellSummary, FrameworkRatio, SessionSummary
 from benchtui.core.model.parity import marked
 from benchtui.core.model.status import CautionKind
 from benchtui.core.reporting.model.columns import flagged_models, wording
@@ -17,13 +17,13 @@ from benchtui.core.reporting.model.types import Answer, Notice, Problem, Verdict
 from benchtui.core.store.session import LoadedSession
 
 
-def ratio_mark(ratio: dict[str, Any]) -> str:
+def ratio_mark(ratio: FrameworkRatio) -> str:
     """A summary's verdict (a ``ratios`` entry) by its mark: "unreliable" (other processes kept the machine
     busy: a warning, no winner), "about_same" (no winner), or "" (a verdict as before issue 30, whose
     summaries lack both keys). What csv writes, and what a view styles by (the app's answer lines)."""
-    if ratio.get("unreliable"):
+    if ratio.unreliable:
         return "unreliable"
-    return "about_same" if ratio.get("about_same") is True else ""
+    return "about_same" if ratio.about_same else ""
 
 
 def notices(loaded: LoadedSession, summary: SessionSummary) -> list[Notice]:
@@ -137,40 +137,36 @@ def answer(given: SessionSummary | Mapping[str, Any]) -> Answer:
     rows = summary.rows
     words = wording(rows)
     flagged = flagged_models(summary)
-    ratios = [r for r in summary.ratios or [] if isinstance(r, dict)]
-    refused = [r for r in summary.refused_ratios or [] if isinstance(r, dict)]
+    ratios, refused = summary.ratios, summary.refused_ratios
     out: list[Verdict] = []
     for model in dict.fromkeys(str(r.model) for r in rows):
         label = fmt.clean(marked(model_label(model), model in flagged))
-        mine = [r for r in ratios if r["model"] == model]
+        mine = [r for r in ratios if r.model == model]
         for r in mine:
-            low, high = r.get("ci_low"), r.get("ci_high")
+            low, high = r.ci_low, r.ci_high
             # Sessions before the marks have neither key: a ratio as it always was.
-            reason = r.get("unreliable")
-            reason = fmt.clean(reason) if isinstance(reason, str) and reason else ""
-            about_same = r.get("about_same") is True and not reason
-            faster = r.get("faster_framework")
+            reason = fmt.clean(r.unreliable) if r.unreliable else ""
+            about_same = r.about_same and not reason
+            faster = r.faster_framework
             out.append(
                 Verdict(
                     model=fmt.clean(model),
                     label=label,
-                    text=fmt.clean(r.get("text", "")),
+                    text=fmt.clean(r.text),
                     kind="unreliable" if reason else "ratio",
-                    basis=fmt.clean(r.get("basis_label", "")),
-                    significant=r.get("significant"),
-                    base=fmt.clean(r.get("base", "")),
-                    framework=fmt.clean(r["framework"]),
-                    ratio=r.get("ratio") if isinstance(r.get("ratio"), (int, float)) else None,
-                    ci=(low, high)
-                    if isinstance(low, (int, float)) and isinstance(high, (int, float))
-                    else None,
-                    faster="" if reason or about_same or not isinstance(faster, str) else fmt.clean(faster),
+                    basis=fmt.clean(r.basis_label),
+                    significant=r.significant,
+                    base=fmt.clean(r.base),
+                    framework=fmt.clean(r.framework),
+                    ratio=r.ratio,
+                    ci=(low, high) if low is not None and high is not None else None,
+                    faster="" if reason or about_same or not faster else fmt.clean(faster),
                     about_same=about_same,
                     unreliable=reason,
                 )
             )
-        no_ratio = [r for r in refused if r["model"] == model]
-        out += [Verdict(fmt.clean(model), label, fmt.clean(r.get("text", "")), "refused") for r in no_ratio]
+        no_ratio = [r for r in refused if r.model == model]
+        out += [Verdict(fmt.clean(model), label, fmt.clean(r.text), "refused") for r in no_ratio]
         if not mine and not no_ratio:
             cells = [r for r in rows if r.model == model]
             text = _verdict_none(cells, words)

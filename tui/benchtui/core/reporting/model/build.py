@@ -6,7 +6,7 @@ from typing import Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import epochs_of
-from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.model.cell import CellSummary, FrameworkRatio, SessionSummary
 from benchtui.core.reporting.folder import log_text
 from benchtui.core.reporting.model.answer import answer, notices, problems
 from benchtui.core.reporting.model.columns import wording
@@ -66,7 +66,7 @@ def build_report(loaded: LoadedSession, given: SessionSummary | dict[str, Any] |
         efficiency=None if efficiency is None else clean_table(efficiency),
         efficiency_methods=_clean_pairs(efficiency_methods(summary)),
         peak_sources=sorted({fmt.clean(r.peak_source) for r in summary.rows if r.peak_source}),
-        ratios=fmt.clean_tree(list(summary.ratios or [])),
+        ratios=[FrameworkRatio.from_json(fmt.clean_tree(r.to_json())) for r in summary.ratios],
         problems=[
             Problem(fmt.clean(p.model), fmt.clean(p.framework), fmt.clean(p.status), fmt.clean(p.reason))
             for p in problems(summary)

@@ -80,7 +80,7 @@ def study_columns(words: Wording) -> tuple[Column, ...]:
 
 def flagged_models(summary: SessionSummary) -> set[str]:
     """The models whose frameworks do not build the same network (the summary's parity)."""
-    return {str(p["model"]) for p in summary.parity or [] if p.get("flagged")}
+    return {p.model for p in summary.parity if p.flagged}
 
 
 def row_flagged(row: CellSummary) -> bool:

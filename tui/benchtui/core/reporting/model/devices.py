@@ -33,19 +33,18 @@ def scaling_views(summary: SessionSummary) -> list[Scaling]:
 
     The global batch is one column when every framework has the same at every count, else one per framework.
     """
-    curves = [c for c in summary.scaling or [] if isinstance(c, dict) and c.get("points")]
+    curves = [c for c in summary.scaling if c.points]
     if not curves:
         return []
     words = wording(summary.rows)
     flagged = flagged_models(summary)
     out = []
-    for model in dict.fromkeys(str(c["model"]) for c in curves):
-        mine = [c for c in curves if c["model"] == model]
-        points = {str(c["framework"]): {p["devices"]: p for p in c["points"]} for c in mine}
+    for model in dict.fromkeys(c.model for c in curves):
+        mine = [c for c in curves if c.model == model]
+        points = {c.framework: {p.devices: p for p in c.points} for c in mine}
         counts = sorted({n for by_count in points.values() for n in by_count})
         batches = {
-            n: {by_count[n].get("global_batch") for by_count in points.values() if n in by_count}
-            for n in counts
+            n: {by_count[n].global_batch for by_count in points.values() if n in by_count} for n in counts
         }
         shared = all(len(b) == 1 for b in batches.values())
         header = ["Devices"] + (["Global batch"] if shared else [])
@@ -65,32 +64,27 @@ def scaling_views(summary: SessionSummary) -> list[Scaling]:
                 if point is None:
                     row += ([] if shared else ["–"]) + ["–"] * 3
                     continue
-                row += [] if shared else [str(point.get("global_batch", "–"))]
-                row.append(interval_text(point.get("images_per_s"), point.get("images_per_s_ci"), fmt.rate))
+                row += [] if shared else [str(point.global_batch)]
+                row.append(interval_text(point.images_per_s, point.images_per_s_ci, fmt.rate))
                 if n == 1:  # the reference: its ratio to itself is 1 by definition, not a measurement
-                    reference = point.get("speedup") is not None
+                    reference = point.speedup is not None
                     row += ["1.00×", "100%"] if reference else ["–", "–"]
                     continue
-                row.append(interval_text(point.get("speedup"), point.get("speedup_ci"), times))
-                row.append(interval_text(point.get("efficiency"), point.get("efficiency_ci"), fmt.percent))
+                row.append(interval_text(point.speedup, point.speedup_ci, times))
+                row.append(interval_text(point.efficiency, point.efficiency_ci, fmt.percent))
             rows.append(row)
         lines = []
         for curve in mine:
-            label = framework_label(str(curve["framework"]))
-            text = (
-                str(curve.get("text") or "")
-                or "no speedup measured (no successful run at one device, or at more)"
-            )
+            label = framework_label(curve.framework)
+            text = curve.text or "no speedup measured (no successful run at one device, or at more)"
             lines.append(f"{label}: {text}")
             poor = [
                 p
-                for p in curve["points"]
-                if p["devices"] > 1
-                and isinstance(p.get("efficiency"), (int, float))
-                and p["efficiency"] < POOR_EFFICIENCY
+                for p in curve.points
+                if p.devices > 1 and p.efficiency is not None and p.efficiency < POOR_EFFICIENCY
             ]
             if poor:
-                at = ", ".join(f"{p['devices']} devices ({fmt.percent(p['efficiency'])})" for p in poor)
+                at = ", ".join(f"{p.devices} devices ({fmt.percent(p.efficiency)})" for p in poor)
                 lines.append(
                     f"{label}: below {POOR_EFFICIENCY:.0%} efficient at {at}: look for a straggler (the per-device "
                     "table), an input pipeline that cannot feed every device, or communication that does not overlap."

@@ -129,7 +129,7 @@ def parity_table(summary: SessionSummary) -> tuple[Table | None, list[str]]:
     Returns the table (None when no model has two frameworks that reported) and one sentence per
     model, flagged models first: the sentence every view prints with the numbers.
     """
-    entries = list(summary.parity or [])
+    entries = list(summary.parity)
     if not entries:
         return None, []
     words = wording(summary.rows)
@@ -145,28 +145,26 @@ def parity_table(summary: SessionSummary) -> tuple[Table | None, list[str]]:
     rows = []
     for entry in entries:
         parts = []
-        if entry.get("params_diff") is not None:
-            what = "trainable" if entry.get("params_compared") == "trainable_params" else "parameters"
-            parts.append(f"{what} {entry['params_diff']:.1%}")
-        if entry.get("flops_diff") is not None:
-            parts.append(f"FLOPs {entry['flops_diff']:.1%}")
+        if entry.params_diff is not None:
+            what = "trainable" if entry.params_compared == "trainable_params" else "parameters"
+            parts.append(f"{what} {entry.params_diff:.1%}")
+        if entry.flops_diff is not None:
+            parts.append(f"FLOPs {entry.flops_diff:.1%}")
         differs = ", ".join(parts) or "–"
-        label = marked(model_label(entry["model"]), bool(entry.get("flagged")))
-        for fw, ident in (entry.get("frameworks") or {}).items():
+        label = marked(model_label(entry.model), entry.flagged)
+        for fw, ident in entry.frameworks.items():
             rows.append(
                 [
                     label,
                     framework_label(fw),
-                    str(ident.get("source") or "–"),
-                    count_text(ident.get("params")),
-                    count_text(ident.get("trainable_params")),
-                    fmt.flops(ident.get("flops_per_sample")),
+                    ident.source or "–",
+                    count_text(ident.params),
+                    count_text(ident.trainable_params),
+                    fmt.flops(ident.flops_per_sample),
                     differs,
                 ]
             )
-    notes = [e["text"] for e in entries if e.get("flagged")] + [
-        e["text"] for e in entries if not e.get("flagged")
-    ]
+    notes = [e.text for e in entries if e.flagged] + [e.text for e in entries if not e.flagged]
     return Table(PARITY_TITLE, header, rows, ["l", "l", "l", "r", "r", "r", "l"], PARITY_NOTE), notes
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from benchtui.core import fmt
 from benchtui.core.fmt import plural
-from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.model.cell import CellSummary, FrameworkRatio, SessionSummary
 from benchtui.core.model.status import RunStatus
 from benchtui.core.model.why import WhyTable
 from benchtui.core.reporting.model.notes import CI_NOTE
@@ -230,7 +230,8 @@ class Report:
     efficiency: Table | None
     efficiency_methods: list[tuple[str, str]]
     peak_sources: list[str]
-    ratios: list[dict[str, Any]]
+    #: The summary's verdicts (``ratios``), cleaned.
+    ratios: list[FrameworkRatio]
     problems: list[Problem]
     #: The summary's rows, cleaned: one per (model, framework), every figure with its CI and spread.
     rows: list[CellSummary] = field(default_factory=list)

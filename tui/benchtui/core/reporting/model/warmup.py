@@ -75,8 +75,7 @@ def stall_lines(
 
 def verdict_basis_text(summary: SessionSummary, words: Wording) -> str:
     """Which throughput the verdicts use, said under the warm-up table beside its steady figures."""
-    ratios = [r for r in summary.ratios or [] if isinstance(r, dict)]
-    bases = [b for b in dict.fromkeys(str(r.get("basis_label") or "") for r in ratios) if b]
+    bases = [b for b in dict.fromkeys(r.basis_label for r in summary.ratios) if b]
     steady = f"Steady {words.plural}/s: from the batch times after the warm-up."
     if not bases:
         return steady

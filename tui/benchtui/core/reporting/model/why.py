@@ -17,8 +17,8 @@ def why_views(summary: SessionSummary) -> list[Why]:
     the sentences, each framework's profile in words, the counters, its longest ops and traces; [] otherwise."""
     flagged = flagged_models(summary)
     out = []
-    for entry in summary.why or []:
-        data = WhyTable.from_dict(fmt.clean_tree(entry))  # its text cleaned: the charts show it too
+    for entry in summary.why:
+        data = WhyTable.from_dict(fmt.clean_tree(entry.to_dict()))  # its text cleaned: the charts show it too
         if not data.sides:
             continue
         name = marked(model_label(data.model), data.model in flagged)
