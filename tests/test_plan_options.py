@@ -194,7 +194,7 @@ def test_the_engine_searching_batches_leaves_the_plan_as_given(
     asyncio.run(engine._search_batches())
     assert plan.to_dict() == given  # the engine never changed it
     assert engine._config("torch", "resnet50", "r")[0].batch_size == 8
-    assert engine.model.plan.batch_size("resnet50") == 8  # the summary's rows say the chosen size
+    assert engine.model.row("torch", "resnet50").batch_size == 8  # the summary's rows say the chosen size
     engine.writer.finish("complete", {})
     recorded = SessionFolder.open(engine.writer.path).read_plan()
     assert recorded.batch_sizes["resnet50"] == 8

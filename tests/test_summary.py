@@ -261,3 +261,23 @@ def test_the_load_figure_is_recomputable_without_the_samples() -> None:
     assert rows[0].warnings == rows[1].warnings == rows[2].warnings
     reloaded = no_samples
     assert any("kept 0.9 cores busy" in w["message"] for w in reloaded.row("torch", "resnet50").warnings)
+
+
+def test_a_rows_batch_size_is_what_its_runs_used_else_the_search_s_choice_else_the_plan_s() -> None:
+    """``--batch-size auto`` leaves the plan as given: the row says the size the batch search chose before
+    any run, then what the runner echoed in its config; a session with neither says the plan's size."""
+    plan = _plan(batch_sizes={}, batch_auto=True)
+    ids = {(s.framework, s.index): s.run_id for s in run_order(plan)}
+    model = SessionModel(plan)
+    assert model.row("torch", "resnet50").batch_size == plan.batch_size("resnet50")  # nothing chosen yet
+    model.apply(
+        {"type": "batch_choice", "t": 0.0, "model": "resnet50", "chosen": {"torch": 12, "tensorflow": 6}}
+    )
+    assert [model.row(fw, "resnet50").batch_size for fw in ("torch", "tensorflow")] == [12, 6]
+    events = _run_events(ids["torch", 1], (2.0, 3.0), [4.0, 2.0, 2.0])
+    events[1] = {**events[1], "config": {"batch_size": 10}}  # the runner says what it ran
+    for event in events:
+        model.apply(event)
+    assert model.row("torch", "resnet50").batch_size == 10
+    assert model.summary()["rows"][0]["batch_size"] == 10
+    assert plan.batch_sizes == {}  # the plan as given

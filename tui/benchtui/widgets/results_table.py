@@ -117,10 +117,10 @@ def _median_tail(values: Any, n: int) -> float | None:
 
 
 def run_batch_size(run: RunState, model: SessionModel, model_id: str) -> int:
-    """The batch size the runner says it used (its hello), else the plan's."""
+    """The batch size the runner says it used (its hello), else the cell's (``SessionModel.batch_size``)."""
     config = run.hello.get("config")
     size = config.get("batch_size") if isinstance(config, dict) else None
-    return size if isinstance(size, int) and size > 0 else model.plan.batch_size(model_id, run.spec.framework)
+    return size if isinstance(size, int) and size > 0 else model.batch_size(run.spec.framework, model_id)
 
 
 def run_state_label(run: RunState, compact: bool = False) -> str:

@@ -98,6 +98,13 @@ def samples_per_epoch(run: RunState) -> int | None:
     return run.hello.get("samples_per_epoch") or next(iter(run.epoch_samples.values()), None)
 
 
+def config_batch(run: RunState) -> int | None:
+    """The per-device batch the runner echoed in its hello (its config), or None when it said none."""
+    config = run.hello.get("config")
+    size = config.get("batch_size") if isinstance(config, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
 def batch_size_of(run: RunState) -> int | None:
     """Samples per step over every device: the runner's config, else samples per epoch over steps per epoch."""
     config = run.hello.get("config")

@@ -338,6 +338,19 @@ class SessionModel:
             r for r in runs if r.finished and (r.status is RunStatus.OK or r.epoch_times or r.batch_seconds)
         ]
 
+    def batch_size(self, framework: str, model: str) -> int:
+        """A cell's per-device batch: what its successful runs' runners echoed (their config), else, before any
+        run, the size the batch search chose (``batch_choice``), else the plan's (a session before the runners
+        echoed it: its session.json's plan records the chosen sizes). The engine never writes into the plan."""
+        for run in self.cell_runs(framework, model):
+            if run.status is RunStatus.OK and (size := analysis.config_batch(run)) is not None:
+                return size
+        chosen = self.batch_choices.get(model, {}).get("chosen")
+        size = chosen.get(framework) if isinstance(chosen, dict) else None
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            return size
+        return self.plan.batch_size(model, framework)
+
     def row(self, framework: str, model: str) -> CellSummary:
         """The summary of one (framework, model): the contract of summary.json (``CellSummary.to_json``)."""
         runs = self.cell_runs(framework, model)
@@ -347,7 +360,7 @@ class SessionModel:
         row: dict[str, Any] = {
             "framework": framework,
             "model": model,
-            "batch_size": self.plan.batch_size(model, framework),
+            "batch_size": self.batch_size(framework, model),
             "runs": len(ok),
             "runs_planned": len(runs),
             "failed_runs": len(failed),

@@ -374,7 +374,6 @@ class Engine(Pausable):
             for fw, size in chosen.items():
                 key = model if self.plan.batch_policy == "min" else f"{fw}:{model}"
                 self.batch_choices[key] = size
-            self.model.plan = self.resolved.plan  # its rows' batch sizes are the chosen ones
             self._parent_event(
                 "batch_choice",
                 None,
