@@ -153,7 +153,7 @@ def test_every_view_opens_with_the_answer_then_the_warnings_then_the_tables(cpu:
 def test_a_headless_run_prints_the_answer_before_the_table(
     cpu: Report, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    terminal.print_result(cpu.summary, "benchtui · cpu")
+    terminal.print_result(cpu, "benchtui · cpu")
     out = capsys.readouterr().out
     text = cpu.answer.verdicts[0].text
     assert out.index("benchtui · cpu") < out.index(ANSWER_TITLE) < out.index(text) < out.index("Images/s")
@@ -401,3 +401,29 @@ def test_snapshot_the_results_table_of_a_cpu_session(
     snap_compare: Any, cpu: Report, size: tuple[int, int]
 ) -> None:
     assert snap_compare(_Results(cpu), terminal_size=size)
+
+
+def test_the_end_of_a_headless_run_is_the_report_show_prints(
+    cpu: Report, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A headless run ends with the report ``show`` prints (``build_report``), under the run's own title;
+    the engine hands over the session as ``show`` loads it: session.json and the plan it records."""
+    from benchtui.core.model.summary import SessionModel
+    from benchtui.core.plan.plan import Plan
+    from benchtui.core.running import headless
+    from benchtui.core.store.session import SessionWriter
+
+    terminal.print_result(cpu, "benchtui · cpu")
+    result = capsys.readouterr().out.splitlines()
+    terminal.print_report(cpu)
+    show = capsys.readouterr().out.splitlines()
+    assert result[0] == "benchtui · cpu" and result[1:] == show[1:]
+
+    plan = Plan(frameworks=["torch"], models=["resnet50"], batch_auto=True, batch_sizes={})
+    writer = SessionWriter.create(plan, tmp_path)
+    writer.update_meta(plan={**plan.to_dict(), "batch_sizes": {"resnet50": 24}})  # what the search chose
+    model = SessionModel(plan)
+    loaded = headless._finished(writer, model)
+    assert loaded.path == writer.path and loaded.model is model and loaded.meta == writer.meta
+    assert loaded.plan.batch_size("resnet50") == 24 and plan.batch_sizes == {}
+    writer.finish("complete", {})

@@ -166,7 +166,7 @@ def test_terminal_writer_cleans_a_raw_summary(
     summary = load_session(hostile).model.summary()
     summary["rows"][0]["model"] = "resnet50\x1b[2J[red]"
     summary["frameworks"]["torch"]["settings"]["compile"] = "eager\x1b]0;t\x07"
-    terminal.print_result(summary, "title \x1b]0;t\x07[/]")
+    terminal.print_result(build_report(load_session(hostile), summary), "title \x1b]0;t\x07[/]")
     out = capsys.readouterr().out
     _safe(out)
     assert "boom" in out and "[bold]x[/]" in out and "resnet50[red]" in out  # markup printed, not read

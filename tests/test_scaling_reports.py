@@ -527,7 +527,7 @@ def test_json_export_carries_the_curves_and_the_wiring(scaling_path: Path) -> No
 def test_a_headless_run_ends_with_the_scaling_table(
     scaling: Report, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    terminal.print_result(scaling.summary, "fixture")
+    terminal.print_result(scaling, "fixture")
     out = capsys.readouterr().out
     assert _terminal_rows(out, "4") == [expected_scaling_cells(scaling, 4)]
     assert "Per device: each rank's step time and its GPU" in out and "Data parallel: how each" in out

@@ -102,7 +102,7 @@ def test_one_verdict_in_every_view(session: Path, tmp_path: Path, capsys: pytest
     # show, and the end of a headless run.
     assert main(["show", str(session)]) == 0
     assert text in capsys.readouterr().out
-    terminal.print_result(summary, "headless")
+    terminal.print_result(build_report(loaded), "headless")
     out = capsys.readouterr().out
     # The answer opens the output (with the note on how to read it), the table follows.
     assert out.index("headless") < out.index("The verdict") < out.index(text) < out.index("Images/s")

@@ -329,7 +329,7 @@ def test_json_export_carries_the_why_and_the_counters(profiled: Report, cli: dic
 def test_a_headless_run_and_the_sessions_screen_say_why(
     profiled: Report, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    terminal.print_result(profiled.summary, "fixture")
+    terminal.print_result(profiled, "fixture")
     out = capsys.readouterr().out
     assert terminal_rows(out, "normalization") == [expected_breakdown(profiled)[0]]
     screen = io.StringIO()

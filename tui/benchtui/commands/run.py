@@ -275,13 +275,14 @@ def start(plan: Any, args: argparse.Namespace, signals: EarlySignals | None = No
 
 def _start_headless(plan: Any, args: argparse.Namespace, signals: EarlySignals) -> int:
     """The session made (whole or not at all), run, and its table printed; interrupted whenever a signal comes."""
+    from benchtui.core.reporting.model import build_report
     from benchtui.core.reporting.terminal import print_result
     from benchtui.core.running.headless import run_headless
-    from benchtui.core.store.session import SessionWriter
+    from benchtui.core.store.session import LoadedSession, SessionWriter
 
-    def on_summary(summary: dict[str, Any], title: str) -> None:
+    def on_summary(loaded: LoadedSession, title: str) -> None:
         signals.install()  # the engine's loop is gone, and its handlers with it
-        print_result(summary, title)
+        print_result(build_report(loaded), title)  # the report ``show`` prints
 
     writer: SessionWriter | None = None
     try:

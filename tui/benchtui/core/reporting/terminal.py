@@ -247,28 +247,21 @@ def print_summary(
         console.print(note, highlight=False)
 
 
-def print_result(given: SessionSummary | dict[str, Any], title: str) -> None:
-    """The end of a headless run on stdout: the answer (the verdict per model), the study's table, how
-    each framework ran, then what a data-parallel or profiled session adds.
+def print_result(report: Report, title: str) -> None:
+    """The end of a headless run on stdout, from the session's report (``build_report``, as ``show``): the
+    answer (the verdict per model), the study's table, how each framework ran, then what a data-parallel or
+    profiled session adds. ``show``'s report less its watch and warm-up lines, under the run's own title.
 
     ``title`` is plain text (a session folder's name), not markup.
     """
-    summary = SessionSummary.of(given)
     console = stdout_console()
     console.print(_markup(title), style="bold", highlight=False)
-    print_answer(report_model.answer(summary), console)
-    print_summary(summary.rows, FIGURES_TITLE, console=console)
-    print_how(summary, console)
-    per_device, per_device_notes = report_model.per_device_table(summary)
-    print_data_parallel(
-        report_model.scaling_views(summary),
-        per_device,
-        per_device_notes,
-        report_model.wiring_table(summary, list(summary.frameworks)),
-        console,
-    )
-    print_parity_table(report_model.parity_table(summary)[0], console)
-    print_why(report_model.why_views(summary), console)
+    print_answer(report.answer, console)
+    print_summary(report.rows, FIGURES_TITLE, console=console)
+    print_how(report.summary, console)
+    print_data_parallel(report.scaling, report.per_device, report.per_device_notes, report.wiring, console)
+    print_parity_table(report.parity, console)
+    print_why(report.why, console)
 
 
 def rich_table(table: report_model.Table) -> Table:

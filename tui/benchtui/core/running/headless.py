@@ -20,7 +20,7 @@ from benchtui.core.plan.estimate import long_cpu_warning
 from benchtui.core.plan.plan import Plan, PlanError, command_text
 from benchtui.core.plan.threads import threads_words
 from benchtui.core.running.session_run import exit_code, start_session, stop_on_signals
-from benchtui.core.store.session import SessionWriter
+from benchtui.core.store.session import LoadedSession, SessionError, SessionFolder, SessionWriter
 from benchtui_runners import catalog
 from benchtui_runners.config import usable_cores
 
@@ -76,6 +76,17 @@ def _probe_line(event: dict[str, Any]) -> str:
     )
 
 
+def _finished(writer: SessionWriter, model: SessionModel) -> LoadedSession:
+    """The session as ``show`` loads it (session.json, the plan it records: the chosen batch sizes, a watch's
+    command), with the engine's own model: no events read again."""
+    meta = dict(writer.meta)
+    try:
+        plan = SessionFolder(writer.path).read_plan(meta)
+    except SessionError:  # a plan this version wrote: kept for safety, the model's
+        plan = model.plan
+    return LoadedSession(writer.path, meta, plan, model)
+
+
 def _long_on_cpu(plan: Plan, gpus: list[dict[str, Any]], measured: dict[str, Any] | None) -> str:
     """The warning for a plan that will take very long on the CPU it resolves to ('' for a GPU, or a short
     one), estimated from the idle cores the engine measured (every usable core where it measured none)."""
@@ -88,15 +99,15 @@ def _long_on_cpu(plan: Plan, gpus: list[dict[str, Any]], measured: dict[str, Any
     return long_cpu_warning(plan, cores) if placement.kind == "cpu" else ""
 
 
-#: Shows the result at the end of a run: (the session's summary: rows and verdicts, title).
-SummaryCallback = Callable[[dict[str, Any], str], None]
+#: Shows the result at the end of a run: (the session as ``show`` would load it, its model the engine's; title).
+SummaryCallback = Callable[[LoadedSession, str], None]
 
 
 def run_headless(
     plan: Plan, writer: SessionWriter, use_nvml: bool = True, on_summary: SummaryCallback | None = None
 ) -> int:
-    """Run a plan with progress on stderr, then hand its summary (the study's table, the verdicts) to
-    ``on_summary``; return the exit code."""
+    """Run a plan with progress on stderr, then hand the session (its folder, session.json and plan as
+    recorded, the engine's model) to ``on_summary``, which shows its report; return the exit code."""
     err = Console(stderr=True)
     if not err.is_terminal:  # a log file: no wrapping at 80 columns
         err = Console(stderr=True, width=200)
@@ -212,7 +223,7 @@ def run_headless(
     refused: fmt.OutputError | None = None
     if on_summary is not None:
         try:
-            on_summary(engine.model.summary(), f"benchtui · {writer.path.name}")
+            on_summary(_finished(writer, engine.model), f"benchtui · {writer.path.name}")
         except fmt.OutputError as exc:  # stdout took no table: where the session is still goes to stderr
             refused = exc
     say(f"session {_shown(status)}: [cyan]{_shown(writer.path)}[/]")
