@@ -21,20 +21,25 @@ import pytest
 from tests.reporttext import html_table, md_section, written
 
 from benchtui.core import fmt
-from benchtui.core.model.cell import SessionSummary
+from benchtui.core.model.cell import FrameworkRatio, RefusedRatio, SessionSummary
 from benchtui.core.model.parity import parity_entries
 from benchtui.core.reporting import csvfile, htmlreport, markdown, plots, terminal
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
     STALL_HEADER,
     UNRELIABLE_NOTE,
+    Answer,
+    Mark,
     Report,
     build_report,
     per_device_table,
+    refusal_of,
+    verdict_of,
     warmup_table,
 )
 from benchtui.core.running.parity import Count
 from benchtui.core.store.session import LoadedSession, load_session
+from benchtui.widgets import comparison
 from sessionfactory import make_session
 
 REASON = "other processes kept 1.6 of 2 cores busy during PyTorch's runs"
@@ -380,3 +385,50 @@ def test_parity_through_a_pipe_is_one_table_row_per_count(monkeypatch: pytest.Mo
     assert "┃ Trainable params ┃" in text  # the header whole, on one line
     rows = [line for line in text.splitlines() if line.startswith("│")]
     assert len(rows) == len(COUNTS)
+
+
+def _ratio(**fields: Any) -> FrameworkRatio:
+    base = {"model": "resnet50", "base": "torch", "framework": "tensorflow", "basis_label": "epoch times"}
+    return FrameworkRatio.from_json({**base, **fields})
+
+
+#: A summary's verdicts of every kind a ratio has, and the mark each reads as.
+MARKED = [
+    (_ratio(text="PyTorch 1.30× faster", significant=True, faster_framework="torch"), Mark.WINNER),
+    (_ratio(text="PyTorch 1.30× faster, not significant", significant=False), Mark.NOT_SIGNIFICANT),
+    (_ratio(text="PyTorch 1.30× faster (no CI)", significant=None, faster_framework="torch"), Mark.NO_CI),
+    (_ratio(text="about the same", significant=False, about_same=True), Mark.ABOUT_SAME),
+    (_ratio(text="unreliable: busy; measured", significant=True, unreliable="busy"), Mark.UNRELIABLE),
+]
+
+
+def test_every_medium_styles_every_mark_in_one_table() -> None:
+    for table in (terminal.VERDICT_STYLES, terminal.COMPARED_VERDICT_STYLES, htmlreport.VERDICT_CLASSES):
+        assert set(table) == set(Mark)
+    assert set(comparison.APP_VERDICT_STYLES) == {m.value for m in Mark}
+
+
+def test_a_verdict_reads_by_its_one_mark_in_every_view() -> None:
+    """The report's answer, the end of a headless run, the live screen's answer and its comparison make a
+    verdict's line from ``verdict_of``: the same words, and each styles the same mark by its own table."""
+    for ratio, mark in MARKED:
+        verdict = verdict_of(ratio, "ResNet50")
+        assert verdict.mark is mark and verdict.text == ratio.text
+        app = comparison.APP_VERDICT_STYLES[mark]
+        assert comparison.verdict_style(ratio) == app
+        assert comparison.verdict_lines([ratio], [], "ResNet50") == [(ratio.text, app)]
+        (line,) = terminal.answer_lines(Answer([verdict]))
+        assert line.plain == f"ResNet50: {ratio.text} · from epoch times"
+        styles = {
+            s.style for s in line.spans if s.start >= len("ResNet50: ") and s.end < len(line.plain) - 17
+        }
+        want = terminal.VERDICT_STYLES[mark] or "bold"
+        assert styles == ({"bold yellow", want} if mark is Mark.UNRELIABLE else {want})
+        assert htmlreport.verdict_class(verdict) == htmlreport.VERDICT_CLASSES[mark]
+        assert markdown.verdict_md(verdict).startswith("**") == (mark in (Mark.WINNER, Mark.UNRELIABLE))
+        assert csvfile.ratio_mark(ratio) == {"unreliable": "unreliable", "about_same": "about_same"}.get(
+            mark.value, ""
+        )
+    refused = RefusedRatio("resnet50", "torch", "tensorflow", {}, "no ratio between PyTorch and tf.keras")
+    assert refusal_of(refused).mark is Mark.REFUSED
+    assert comparison.verdict_lines([], [refused]) == [(refused.text, "bold red")]

@@ -33,7 +33,7 @@ from benchtui.core.model.parity import differences_text, marked
 from benchtui.core.model.status import CautionKind, RunStatus, status_style
 from benchtui.core.model.summary import model_verdicts
 from benchtui.core.reporting import registry
-from benchtui.widgets.comparison import BatchComparison, focus_model, verdict_style
+from benchtui.widgets.comparison import BatchComparison, focus_model, verdict_lines
 from benchtui.widgets.log_pane import RunLog
 from benchtui.widgets.results_table import LIVE, CellCache, ResultsTable, cell_values, rate_text, row_key
 from benchtui.widgets.telemetry import MAX_STRIPS, GpuStrips, TelemetryPanel
@@ -519,12 +519,13 @@ class LiveScreen(Screen):
             verdicts, refused = model_verdicts(self.model, m)
             entry = self.model.parity(m)
             label = marked(model_label(m), bool(entry and entry.flagged))
-            for verdict in verdicts:
-                line = Text(clean(f"{label}: "), style="bold")
-                line.append(clean(verdict.text), style=verdict_style(verdict))
-                lines.append(line)
-            for item in refused:
-                lines.append(Text(clean(f"{label}: {item.text}"), style="bold red"))
+            for i, (text, style) in enumerate(verdict_lines(verdicts, refused, label)):
+                if i < len(verdicts):
+                    line = Text(clean(f"{label}: "), style="bold")
+                    line.append(text, style=style)
+                    lines.append(line)
+                else:  # a pair refused: the whole line its colour
+                    lines.append(Text(clean(f"{label}: ") + text, style=style))
         answer = self.query_one("#answer", Static)
         answer.display = bool(lines)
         if lines:

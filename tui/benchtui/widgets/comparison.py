@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from benchtui.core import fmt
-from benchtui.core.model.cell import FrameworkRatio
+from benchtui.core.model.cell import FrameworkRatio, RefusedRatio
 from benchtui.core.model.parity import marked
 from benchtui.core.model.stats import warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
@@ -62,19 +62,38 @@ def focus_model(model: SessionModel) -> str | None:
     return model.plan.models[0] if model.plan.models else None
 
 
-def verdict_style(verdict: FrameworkRatio) -> str:
-    """How a verdict (``model_verdicts``) reads in the app: a warning when the machine, not the
-    frameworks, may have decided it ("unreliable: …": no winner is claimed, so none is made to stand
-    out); plain when the frameworks are about the same; dim when not significant; bold otherwise.
-    Old sessions' verdicts have neither key: as before. The mark is the reports' (``ratio_mark``)."""
-    from benchtui.core.reporting.model import ratio_mark  # once a verdict is shown: not at start-up
+#: A verdict's style in the app, by its mark (``Mark``'s values; the terminal has its own table): a warning
+#: when the machine, not the frameworks, may have decided it ("unreliable: …": no winner is claimed, so none
+#: is made to stand out); plain when the frameworks are about the same; dim when not significant; bold
+#: otherwise (without a CI too); a pair refused (different devices) in red.
+APP_VERDICT_STYLES: dict[str, str] = {
+    "winner": "bold",
+    "not_significant": "dim",
+    "no_ci": "bold",
+    "about_same": "",
+    "unreliable": "bold yellow",
+    "refused": "bold red",
+    "none": "dim",
+    "alone": "",
+}
 
-    mark = ratio_mark(verdict)
-    if mark == "unreliable":
-        return "bold yellow"
-    if mark == "about_same":
-        return ""
-    return "dim" if verdict.significant is False else "bold"
+
+def verdict_lines(
+    verdicts: list[FrameworkRatio], refused: list[RefusedRatio], label: str = ""
+) -> list[tuple[str, str]]:
+    """A model's verdicts (``model_verdicts``) as the app shows them: (text, style) each, the verdicts then
+    the pairs refused. The words and the mark are the reports' (``verdict_of``), the style the app's."""
+    # Once a verdict is shown, not at start-up.
+    from benchtui.core.reporting.model import refusal_of, verdict_of
+
+    shown = [verdict_of(v, label) for v in verdicts] + [refusal_of(r, label) for r in refused]
+    return [(v.text, APP_VERDICT_STYLES[v.mark]) for v in shown]
+
+
+def verdict_style(verdict: FrameworkRatio) -> str:
+    """How a verdict (``model_verdicts``) reads in the app (``APP_VERDICT_STYLES``)."""
+    ((_, style),) = verdict_lines([verdict], [])
+    return style
 
 
 def ratio_line(series: list[Series], model: SessionModel | None = None, model_id: str | None = None) -> Text:
@@ -97,13 +116,13 @@ def ratio_line(series: list[Series], model: SessionModel | None = None, model_id
         )
     verdicts, refused = model_verdicts(model, model_id) if model is not None and model_id else ([], [])
     if refused:
-        return Text(fmt.clean(refused[0].text), style="bold red")
+        return Text(*verdict_lines([], refused[:1])[0])
     if verdicts:
         text = Text()
-        for i, verdict in enumerate(verdicts):
+        for i, (words, style) in enumerate(verdict_lines(verdicts, [])):
             if i:
                 text.append("; ")
-            text.append(fmt.clean(verdict.text), style=verdict_style(verdict))
+            text.append(words, style=style)
         text.append(fmt.clean(f" · from {verdicts[0].basis_label}, finished runs"), style="dim")
         return text
     if len(series) < 2:

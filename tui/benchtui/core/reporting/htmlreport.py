@@ -17,8 +17,10 @@ from benchtui.core.reporting.folder import holds_file
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
     DEVICES_NOTE,
+    Mark,
     Report,
     Table,
+    Verdict,
     Why,
     grouped_problems,
     row_flagged,
@@ -324,18 +326,24 @@ def _detail_table(summary: SessionSummary) -> str:
     return "".join(parts)
 
 
-#: The class of a verdict's cell: significant, not (or without a CI), no ratio, one framework alone, a
-#: ratio the machine may have decided (a warning: no winner).
-_VERDICT_CLASS = {"refused": "unavailable", "none": "unavailable", "alone": "", "unreliable": "unreliable"}
+#: The class of a verdict's cell, by its mark: significant ("sig", bold only where it names a winner), not
+#: (or without a CI), no ratio, one framework alone, a ratio the machine may have decided (a warning).
+VERDICT_CLASSES: dict[Mark, str] = {
+    Mark.WINNER: "sig",
+    Mark.NOT_SIGNIFICANT: "ns",
+    Mark.NO_CI: "ns",
+    Mark.ABOUT_SAME: "",
+    Mark.UNRELIABLE: "unreliable",
+    Mark.REFUSED: "unavailable",
+    Mark.NONE: "unavailable",
+    Mark.ALONE: "",
+}
 
 
-def verdict_class(verdict: Any) -> str:
-    """The class of a verdict's cell: bold only for a significant ratio that names a winner."""
-    if verdict.kind in _VERDICT_CLASS:
-        return _VERDICT_CLASS[verdict.kind]
-    if verdict.about_same:
-        return ""
-    return "sig" if verdict.highlighted else "ns"
+def verdict_class(verdict: Verdict) -> str:
+    """The class of a verdict's cell (``VERDICT_CLASSES``); a significant one that names no winner, "ns"."""
+    cls = VERDICT_CLASSES[verdict.mark]
+    return "ns" if cls == "sig" and not verdict.highlighted else cls
 
 
 def _answer(report: Report) -> str:

@@ -11,6 +11,8 @@ from benchtui.core.reporting.folder import holds_file
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
     DEVICES_NOTE,
+    UNRELIABLE_PREFIX,
+    Mark,
     Report,
     Table,
     Verdict,
@@ -88,15 +90,11 @@ def why_lines(report: Report) -> list[str]:
     return out
 
 
-#: How an unreliable verdict's text begins (the contract of the summary's ratios).
-UNRELIABLE_PREFIX = "unreliable: "
-
-
 def verdict_md(verdict: Verdict) -> str:
     """A verdict's text as Markdown: bold when it names a significant winner; an unreliable one begins with
     its mark in bold, as a warning ('**unreliable:** other processes kept ...'), and claims no winner."""
     text = md_escape(verdict.text)
-    if verdict.kind == "unreliable":
+    if verdict.mark is Mark.UNRELIABLE:
         if verdict.text.startswith(UNRELIABLE_PREFIX):
             text = md_escape(verdict.text[len(UNRELIABLE_PREFIX) :])
         return f"**{UNRELIABLE_PREFIX.strip()}** {text}"

@@ -28,8 +28,10 @@ from benchtui.core.reporting.model import (
     LATENCY_COLUMNS,
     LATENCY_NOTE,
     PARITY_NOTE,
+    UNRELIABLE_PREFIX,
     WINDOW_NOTE,
     Answer,
+    Mark,
     Report,
     batch_text,
     cells_text,
@@ -427,19 +429,28 @@ def print_how(summary: SessionSummary, console: Console) -> None:
         console.print(f"how: {fmt.clean(line)}", style="dim", highlight=False, markup=False)
 
 
-def unreliable(verdict: report_model.Verdict) -> bool:
-    """Whether a verdict claims no winner because other processes kept the cores busy (its mark)."""
-    return verdict.kind == "unreliable" or verdict.text.startswith("unreliable: ")
+#: A verdict's style on a terminal, by its mark: bold when significant, dim when not (or without a CI, or
+#: about the same), yellow as a warning when it has no ratio or is marked unreliable.
+VERDICT_STYLES: dict[Mark, str] = {
+    Mark.WINNER: "bold",
+    Mark.NOT_SIGNIFICANT: "dim",
+    Mark.NO_CI: "dim",
+    Mark.ABOUT_SAME: "dim",
+    Mark.UNRELIABLE: "yellow",
+    Mark.REFUSED: "yellow",
+    Mark.NONE: "yellow",
+    Mark.ALONE: "",
+}
+
+
+#: ... and under a comparison of two sessions, each session's own verdicts: as above, except that a ratio
+#: without a CI is bold (as the app has it). The compare screen's snapshot pins it.
+COMPARED_VERDICT_STYLES: dict[Mark, str] = {**VERDICT_STYLES, Mark.NO_CI: "bold"}
 
 
 def verdict_style(verdict: report_model.Verdict) -> str:
-    """How a verdict reads: bold when significant, dim when not (or without a CI, or about the same), yellow
-    as a warning when it has no ratio or is marked unreliable."""
-    if verdict.kind in ("refused", "none") or unreliable(verdict):
-        return "yellow"
-    if verdict.kind == "alone":
-        return ""
-    return "bold" if verdict.significant and not verdict.about_same else "dim"
+    """How a verdict reads on a terminal (``VERDICT_STYLES``)."""
+    return VERDICT_STYLES[verdict.mark]
 
 
 def print_answer(answer: Answer, console: Console) -> None:
@@ -462,9 +473,9 @@ def answer_lines(answer: Answer) -> list[Text]:
     for v in answer.verdicts:
         line = Text(fmt.clean(f"{v.label}: "), style="bold")
         text = fmt.clean(v.text)
-        if unreliable(v) and text.startswith("unreliable: "):  # the mark itself, as a warning
-            line.append("unreliable:", style="bold yellow")
-            text = text[len("unreliable:") :]
+        if v.mark is Mark.UNRELIABLE and text.startswith(UNRELIABLE_PREFIX):  # the mark itself, as a warning
+            line.append(UNRELIABLE_PREFIX.rstrip(), style="bold yellow")
+            text = text[len(UNRELIABLE_PREFIX.rstrip()) :]
         line.append(text, style=verdict_style(v) or "bold")
         if v.basis:
             line.append(fmt.clean(f" · from {v.basis}"), style="dim")
@@ -592,14 +603,11 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     console.print(comparison_table(cmp))
     for side, loaded, verdicts in (("A", cmp.a, cmp.verdicts_a), ("B", cmp.b, cmp.verdicts_b)):
         for r in verdicts:  # each session's own verdict, as show and every export print it
-            mark = report_model.ratio_mark(r)  # unreliable: no winner, the machine may have decided it
-            style = {"unreliable": "yellow", "about_same": "dim"}.get(mark) or (
-                "dim" if r.significant is False else "bold"
-            )
+            verdict = report_model.verdict_of(r)  # styled as show styles it: unreliable, a warning
             console.print(
                 Text.assemble(
                     fmt.clean(f"{side} {loaded.path.name} · {model_label(r.model)}: "),
-                    (fmt.clean(r.text), style),
+                    (verdict.text, COMPARED_VERDICT_STYLES[verdict.mark]),
                 ),
                 highlight=False,
             )

@@ -16,6 +16,8 @@ from benchtui.core.reporting.model.answer import grouped_problems as grouped_pro
 from benchtui.core.reporting.model.answer import notices as notices
 from benchtui.core.reporting.model.answer import problems as problems
 from benchtui.core.reporting.model.answer import ratio_mark as ratio_mark
+from benchtui.core.reporting.model.answer import refusal_of as refusal_of
+from benchtui.core.reporting.model.answer import verdict_of as verdict_of
 from benchtui.core.reporting.model.build import build_report as build_report
 from benchtui.core.reporting.model.columns import LATENCY_COLUMNS as LATENCY_COLUMNS
 from benchtui.core.reporting.model.columns import STUDY_COLUMNS as STUDY_COLUMNS
@@ -87,9 +89,11 @@ from benchtui.core.reporting.model.tables import flop_unit as flop_unit
 from benchtui.core.reporting.model.tables import latency_table as latency_table
 from benchtui.core.reporting.model.tables import parity_table as parity_table
 from benchtui.core.reporting.model.tables import side_by_side as side_by_side
+from benchtui.core.reporting.model.types import UNRELIABLE_PREFIX as UNRELIABLE_PREFIX
 from benchtui.core.reporting.model.types import Answer as Answer
 from benchtui.core.reporting.model.types import Column as Column
 from benchtui.core.reporting.model.types import Formatter as Formatter
+from benchtui.core.reporting.model.types import Mark as Mark
 from benchtui.core.reporting.model.types import Notice as Notice
 from benchtui.core.reporting.model.types import Problem as Problem
 from benchtui.core.reporting.model.types import Report as Report

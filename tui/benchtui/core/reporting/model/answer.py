@@ -7,23 +7,53 @@ from typing import Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
-from benchtui.core.model.cell import CellSummary, FrameworkRatio, SessionSummary
+from benchtui.core.model.cell import CellSummary, FrameworkRatio, RefusedRatio, SessionSummary
 from benchtui.core.model.parity import marked
 from benchtui.core.model.status import CautionKind
 from benchtui.core.reporting.model.columns import flagged_models, wording
 from benchtui.core.reporting.model.figures import with_ci
 from benchtui.core.reporting.model.notes import ABOUT_SAME_NOTE, UNRELIABLE_NOTE, VERDICT_NOTE
-from benchtui.core.reporting.model.types import Answer, Notice, Problem, Verdict, Wording
+from benchtui.core.reporting.model.types import Answer, Mark, Notice, Problem, Verdict, Wording
 from benchtui.core.store.session import LoadedSession
 
 
+def verdict_of(ratio: FrameworkRatio, label: str = "") -> Verdict:
+    """A summary's verdict (a ``ratios`` entry) as every view shows it, its text cleaned: ``label`` names its
+    model (marked when its frameworks build different networks). The answer of a report, the end of a headless
+    run, the live screen's answer and its comparison all make their lines from it; each styles its ``mark``."""
+    low, high = ratio.ci_low, ratio.ci_high
+    # Sessions before the marks have neither key: a ratio as it always was.
+    reason = fmt.clean(ratio.unreliable) if ratio.unreliable else ""
+    about_same = ratio.about_same and not reason
+    faster = ratio.faster_framework
+    return Verdict(
+        model=fmt.clean(ratio.model),
+        label=label,
+        text=fmt.clean(ratio.text),
+        kind="unreliable" if reason else "ratio",
+        basis=fmt.clean(ratio.basis_label),
+        significant=ratio.significant,
+        base=fmt.clean(ratio.base),
+        framework=fmt.clean(ratio.framework),
+        ratio=ratio.ratio,
+        ci=(low, high) if low is not None and high is not None else None,
+        faster="" if reason or about_same or not faster else fmt.clean(faster),
+        about_same=about_same,
+        unreliable=reason,
+    )
+
+
+def refusal_of(refused: RefusedRatio, label: str = "") -> Verdict:
+    """A pair that ran on different devices as a line of the answer: its sentence, no ratio."""
+    return Verdict(fmt.clean(refused.model), label, fmt.clean(refused.text), "refused")
+
+
 def ratio_mark(ratio: FrameworkRatio) -> str:
-    """A summary's verdict (a ``ratios`` entry) by its mark: "unreliable" (other processes kept the machine
+    """A summary's verdict by its mark, as csv writes it: "unreliable" (other processes kept the machine
     busy: a warning, no winner), "about_same" (no winner), or "" (a verdict as before issue 30, whose
-    summaries lack both keys). What csv writes, and what a view styles by (the app's answer lines)."""
-    if ratio.unreliable:
-        return "unreliable"
-    return "about_same" if ratio.about_same else ""
+    summaries lack both keys)."""
+    mark = verdict_of(ratio).mark
+    return mark.value if mark in (Mark.UNRELIABLE, Mark.ABOUT_SAME) else ""
 
 
 def notices(loaded: LoadedSession, summary: SessionSummary) -> list[Notice]:
@@ -142,31 +172,9 @@ def answer(given: SessionSummary | Mapping[str, Any]) -> Answer:
     for model in dict.fromkeys(str(r.model) for r in rows):
         label = fmt.clean(marked(model_label(model), model in flagged))
         mine = [r for r in ratios if r.model == model]
-        for r in mine:
-            low, high = r.ci_low, r.ci_high
-            # Sessions before the marks have neither key: a ratio as it always was.
-            reason = fmt.clean(r.unreliable) if r.unreliable else ""
-            about_same = r.about_same and not reason
-            faster = r.faster_framework
-            out.append(
-                Verdict(
-                    model=fmt.clean(model),
-                    label=label,
-                    text=fmt.clean(r.text),
-                    kind="unreliable" if reason else "ratio",
-                    basis=fmt.clean(r.basis_label),
-                    significant=r.significant,
-                    base=fmt.clean(r.base),
-                    framework=fmt.clean(r.framework),
-                    ratio=r.ratio,
-                    ci=(low, high) if low is not None and high is not None else None,
-                    faster="" if reason or about_same or not faster else fmt.clean(faster),
-                    about_same=about_same,
-                    unreliable=reason,
-                )
-            )
+        out += [verdict_of(r, label) for r in mine]
         no_ratio = [r for r in refused if r.model == model]
-        out += [Verdict(fmt.clean(model), label, fmt.clean(r.text), "refused") for r in no_ratio]
+        out += [refusal_of(r, label) for r in no_ratio]
         if not mine and not no_ratio:
             cells = [r for r in rows if r.model == model]
             text = _verdict_none(cells, words)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,31 @@ class Problem:
     reason: str
 
 
+class Mark(str, Enum):
+    """How a verdict reads, what every medium styles it by (each maps a mark to its own style, in one table)."""
+
+    #: A significant ratio (it names the faster framework): set apart (bold).
+    WINNER = "winner"
+    #: A ratio whose CI holds 1 (a verdict before "about the same" was said): dim.
+    NOT_SIGNIFICANT = "not_significant"
+    #: A ratio without a CI (one value per side).
+    NO_CI = "no_ci"
+    #: The ratio rounds to 1.00× or its CI holds 1: no winner.
+    ABOUT_SAME = "about_same"
+    #: Other processes kept the machine busy: measured, no winner (a warning).
+    UNRELIABLE = "unreliable"
+    #: A pair on different devices: no ratio (a warning).
+    REFUSED = "refused"
+    #: A model without a ratio: a framework has no result (a warning).
+    NONE = "none"
+    #: One framework ran: its throughput is the answer.
+    ALONE = "alone"
+
+
+#: How an unreliable verdict's text begins (the contract of the summary's ratios).
+UNRELIABLE_PREFIX = "unreliable: "
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One line of the answer: a model's verdict (a framework against the first that has results), a pair
@@ -142,9 +168,22 @@ class Verdict:
         return self.kind == "ratio"
 
     @property
+    def mark(self) -> Mark:
+        """How it reads (``Mark``): what each medium styles it by."""
+        if self.kind in ("refused", "none", "alone"):
+            return Mark(self.kind)
+        if self.kind == "unreliable" or self.text.startswith(UNRELIABLE_PREFIX):
+            return Mark.UNRELIABLE
+        if self.about_same:
+            return Mark.ABOUT_SAME
+        if self.significant is None:
+            return Mark.NO_CI
+        return Mark.WINNER if self.significant else Mark.NOT_SIGNIFICANT
+
+    @property
     def highlighted(self) -> bool:
         """Whether a view sets this verdict apart as a winner (bold): a significant ratio that names one."""
-        return self.kind == "ratio" and bool(self.significant) and not self.about_same and bool(self.faster)
+        return self.mark is Mark.WINNER and bool(self.faster)
 
     @property
     def warning(self) -> bool:
