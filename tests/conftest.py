@@ -2,9 +2,10 @@
 this file: the helpers the tests import are in support.py (``from support import ...``).
 
 The tiers (markers): ``slow`` starts a framework (a real runner, a probe) and ``long`` starts none
-but takes long (fuzzing, files at their bounds); both are marked by hand, in the test file or in
-MARKED_HERE below. ``ui`` (drives the Textual app) and ``unit`` (the rest) are marked here. The fast
-tier is ``-m "not slow and not long"``; ``python -m pytest`` runs them all.
+but takes long (fuzzing, files at their bounds); both are marked by hand, in the test file. ``ui`` (drives the Textual app) and ``unit`` (the rest) are marked here. The fast
+tier is ``-m "not slow"``: every test that starts no framework, the ``long`` ones on a seeded
+sample of their cases (the ``cases`` fixture, ``--long-cases``); ``python -m pytest`` runs them all,
+every case.
 ``BENCHTUI_TESTS_AUDIT_TIERS=1`` checks the ``slow`` marks: a test not marked slow that imports a
 framework, in this process or in any process it starts, fails (a process started with a PYTHONPATH
 of the test's own, as the GPU fake's, is not seen)."""
@@ -13,13 +14,15 @@ from __future__ import annotations
 
 import inspect
 import os
+import random
 import sys
 import tempfile
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
+from _pytest.mark.expression import Expression
 
 from support import ROOT, FakeLauncher, QuietApp
 
@@ -40,6 +43,7 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-cache-")
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-data-")
 
 FRAMEWORKS = frozenset({"torch", "tensorflow", "jax", "keras"})
+T = TypeVar("T")
 _BEFORE = pytest.StashKey[frozenset[str]]()  # the frameworks this process had before a test
 AUDIT_TIERS = os.environ.get("BENCHTUI_TESTS_AUDIT_TIERS") == "1"
 if AUDIT_TIERS:
@@ -65,23 +69,6 @@ def drives_the_app(item: pytest.Item) -> bool:
         return False
 
 
-#: Marks kept here for tests in files whose own marks are not set yet: the test's nodeid (a parametrised
-#: test: all of its cases, or the one its id's start names) and the mark. Found by the audit
-#: (BENCHTUI_TESTS_AUDIT_TIERS=1) and by ``--durations`` (over 15 s a test on a loaded 2-core machine).
-MARKED_HERE: dict[str, str] = {
-    "tests/test_settings.py::test_torch_applies_each_precision": "slow",  # PyTorch, in a subprocess
-    "tests/test_settings.py::test_tensorflow_applies_each_precision": "slow",  # TensorFlow
-    "tests/test_custom_models.py::test_a_builder_that_goes_wrong_is_one_line_naming_it[usernets.broken:wrong_type": (
-        "slow"  # builds the user's network with PyTorch to find its type
-    ),
-    "tests/test_isolation.py::test_a_runner_in_another_environment_imports_nothing_of_the_parents": "slow",
-    "tests/test_fuzz_sessions.py": "long",  # ~400 s: every reader on thousands of broken files
-    "tests/test_output_hostile.py::test_a_stdout_that_cannot_encode_gets_stand_ins": "long",
-    "tests/test_hostile_folders.py::test_a_line_nested_too_deep_is_one_skipped_line": "long",
-    "tests/test_hostile_folders.py::test_gpu_samples_and_long_lines_a_file_pads_are_bounded": "long",
-}
-
-
 #: Fixtures that start a framework, by the file that defines them: a test that uses one is slow, a
 #: test written tomorrow included. (The audit does not see these: the GPU fake's PYTHONPATH is its own.)
 FRAMEWORK_FIXTURES: dict[str, frozenset[str]] = {
@@ -94,11 +81,53 @@ def starts_a_framework(item: pytest.Item) -> bool:
     return not fixtures.isdisjoint(getattr(item, "fixturenames", ()))
 
 
-def marked_here(nodeid: str) -> str | None:
-    for key, mark in MARKED_HERE.items():
-        if nodeid == key or nodeid.startswith((key + "::", key + "[") if "[" not in key else key):
-            return mark
+#: How many cases each of a ``long`` test's loops runs in a quick run (see ``long_cases``).
+QUICK_CASES = 6
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long-cases",
+        default=None,
+        metavar="N|all",
+        help="cases per loop of a long test (the fuzzers): all, or a seeded sample of N. Default: all,"
+        f" but {QUICK_CASES} where -m leaves out the slow tier (the fast command, -m 'not slow')",
+    )
+
+
+def long_cases(config: pytest.Config) -> int | None:
+    """How many cases each loop of a ``long`` test runs: None for all of them (``python -m pytest``,
+    as CI runs), ``QUICK_CASES`` where ``-m`` leaves out the slow tier, or what ``--long-cases`` says."""
+    given = config.getoption("--long-cases")
+    if given is not None:
+        return None if given == "all" else int(given)
+    markexpr = config.getoption("markexpr") or ""
+    if markexpr and not Expression.compile(markexpr).evaluate(lambda name, **_: name == "slow"):
+        return QUICK_CASES
     return None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    n = long_cases(config)
+    if n is None:
+        return "long tests: every case"
+    return f"long tests: a seeded sample of {n} cases per loop (--long-cases=all for every case)"
+
+
+@pytest.fixture
+def cases(request: pytest.FixtureRequest) -> Callable[[Sequence[T]], list[T]]:
+    """The cases a ``long`` test's loop runs: all of them, or (a quick run) a sample of
+    ``long_cases``, seeded by the test's id, in their order. The cases themselves are built the same
+    either way (every random draw made), so that a sampled case is the full run's case."""
+    n = long_cases(request.config)
+
+    def sample(every: Sequence[T]) -> list[T]:
+        if n is None or n >= len(every):
+            return list(every)
+        picked = sorted(random.Random(request.node.nodeid).sample(range(len(every)), n))
+        return [every[i] for i in picked]
+
+    return sample
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -110,9 +139,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        mark = "slow" if starts_a_framework(item) else marked_here(item.nodeid)
-        if mark is not None:
-            item.add_marker(mark)
+        if starts_a_framework(item):
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") is None and item.get_closest_marker("long") is None:
             item.add_marker(pytest.mark.ui if drives_the_app(item) else pytest.mark.unit)
 

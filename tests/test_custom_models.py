@@ -424,7 +424,11 @@ def test_a_token_model_trains_on_ids_of_its_vocabulary(package: Path) -> None:
             "usernets.needs_apex:build: cannot import usernets.needs_apex (No module named 'apex')",
         ),
         ("usernets.broken:raises", "usernets.broken:raises raised RuntimeError: this network needs a GPU"),
-        ("usernets.broken:wrong_type", "returned a builtins.dict, not a torch Module (PyTorch trains it)"),
+        pytest.param(  # builds the user's network with PyTorch to find its type
+            "usernets.broken:wrong_type",
+            "returned a builtins.dict, not a torch Module (PyTorch trains it)",
+            marks=pytest.mark.slow,
+        ),
         ("usernets.broken:takes_three", "takes neither (input_shape, num_classes) nor (config)"),
         ("usernets.broken:nothing", "usernets.broken has no nothing"),
     ],

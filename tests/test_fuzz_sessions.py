@@ -27,10 +27,10 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -48,6 +48,12 @@ from support import ROOT, benchtui, only_session
 HOSTILE = Path(__file__).parent / "data" / "hostile_runner.py"
 MEASURED = ("mean_epoch_s", "first_epoch_s", "mean_epoch_excl_first_s", "images_per_s")
 SEED = 20261123
+#: Every test here is long (~400 test-seconds in all, no framework); the fast tier (-m "not slow") runs
+#: each loop on a seeded sample of its cases (the ``cases`` fixture), ``python -m pytest`` all of them.
+pytestmark = pytest.mark.long
+T = TypeVar("T")
+#: The ``cases`` fixture (conftest): a loop's cases, all or a seeded sample of them.
+Sample = Callable[[Sequence[T]], list[T]]
 WRONG = [None, 7, -1, 1e308, "text", [], {}, True, [1, "x"], {"a": None}]
 
 
@@ -145,29 +151,28 @@ def test_the_real_session_reads_clean(real_session: Path) -> None:
 
 
 @pytest.mark.parametrize("part", range(4))
-def test_cut_at_every_line_boundary(real_session: Path, tmp_path: Path, part: int) -> None:
+def test_cut_at_every_line_boundary(real_session: Path, tmp_path: Path, part: int, cases: Sample) -> None:
     """A file cut between two lines: what came before is kept unchanged, the cut is said."""
     lines = lines_of(real_session)
     figures = run_figures(real_session)
-    cases = 0
-    for k in range(part, len(lines), 4):
+    every = range(part, len(lines), 4)
+    assert len(every) >= len(lines) // 4
+    for k in cases(every):
         path = _copy(real_session, tmp_path / f"cut{k}")
         (path / "events.jsonl").write_bytes(b"".join(lines[:k]))
         damaged = {run_of(raw) for raw in lines[k:]}
         check(path, real_session, damaged, figures, warn=True)
         shutil.rmtree(path.parent)
-        cases += 1
-    assert cases >= len(lines) // 4
 
 
 @pytest.mark.parametrize("part", range(2))
-def test_cut_at_random_offsets(real_session: Path, tmp_path: Path, part: int) -> None:
+def test_cut_at_random_offsets(real_session: Path, tmp_path: Path, part: int, cases: Sample) -> None:
     data = (real_session / "events.jsonl").read_bytes()
     lines = lines_of(real_session)
     figures = run_figures(real_session)
     rng = random.Random(SEED + part)
-    for case in range(25):
-        offset = rng.randrange(1, len(data))
+    offsets = [rng.randrange(1, len(data)) for _ in range(25)]
+    for case, offset in cases(list(enumerate(offsets))):
         path = _copy(real_session, tmp_path / f"off{case}")
         (path / "events.jsonl").write_bytes(data[:offset])
         line_no = data[:offset].count(b"\n")
@@ -177,18 +182,21 @@ def test_cut_at_random_offsets(real_session: Path, tmp_path: Path, part: int) ->
 
 
 @pytest.mark.parametrize("part", range(4))
-def test_bytes_replaced(real_session: Path, tmp_path: Path, part: int) -> None:
+def test_bytes_replaced(real_session: Path, tmp_path: Path, part: int, cases: Sample) -> None:
     """One byte replaced: at most the run of that line changes (and the run a changed tag names)."""
     lines = lines_of(real_session)
     figures = run_figures(real_session)
     rng = random.Random(SEED * 7 + part)
-    for case in range(30):
+    flips = []
+    for _ in range(30):
         k = rng.randrange(len(lines))
         raw = bytearray(lines[k])
         i = rng.randrange(len(raw))
         raw[i] = rng.choice(
             [0, 0x1B, 0x22, 0x7B, 0x2C, 0x3A, 0x31, 0x39, 0xFF, 0x0A, 0x20, rng.randrange(256)]
         )
+        flips.append((k, raw))
+    for case, (k, raw) in cases(list(enumerate(flips))):
         mutated = [*lines[:k], bytes(raw), *lines[k + 1 :]]
         path = _copy(real_session, tmp_path / f"flip{case}")
         (path / "events.jsonl").write_bytes(b"".join(mutated))
@@ -214,10 +222,12 @@ def _meta_cases(real_session: Path) -> list[tuple[str, str, Any]]:
 
 
 @pytest.mark.parametrize("part", range(4))
-def test_wrong_types_in_every_session_json_field(real_session: Path, tmp_path: Path, part: int) -> None:
+def test_wrong_types_in_every_session_json_field(
+    real_session: Path, tmp_path: Path, part: int, cases: Sample
+) -> None:
     figures = run_figures(real_session)
-    cases = _meta_cases(real_session)[part::4]
-    for n, (where, key, value) in enumerate(cases):
+    every = list(enumerate(_meta_cases(real_session)[part::4]))
+    for n, (where, key, value) in cases(every):
         path = _copy(real_session, tmp_path / f"meta{n}")
         meta = json.loads((path / "session.json").read_text())
         (meta if where == "meta" else meta["plan"])[key] = value
@@ -289,13 +299,15 @@ def _event_cases(real_session: Path) -> list[tuple[int, tuple[str, ...], Any]]:
 
 
 @pytest.mark.parametrize("part", range(4))
-def test_wrong_types_in_every_event_field(real_session: Path, tmp_path: Path, part: int) -> None:
+def test_wrong_types_in_every_event_field(
+    real_session: Path, tmp_path: Path, part: int, cases: Sample
+) -> None:
     """Each field of each kind of event, nested ones too, given a wrong type: skipped or folded, never a crash."""
     lines = lines_of(real_session)
     figures = run_figures(real_session)
-    cases = _event_cases(real_session)
-    assert len(cases) > 200
-    for n, (k, field_path, wrong) in enumerate(cases[part::4]):
+    every = _event_cases(real_session)
+    assert len(every) > 200
+    for n, (k, field_path, wrong) in cases(list(enumerate(every[part::4]))):
         event = json.loads(lines[k])
         target: Any = event
         for step in field_path[:-1]:

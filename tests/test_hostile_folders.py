@@ -115,6 +115,7 @@ NESTED_LINES = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("where", list(NESTED_LINES))
 @pytest.mark.parametrize("depth", [600, 100_000])
 def test_a_line_nested_too_deep_is_one_skipped_line(tmp_path: Path, where: str, depth: int) -> None:
@@ -362,6 +363,7 @@ def _dense_line(head: bytes, size: int, tail: bytes = b"]}") -> bytes:
     return head + b"{}," * (room // 3) + b" " * (room % 3) + b"{}" + tail + b"\n"
 
 
+@pytest.mark.long
 def test_gpu_samples_and_long_lines_a_file_pads_are_bounded(tmp_path: Path) -> None:
     """Ten GPU samples padded to the line bound took export html to 1 GB: a sample longer than a sampler
     writes is one skipped line, a sample's unknown fields are not kept, and long lines past a budget

@@ -71,6 +71,7 @@ def test_an_installed_runner_package_is_staged_alone(installed_layout: Path, tmp
     assert runner_root(RUNNER_PACKAGE) == RUNNER_PACKAGE.parent
 
 
+@pytest.mark.slow
 def test_a_runner_in_another_environment_imports_nothing_of_the_parents(
     installed_layout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

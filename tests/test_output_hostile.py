@@ -97,6 +97,7 @@ def in_utf8(root: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     "env, encoding",
     [

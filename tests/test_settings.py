@@ -54,6 +54,7 @@ def _settings(framework: str, precision: str) -> dict:
     return _all_settings(framework)[precision]
 
 
+@pytest.mark.slow  # PyTorch, in a subprocess
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_torch_applies_each_precision(precision: str) -> None:
     s = _settings("torch", precision)
@@ -65,6 +66,7 @@ def test_torch_applies_each_precision(precision: str) -> None:
     assert s["compile"] == "torch.compile"
 
 
+@pytest.mark.slow  # TensorFlow, in a subprocess
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_tensorflow_applies_each_precision(precision: str) -> None:
     s = _settings("tensorflow", precision)
