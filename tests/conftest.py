@@ -30,6 +30,13 @@ if TYPE_CHECKING:
     from benchtui.app import BenchApp
     from benchtui.core.plan.plan import Plan
 
+# Every Python a test starts (a CLI, a runner, a reader, pytest-xdist's workers) imports the app:
+# where the environment says to write no bytecode (PYTHONDONTWRITEBYTECODE), each of those hundreds of
+# processes compiled Textual, Rich and the app afresh (~0.3 s each). They keep it in a cache of the
+# tests' own instead (no __pycache__ beside the sources), compiled once.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"] = str(ROOT / ".pytest_cache" / "pycache")
+    sys.dont_write_bytecode = False
 # Per-framework environments (benchtui envs) of the machine running the tests would replace
 # this Python in every run: the tests use the one they were started with.
 os.environ["BENCHTUI_ENVS"] = str(ROOT / ".pytest_cache" / "no-framework-envs")
