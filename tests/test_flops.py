@@ -218,7 +218,7 @@ def test_live_tflops_uses_the_cells_earlier_count() -> None:
             "settings": {"precision": "tf32"},
         }
     )
-    assert model.live_figures(second)["tflops"] is None  # no batch yet
+    assert model.live_figures(second).tflops is None  # no batch yet
     for step, seconds in enumerate((9.0, 0.5, 0.5), 1):  # the first batch (compilation) is left out
         model.apply(
             {
@@ -233,8 +233,8 @@ def test_live_tflops_uses_the_cells_earlier_count() -> None:
         )
     live = model.live_figures(second)
     # 100e12 FLOPs per step in 0.5 s = 200 TFLOP/s; H100 SXM dense TF32 peak 494.5
-    assert live["flops_per_step"] == 100e12 and live["tflops"] == pytest.approx(200.0)
-    assert live["peak_fraction"] == pytest.approx(200.0 / 494.5) and live["text"] == "200 (40%)"
+    assert live.flops_per_step == 100e12 and live.tflops == pytest.approx(200.0)
+    assert live.peak_fraction == pytest.approx(200.0 / 494.5) and live.text == "200 (40%)"
 
 
 def _data_parallel_run(run: str, counted_batch: int, gpus: list[str]) -> list[dict[str, Any]]:
@@ -274,9 +274,9 @@ def test_percent_of_peak_of_a_data_parallel_run_is_over_every_gpu_it_used(counte
     run = next(iter(model.runs.values()))
     live = model.live_figures(run)  # live: the whole job's FLOPs per step over its steps' time
     recent = run.batch_seconds[1:]
-    assert live["flops_per_step"] == pytest.approx(2 * 8 * 1.25e12)
-    assert live["tflops"] == pytest.approx(2 * 8 * 1.25e12 * len(recent) / sum(recent) / 1e12)
-    assert live["peak_fraction"] == pytest.approx(live["tflops"] / 134.0)
+    assert live.flops_per_step == pytest.approx(2 * 8 * 1.25e12)
+    assert live.tflops == pytest.approx(2 * 8 * 1.25e12 * len(recent) / sum(recent) / 1e12)
+    assert live.tflops is not None and live.peak_fraction == pytest.approx(live.tflops / 134.0)
 
 
 def test_the_peak_of_a_run_over_different_gpus_is_the_sum_of_theirs() -> None:

@@ -288,7 +288,7 @@ def live_rate(rate: str) -> str:
 def _live_flops(model: SessionModel, run: RunState, unit: fmt.FlopUnit) -> str:
     """A live run's FLOP rate so far (its last batches), with its share of the GPU's peak, in ``unit``."""
     figures = model.live_figures(run)
-    return unit.with_peak(figures["tflops"], figures["peak_fraction"])
+    return unit.with_peak(figures.tflops, figures.peak_fraction)
 
 
 class ResultsTable(DataTable):

@@ -10,6 +10,7 @@ global one), and its share of the peak is over the peaks of every GPU the run us
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from benchtui.core import fmt
@@ -227,14 +228,26 @@ def live_tflops(run: RunState, cell: Sequence[RunState], window: int = 20) -> fl
     return value if value is None or value <= flops_ceiling(run)[0] else None  # a count past physics
 
 
-def live_figures(run: RunState, cell: Sequence[RunState]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LiveFigures:
+    """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak (None: unknown)."""
+
+    flops_per_step: float | None
+    tflops: float | None
+    peak_tflops: float | None
+    peak_fraction: float | None
+    text: str
+
+
+def live_figures(run: RunState, cell: Sequence[RunState]) -> LiveFigures:
     """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak."""
     tflops = live_tflops(run, cell)
     peak = run_peak(run)
-    return {
-        "flops_per_step": known_flops_per_step(run, cell),
-        "tflops": tflops,
-        "peak_tflops": peak[0] if peak else None,
-        "peak_fraction": tflops / peak[0] if peak and tflops is not None else None,
-        "text": fmt.tflops_with_peak(tflops, tflops / peak[0] if peak and tflops is not None else None),
-    }
+    fraction = tflops / peak[0] if peak and tflops is not None else None
+    return LiveFigures(
+        flops_per_step=known_flops_per_step(run, cell),
+        tflops=tflops,
+        peak_tflops=peak[0] if peak else None,
+        peak_fraction=fraction,
+        text=fmt.tflops_with_peak(tflops, fraction),
+    )

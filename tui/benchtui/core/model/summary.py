@@ -631,7 +631,7 @@ class SessionModel:
                     out.setdefault(run.spec.framework, record)
         return out
 
-    def live_figures(self, run: RunState) -> dict[str, Any]:
+    def live_figures(self, run: RunState) -> efficiency.LiveFigures:
         """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak."""
         return efficiency.live_figures(run, self.cell_runs(run.spec.framework, run.spec.model))
 
