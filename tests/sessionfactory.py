@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from benchtui.core.model.summary import SessionModel
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.plan.plan import Plan, run_order
 from benchtui.core.provenance import benchtui_version
 from benchtui.core.store.session import SESSION_SCHEMA, slugify

@@ -408,7 +408,7 @@ def test_the_end_of_a_headless_run_is_the_report_show_prints(
 ) -> None:
     """A headless run ends with the report ``show`` prints (``build_report``), under the run's own title;
     the engine hands over the session as ``show`` loads it: session.json and the plan it records."""
-    from benchtui.core.model.summary import SessionModel
+    from benchtui.core.model.session_model import SessionModel
     from benchtui.core.plan.plan import Plan
     from benchtui.core.running import headless
     from benchtui.core.store.session import SessionWriter

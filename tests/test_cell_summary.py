@@ -30,8 +30,8 @@ from benchtui.core.model.cell import (
     SessionSummary,
     Spread,
 )
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import CautionKind, CellStatus
-from benchtui.core.model.summary import SessionModel
 from benchtui.core.model.why import WhyTable
 from benchtui.core.plan.plan import run_order, watch_plan
 from benchtui.core.reporting.model import build_report

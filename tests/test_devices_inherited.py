@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from benchtui.core.model.efficiency import run_peak
-from benchtui.core.model.summary import RunState
+from benchtui.core.model.session_model import RunState
 from benchtui.core.plan.devices import given_devices, place
 from benchtui.core.plan.plan import Plan, PlanError, RunSpec
 from benchtui.core.running import sampler as sampler_module

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from benchtui.core.model import eta
-from benchtui.core.model.summary import SessionModel
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.plan.estimate import cpu_seconds
 from benchtui.core.plan.plan import Plan, from_preset, run_order
 

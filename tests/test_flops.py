@@ -19,7 +19,7 @@ import pytest
 from benchtui.core import fmt
 from benchtui.core.model import gpu_peaks
 from benchtui.core.model.cell import CellSummary
-from benchtui.core.model.summary import SessionModel
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.plan.plan import Plan, run_order
 from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown
 from benchtui.core.reporting.model import build_report

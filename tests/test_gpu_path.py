@@ -367,7 +367,7 @@ def test_gpu_peaks_never_match_a_slice_or_a_laptop_part_to_the_full_card(
 
 def test_no_peak_for_a_run_on_a_mig_enabled_gpu() -> None:
     from benchtui.core.model.efficiency import run_peak
-    from benchtui.core.model.summary import RunState
+    from benchtui.core.model.session_model import RunState
     from benchtui.core.plan.plan import RunSpec
 
     run = RunState(RunSpec("r", "torch", "resnet50", 1), 2)

@@ -171,7 +171,7 @@ def test_a_second_hello_and_a_late_epoch_do_not_replace_the_first(
 
 
 def test_a_hello_that_disagrees_with_the_plan_is_refused() -> None:
-    from benchtui.core.model.summary import SessionModel
+    from benchtui.core.model.session_model import SessionModel
 
     plan = Plan(frameworks=["torch"], models=["resnet50"], samples=32, batch_sizes={"resnet50": 8}, runs=1)
     model = SessionModel(plan.validate())

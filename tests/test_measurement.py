@@ -87,7 +87,7 @@ def test_choose_policies() -> None:
 
 
 def test_the_search_is_folded_into_the_model_for_the_live_screen() -> None:
-    from benchtui.core.model.summary import SessionModel
+    from benchtui.core.model.session_model import SessionModel
     from benchtui.core.plan.plan import Plan
 
     model = SessionModel(Plan(frameworks=["torch", "tensorflow"], models=["resnet50"], batch_auto=True))

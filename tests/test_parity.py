@@ -23,9 +23,9 @@ from tests.reporttext import written as _write
 from benchtui.core import fmt
 from benchtui.core.model.analysis import steady_batches
 from benchtui.core.model.parity import PARITY_MARK, PARITY_TOLERANCE, parity_entries
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.stats import quantile
 from benchtui.core.model.status import CautionKind
-from benchtui.core.model.summary import SessionModel
 from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, terminal
 from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.model import Report, build_report

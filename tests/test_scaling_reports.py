@@ -24,7 +24,7 @@ from tests.reporttext import written as _write
 from benchtui.core import fmt
 from benchtui.core.model.cell import SessionSummary
 from benchtui.core.model.scaling import POOR_EFFICIENCY, STRAGGLER_RATIO
-from benchtui.core.model.summary import SessionModel
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.reporting import csvfile, htmlreport, markdown, terminal
 from benchtui.core.reporting.model import Report, build_report, milliseconds, scaling_views
 from benchtui.core.reporting.plots import FRAMEWORK_COLORS, value_label

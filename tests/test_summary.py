@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.stats import describe, quantile
 from benchtui.core.model.status import CautionKind
-from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan, run_order
 
 

@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 
 from benchtui.app import BenchApp, make_app
-from benchtui.core.model.summary import SessionModel
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.store.session import load_session
 from benchtui.screens.live import TICK_S, LiveScreen
 from benchtui.widgets.comparison import MAX_STRIP_ROWS, BatchComparison
@@ -471,7 +471,7 @@ def test_images_per_s_is_the_finished_runs_and_a_live_rate_is_marked_now(tmp_pat
     assert text.startswith(f"{finished} · now ") and text != f"{finished} · now {finished}" and style == ""
     assert cell_values(model, "torch", "resnet50", {}, compact=True)["ips"] == (finished, "")
     # The answer above the table is the same finished runs' ratio.
-    from benchtui.core.model.summary import model_verdicts
+    from benchtui.core.model.session_model import model_verdicts
 
     verdict = model_verdicts(model, "resnet50")[0][0]
     keras = model.row("tensorflow", "resnet50").images_per_s

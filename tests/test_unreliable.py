@@ -16,8 +16,8 @@ import pytest
 from rich.console import Console
 
 from benchtui.cli import main
+from benchtui.core.model.session_model import CONTENTION_SLACK_CORES, SessionModel
 from benchtui.core.model.status import CautionKind
-from benchtui.core.model.summary import CONTENTION_SLACK_CORES, SessionModel
 from benchtui.core.plan.plan import Plan, run_order, watch_plan
 from benchtui.core.reporting import terminal
 from benchtui.core.reporting.compare import compare_sessions

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from benchtui.core.model.summary import CONTENTION_SLACK_CORES, SessionModel
+from benchtui.core.model.session_model import CONTENTION_SLACK_CORES, SessionModel
 from benchtui.core.store.session import load_session
 from support import benchtui, only_session, read_events
 

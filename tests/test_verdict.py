@@ -18,8 +18,8 @@ import pytest
 from rich.console import Console
 
 from benchtui.cli import main
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.stats import Ratio
-from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.plan import Plan
 from benchtui.core.reporting import terminal
 from benchtui.core.reporting.files import render

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from benchtui.core.model.cell import CellSummary
-from benchtui.core.model.summary import NO_COMMAND, NO_TIMINGS
+from benchtui.core.model.session_model import NO_COMMAND, NO_TIMINGS
 from benchtui.core.plan.plan import WATCH_RUN, Plan, PlanError, run_order, watch_label, watch_plan
 from benchtui.core.reporting.model import wording
 from benchtui.core.running.launcher import INHERITED_HOOK_ENV, command_env, runner_root

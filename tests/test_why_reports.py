@@ -23,7 +23,7 @@ from rich.console import Console
 from tests.reporttext import flat, html_table, md_section, shown, terminal_rows, written
 
 from benchtui.core.model import why
-from benchtui.core.model.summary import SessionModel
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.why import CATEGORY_LABELS, ms, signed_ms
 from benchtui.core.model.why import share_text as percent
 from benchtui.core.plan.plan import Plan

@@ -307,7 +307,7 @@ def _start_headless(plan: Any, args: argparse.Namespace, signals: EarlySignals) 
 def end_unstarted(plan: Any, writer: Any) -> None:
     """Finish a session that was interrupted before its engine started: each run recorded as the engine
     records the runs an interrupted session never reached, the session "interrupted"."""
-    from benchtui.core.model.summary import SessionModel
+    from benchtui.core.model.session_model import SessionModel
     from benchtui.core.plan.plan import run_order
     from benchtui.core.store.session import StorageError
     from benchtui_runners import catalog

@@ -30,8 +30,8 @@ from benchtui.core.model.analysis import model_label
 from benchtui.core.model.cell import ScalingCurve
 from benchtui.core.model.eta import clock
 from benchtui.core.model.parity import differences_text, marked
+from benchtui.core.model.session_model import model_verdicts
 from benchtui.core.model.status import CautionKind, RunStatus, status_style
-from benchtui.core.model.summary import model_verdicts
 from benchtui.core.reporting import registry
 from benchtui.widgets.comparison import BatchComparison, focus_model, verdict_lines
 from benchtui.widgets.log_pane import RunLog
@@ -43,7 +43,7 @@ from benchtui_runners.config import usable_cores
 
 if TYPE_CHECKING:
     from benchtui.core.model.runs import RunState
-    from benchtui.core.model.summary import SessionModel
+    from benchtui.core.model.session_model import SessionModel
     from benchtui.core.plan.plan import Plan
     from benchtui.core.running.source import SessionSource
 

@@ -13,9 +13,9 @@ from textual.widgets import DataTable
 from benchtui.core import fmt
 from benchtui.core.model.cell import CellSummary
 from benchtui.core.model.parity import marked
+from benchtui.core.model.session_model import RunState, SessionModel
 from benchtui.core.model.stats import quantile, warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
-from benchtui.core.model.summary import RunState, SessionModel
 from benchtui_runners import catalog
 
 LIVE = frozenset({"starting", "building", "running"})

@@ -19,8 +19,8 @@ from textual.widget import Widget
 from benchtui.core.fmt import clean
 from benchtui.core.model import why
 from benchtui.core.model.analysis import model_label
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import RunStatus
-from benchtui.core.model.summary import SessionModel
 from benchtui.widgets.comparison import focus_model
 
 

@@ -481,7 +481,7 @@ class PerFlop:
 
 @dataclass(frozen=True)
 class FrameworkRatio:
-    """The verdict of one model between two frameworks (``summary.model_verdicts``): ``framework``'s time
+    """The verdict of one model between two frameworks (``session_model.model_verdicts``): ``framework``'s time
     per sample over ``base``'s with its interval, who is faster, and the sentence every view prints."""
 
     model: str

@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from benchtui.core.model.runs import RunState
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import RunStatus
-from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan import estimate
 from benchtui.core.plan.plan import Plan
 

@@ -28,8 +28,8 @@ from benchtui.core.model.analysis import (
 )
 from benchtui.core.model.cell import FrameworkRatio
 from benchtui.core.model.runs import RunState
+from benchtui.core.model.session_model import OTHER_LOAD_WARN_CORES, contention_part
 from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
-from benchtui.core.model.summary import OTHER_LOAD_WARN_CORES, contention_part
 from benchtui.core.plan.plan import command_text
 from benchtui.core.store.session import LoadedSession, load_session
 
@@ -282,8 +282,8 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
         )
         if ia != ib:
             out.append(f"{framework_label(fw)} interpreter: {ia} vs {ib}")
-    ea = a.model.summary().get("frameworks") or {}
-    eb = b.model.summary().get("frameworks") or {}
+    ea = a.model.session_summary().frameworks or {}
+    eb = b.model.session_summary().frameworks or {}
     for fw in sorted(set(ea) & set(eb)):
         va, vb = ea[fw].get("versions") or {}, eb[fw].get("versions") or {}
         for lib in sorted(set(va) | set(vb)):

@@ -73,7 +73,7 @@ ul.lines{font-size:13px;margin:4px 0 6px;padding-left:18px}
 """
 
 
-def _e(value: Any, one_line: bool = True) -> str:
+def _text(value: Any, one_line: bool = True) -> str:
     """Text for HTML: escaped, and without control characters (session text is not trusted)."""
     return escape(fmt.clean(value, one_line=one_line), quote=True)
 
@@ -87,14 +87,14 @@ def log_tail(report: Report, run_id: str) -> str:
 def _status_cell(row: CellSummary) -> str:
     """A cell's status; its reason is under "Failures and gaps", said once for the cells that share it."""
     status = row.status
-    return f'<span class="{_e(status)}">{_e(status)}</span>' + (" *" if row.reason else "")
+    return f'<span class="{_text(status)}">{_text(status)}</span>' + (" *" if row.reason else "")
 
 
 def _figure(text: str, fit: bool) -> str:
     """A figure's cell; with ``fit`` its value and its interval may go on two lines, each kept whole."""
     if not fit:
-        return _e(text)
-    return " ".join(f"<span>{_e(part)}</span>" for part in re.split(r" (?=\[)", text))
+        return _text(text)
+    return " ".join(f"<span>{_text(part)}</span>" for part in re.split(r" (?=\[)", text))
 
 
 def _table(table: Table, notes: list[str] | None = None, fit: bool = False) -> str:
@@ -105,32 +105,36 @@ def _table(table: Table, notes: list[str] | None = None, fit: bool = False) -> s
     """
     opening = '<table class="fit">' if fit else "<table>"
     parts = (
-        [f"<h3>{_e(table.title)}</h3>{opening}<tr>"] + [f"<th>{_e(h)}</th>" for h in table.header] + ["</tr>"]
+        [f"<h3>{_text(table.title)}</h3>{opening}<tr>"]
+        + [f"<th>{_text(h)}</th>" for h in table.header]
+        + ["</tr>"]
     )
     for row in table.rows:
         parts.append("<tr>")
         parts += [
-            f'<td class="num">{_figure(c, fit)}</td>' if align == "r" else f"<td>{_e(c)}</td>"
+            f'<td class="num">{_figure(c, fit)}</td>' if align == "r" else f"<td>{_text(c)}</td>"
             for c, align in zip(row, table.align, strict=False)
         ]
         parts.append("</tr>")
     parts.append("</table>")
     notes = [table.note] if notes is None and table.note else notes or []
     if notes:
-        parts.append('<p class="note">' + "<br>".join(_e(n) for n in notes) + "</p>")
+        parts.append('<p class="note">' + "<br>".join(_text(n) for n in notes) + "</p>")
     return "".join(parts)
 
 
 def _study_tables(report: Report) -> str:
     parts = [_table(report.side_by_side)] + [_table(t) for t in report.figure_tables]
-    parts.append(f'<p class="note">{_e(report.study_note)}</p>')
+    parts.append(f'<p class="note">{_text(report.study_note)}</p>')
     if report.devices > 1:
-        parts.append(f'<p class="note">{_e(DEVICES_NOTE)}</p>')
+        parts.append(f'<p class="note">{_text(DEVICES_NOTE)}</p>')
     return "".join(parts)
 
 
 def _lines(lines: list[str]) -> str:
-    return '<ul class="lines">' + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>" if lines else ""
+    return (
+        '<ul class="lines">' + "".join(f"<li>{_text(line)}</li>" for line in lines) + "</ul>" if lines else ""
+    )
 
 
 def _scaling_plots(report: Report, model: str) -> str:
@@ -209,11 +213,11 @@ def _data_parallel(report: Report) -> str:
     for view in report.scaling:
         # More than two frameworks' columns: a figure may wrap before its interval rather than leave the page.
         parts.append(_table(view.table, [], fit=len(view.table.header) > 8) + _lines(view.lines))
-        parts.append(f'<p class="note">{_e(view.table.note)}</p>')
+        parts.append(f'<p class="note">{_text(view.table.note)}</p>')
         parts.append(_scaling_plots(report, view.model))
     if report.per_device is not None:
         parts.append(_table(report.per_device, []) + _lines(report.per_device_notes))
-        parts.append(f'<p class="note">{_e(report.per_device.note)}</p>')
+        parts.append(f'<p class="note">{_text(report.per_device.note)}</p>')
     return "<h2>Data parallel</h2>" + "".join(parts) if parts else ""
 
 
@@ -221,8 +225,8 @@ def _trace_link(report: Report, path: str) -> str:
     """A trace's path as a link relative to the session folder, where the report is written by default; plain
     text, saying so, when the folder holds no such regular file (removed, or a link: never followed)."""
     if holds_file(report.source.path, path):
-        return f'<a href="{_e(quote(path, safe="/"))}">{_e(path)}</a>'
-    return f"{_e(path)} (not in the session folder)"
+        return f'<a href="{_text(quote(path, safe="/"))}">{_text(path)}</a>'
+    return f"{_text(path)} (not in the session folder)"
 
 
 def _why_chart(view: Why) -> str:
@@ -252,19 +256,19 @@ def _why(report: Report) -> str:
     parts = []
     for view in report.why:
         parts.append(_table(view.table, []))
-        parts += [f'<p class="sig">{_e(text)}</p>' for text in view.text]
+        parts += [f'<p class="sig">{_text(text)}</p>' for text in view.text]
         parts.append(_lines(view.lines))
         parts.append(f"<figure>{_why_chart(view)}</figure>")
         if view.traces:
             parts.append(
                 '<ul class="lines">'
                 + "".join(
-                    f"<li>Trace, {_e(framework)}, {_e(run)}: {_trace_link(report, path)} ({_e(size)})</li>"
+                    f"<li>Trace, {_text(framework)}, {_text(run)}: {_trace_link(report, path)} ({_text(size)})</li>"
                     for framework, run, path, size in view.traces
                 )
                 + "</ul>"
             )
-        parts.append(f'<p class="note">{_e(view.table.note)}</p>')
+        parts.append(f'<p class="note">{_text(view.table.note)}</p>')
         if view.top is not None:
             parts.append(_table(view.top))
     return "<h2>Why: where step time goes</h2>" + "".join(parts) if parts else ""
@@ -274,7 +278,7 @@ def _warmup(report: Report) -> str:
     """The warm-up table, the cells whose epochs stalled before their first batch, and how to read it."""
     if not report.warmup.rows:
         return ""
-    note = f'<p class="note">{_e(report.warmup.note)}</p>'
+    note = f'<p class="note">{_text(report.warmup.note)}</p>'
     return _table(report.warmup, []) + _lines(report.warmup_notes) + note
 
 
@@ -312,14 +316,14 @@ def _detail_table(summary: SessionSummary) -> str:
         batch = row.batch
         ratio = batch.iqr_ratio if batch is not None else None
         parts.append(
-            f"<tr><td>{_e(marked(model_label(row.model), row_flagged(row)))}</td>"
-            f"<td>{_e(framework_label(row.framework))}</td>"
-            f'<td class="num">{_e("–" if row.batch_size is None else row.batch_size)}</td>'
-            f'<td class="num">{_e(row.runs)}/{_e(row.runs_planned)}</td>'
-            f'<td class="num">{_e(median(batch.median if batch is not None else None))}</td>'
-            f'<td class="num">{"–" if ratio is None else _e(f"{ratio:.1%}")}</td>'
-            f'<td class="num">{_e(fmt.bytes_(row.peak_memory_bytes))}</td>'
-            f'<td class="num">{_e(_cores(row.other_cpu_cores))}</td>'
+            f"<tr><td>{_text(marked(model_label(row.model), row_flagged(row)))}</td>"
+            f"<td>{_text(framework_label(row.framework))}</td>"
+            f'<td class="num">{_text("–" if row.batch_size is None else row.batch_size)}</td>'
+            f'<td class="num">{_text(row.runs)}/{_text(row.runs_planned)}</td>'
+            f'<td class="num">{_text(median(batch.median if batch is not None else None))}</td>'
+            f'<td class="num">{"–" if ratio is None else _text(f"{ratio:.1%}")}</td>'
+            f'<td class="num">{_text(fmt.bytes_(row.peak_memory_bytes))}</td>'
+            f'<td class="num">{_text(_cores(row.other_cpu_cores))}</td>'
             f"<td>{_status_cell(row)}</td></tr>"
         )
     parts.append("</table>")
@@ -351,18 +355,18 @@ def _answer(report: Report) -> str:
     answer = report.answer
     if not answer.verdicts:
         return ""
-    parts = [f"<h2>The answer</h2><h3>{_e(ANSWER_TITLE)}</h3>"]
+    parts = [f"<h2>The answer</h2><h3>{_text(ANSWER_TITLE)}</h3>"]
     parts.append("<table><tr><th>Model</th><th>Result</th><th>From</th></tr>")
     for v in answer.verdicts:
         cls = verdict_class(v)
         parts.append(
-            f"<tr><td>{_e(v.label)}</td>"
+            f"<tr><td>{_text(v.label)}</td>"
             + (f'<td class="{cls}">' if cls else "<td>")
-            + f"{_e(v.text)}</td><td>{_e(v.basis or '–')}</td></tr>"
+            + f"{_text(v.text)}</td><td>{_text(v.basis or '–')}</td></tr>"
         )
     parts.append("</table>")
     if answer.note:
-        parts.append(f'<p class="note">{_e(answer.note)}</p>')
+        parts.append(f'<p class="note">{_text(answer.note)}</p>')
     return "".join(parts) + _answer_chart(report)
 
 
@@ -373,7 +377,7 @@ def _answer_chart(report: Report) -> str:
     # A ratio the machine may have decided is no verdict: not drawn as one, and said so.
     left_out = list(dict.fromkeys(v.label for v in report.answer.verdicts if v.kind == "unreliable"))
     note = (
-        f'<p class="note">Not drawn: {_e(", ".join(left_out))} (unreliable: no verdict).</p>'
+        f'<p class="note">Not drawn: {_text(", ".join(left_out))} (unreliable: no verdict).</p>'
         if left_out
         else ""
     )
@@ -416,7 +420,7 @@ def _problems(report: Report) -> str:
     frameworks = [framework_label(fw) for fw in report.source.frameworks]
     for cells, status, reason in grouped_problems(report.problems, frameworks):
         parts.append(
-            f'<tr><td>{_e(cells)}</td><td class="{_e(status)}">{_e(status)}</td><td>{_e(reason)}</td></tr>'
+            f'<tr><td>{_text(cells)}</td><td class="{_text(status)}">{_text(status)}</td><td>{_text(reason)}</td></tr>'
         )
     parts.append("</table>")
     for run in report.runs:
@@ -424,8 +428,8 @@ def _problems(report: Report) -> str:
             continue
         tail = run.log_tail
         parts.append(
-            f"<details><summary>{_e(run.run_id)}: {_e(run.status)} — {_e(run.reason)}</summary>"
-            f"<pre>{_e(tail or '(no log)', one_line=False)}</pre></details>"
+            f"<details><summary>{_text(run.run_id)}: {_text(run.status)} — {_text(run.reason)}</summary>"
+            f"<pre>{_text(tail or '(no log)', one_line=False)}</pre></details>"
         )
     return "".join(parts)
 
@@ -631,7 +635,7 @@ def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
     else:
         rss = [_host_number(s, "rss") for s in samples]
         parts.append(
-            f'<p class="note">No GPU telemetry ({_e(report.source.meta.get("telemetry") or "not recorded")}): '
+            f'<p class="note">No GPU telemetry ({_text(report.source.meta.get("telemetry") or "not recorded")}): '
             "the runner's CPU and memory, and the other processes' CPU, instead.</p>"
         )
         parts.append(cpu_chart)
@@ -658,16 +662,16 @@ def render(report: Report) -> str:
     """The whole report as one HTML string; nothing in it loads anything from anywhere."""
     source = report.source
     title = report.title
-    facts = " · ".join(f"<b>{_e(k)}</b> {_e(v)}" for k, v in report.facts)
+    facts = " · ".join(f"<b>{_text(k)}</b> {_text(v)}" for k, v in report.facts)
     warnings = [w.text for w in report.warnings]
     warn_html = (
         '<div class="warn"><b>Warnings</b><ul>'
-        + "".join(f"<li>{_e(w)}</li>" for w in warnings)
+        + "".join(f"<li>{_text(w)}</li>" for w in warnings)
         + "</ul></div>"
         if warnings
         else ""
     )
-    env_rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in report.environment)
+    env_rows = "".join(f"<tr><td>{_text(k)}</td><td>{_text(v)}</td></tr>" for k, v in report.environment)
     has_epochs = any(r.epochs for r in report.runs)
     # A watch's epochs are its command's: as many as it ran.
     epochs = max((len(r.epochs) for r in report.runs), default=0)
@@ -675,7 +679,7 @@ def render(report: Report) -> str:
         "mean_epoch_excl_first_s" if (epochs if source.watch else source.epochs) > 1 else "mean_epoch_s"
     )
     body = [
-        f"<h1>benchtui · {_e(title)}</h1>",
+        f"<h1>benchtui · {_text(title)}</h1>",
         f'<p class="facts">{facts}</p>',
         _answer(report),
         warn_html,
@@ -714,7 +718,7 @@ def render(report: Report) -> str:
         _problems(report),
         "<h2>Environment</h2>",
         f'<table class="env">{env_rows}</table>',
-        f"<footer>Generated by benchtui from {_e(source.folder)}/events.jsonl. Confidence intervals: "
+        f"<footer>Generated by benchtui from {_text(source.folder)}/events.jsonl. Confidence intervals: "
         "95%, seeded bootstrap over runs, then epochs or batches within runs.</footer>",
     ]
     return (
@@ -722,7 +726,7 @@ def render(report: Report) -> str:
         # No network, ever: styles and images are inline, scripts are not allowed at all.
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>benchtui · {_e(title)}</title><style>{CSS}</style></head><body>"
+        f"<title>benchtui · {_text(title)}</title><style>{CSS}</style></head><body>"
         + "".join(body)
         + "</body></html>\n"
     )

@@ -20,7 +20,7 @@ def escape(text: object) -> str:
     return _html_escape(fmt.clean(text))
 
 
-def _f(x: float) -> str:
+def _coord(x: float) -> str:
     """A coordinate with one decimal: enough for a screen, and small files."""
     text = f"{x:.1f}"
     return text[:-2] if text.endswith(".0") else text
@@ -188,15 +188,15 @@ def _y_axis(
 ) -> None:
     for t in ticks:
         y = fr.py(t)
-        parts.append(f'<line x1="{fr.x0}" x2="{fr.x1}" y1="{_f(y)}" y2="{_f(y)}" stroke="#e9ecef"/>')
+        parts.append(f'<line x1="{fr.x0}" x2="{fr.x1}" y1="{_coord(y)}" y2="{_coord(y)}" stroke="#e9ecef"/>')
         parts.append(
-            f'<text x="{fr.x0 - 6}" y="{_f(y + 4)}" text-anchor="end" fill="#495057">{tick_text(t)}</text>'
+            f'<text x="{fr.x0 - 6}" y="{_coord(y + 4)}" text-anchor="end" fill="#495057">{tick_text(t)}</text>'
         )
     parts.append(f'<line x1="{fr.x0}" x2="{fr.x0}" y1="{fr.y0}" y2="{fr.y1}" stroke="#868e96"/>')
     parts.append(f'<line x1="{fr.x0}" x2="{fr.x1}" y1="{fr.y1}" y2="{fr.y1}" stroke="#868e96"/>')
     mid = (fr.y0 + fr.y1) / 2
     parts.append(
-        f'<text transform="translate(14 {_f(mid)}) rotate(-90)" text-anchor="middle" fill="#495057">{escape(label)}</text>'
+        f'<text transform="translate(14 {_coord(mid)}) rotate(-90)" text-anchor="middle" fill="#495057">{escape(label)}</text>'
     )
 
 
@@ -240,12 +240,14 @@ def _legend(
         for i in reversed(indices):  # right to left: the row ends at ``x``
             label, color, dashed = items[i]
             cursor -= 7 * len(label) + 4
-            parts.append(f'<text x="{_f(cursor)}" y="{_f(row_y + 4)}" fill="#343a40">{escape(label)}</text>')
+            parts.append(
+                f'<text x="{_coord(cursor)}" y="{_coord(row_y + 4)}" fill="#343a40">{escape(label)}</text>'
+            )
             cursor -= 22
             pattern = dashed if isinstance(dashed, str) else ("4 3" if dashed else "")
             dash = f' stroke-dasharray="{pattern}"' if pattern else ""
             parts.append(
-                f'<line x1="{_f(cursor)}" x2="{_f(cursor + 16)}" y1="{_f(row_y)}" y2="{_f(row_y)}" '
+                f'<line x1="{_coord(cursor)}" x2="{_coord(cursor + 16)}" y1="{_coord(row_y)}" y2="{_coord(row_y)}" '
                 f'stroke="{color}" stroke-width="3"{dash}/>'
             )
             cursor -= 12
@@ -297,32 +299,32 @@ def bar_chart(
             color = colors.get(bar.series, "#495057")
             if bar.value is None:
                 parts.append(
-                    f'<text x="{_f(cx)}" y="{_f(fr.y1 - 6)}" text-anchor="middle" fill="#868e96" font-size="11">'
+                    f'<text x="{_coord(cx)}" y="{_coord(fr.y1 - 6)}" text-anchor="middle" fill="#868e96" font-size="11">'
                     f"{escape(bar.note or 'n/a')}</text>"
                 )
                 continue
             y = fr.py(bar.value)
             parts.append(
-                f'<rect x="{_f(x + 2)}" y="{_f(y)}" width="{_f(max(1.0, bw - 4))}" height="{_f(fr.y1 - y)}" '
+                f'<rect x="{_coord(x + 2)}" y="{_coord(y)}" width="{_coord(max(1.0, bw - 4))}" height="{_coord(fr.y1 - y)}" '
                 f'fill="{color}" fill-opacity="0.8"><title>{escape(labels.get(bar.series, bar.series))} '
                 f"{escape(label)}: {bar.value:.4g}</title></rect>"
             )
             if bar.low is not None and bar.high is not None and bar.high > bar.low:
                 ylo, yhi = fr.py(bar.low), fr.py(bar.high)
                 parts.append(
-                    f'<path d="M{_f(cx)} {_f(ylo)}V{_f(yhi)}M{_f(cx - 6)} {_f(ylo)}h12M{_f(cx - 6)} {_f(yhi)}h12" '
+                    f'<path d="M{_coord(cx)} {_coord(ylo)}V{_coord(yhi)}M{_coord(cx - 6)} {_coord(ylo)}h12M{_coord(cx - 6)} {_coord(yhi)}h12" '
                     'stroke="#212529" stroke-width="1.5" fill="none"/>'
                 )
             for d in bar.dots:
                 parts.append(
-                    f'<circle cx="{_f(cx)}" cy="{_f(fr.py(d))}" r="2.5" fill="#212529" fill-opacity="0.7"/>'
+                    f'<circle cx="{_coord(cx)}" cy="{_coord(fr.py(d))}" r="2.5" fill="#212529" fill-opacity="0.7"/>'
                 )
             parts.append(
-                f'<text x="{_f(cx)}" y="{_f(min(y, fr.py(bar.high) if bar.high else y) - 5)}" text-anchor="middle" '
+                f'<text x="{_coord(cx)}" y="{_coord(min(y, fr.py(bar.high) if bar.high else y) - 5)}" text-anchor="middle" '
                 f'font-size="10" fill="#343a40">{value_label(bar.value)}</text>'
             )
         parts.append(
-            f'<text x="{_f(gx + slot / 2)}" y="{_f(fr.y1 + 18)}" text-anchor="middle" fill="#212529">{escape(label)}</text>'
+            f'<text x="{_coord(gx + slot / 2)}" y="{_coord(fr.y1 + 18)}" text-anchor="middle" fill="#212529">{escape(label)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -388,25 +390,27 @@ def line_chart(
         if x1 > x0:
             tip = f"<title>{escape(band.label)}</title>" if band.label else ""
             parts.append(
-                f'<rect x="{_f(x0)}" y="{fr.y0}" width="{_f(x1 - x0)}" height="{fr.y1 - fr.y0}" '
+                f'<rect x="{_coord(x0)}" y="{fr.y0}" width="{_coord(x1 - x0)}" height="{fr.y1 - fr.y0}" '
                 f'fill="{band.color}" fill-opacity="0.09">{tip}</rect>'
             )
     _y_axis(parts, fr, ticks, y_label)
     for t in nice_ticks(fr.xlo, fr.xhi, 8):
         if fr.xlo <= t <= fr.xhi:
             x = fr.px(t)
-            parts.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y1}" y2="{fr.y1 + 4}" stroke="#868e96"/>')
             parts.append(
-                f'<text x="{_f(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{tick_label(t)}</text>'
+                f'<line x1="{_coord(x)}" x2="{_coord(x)}" y1="{fr.y1}" y2="{fr.y1 + 4}" stroke="#868e96"/>'
+            )
+            parts.append(
+                f'<text x="{_coord(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{tick_label(t)}</text>'
             )
     parts.append(
-        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{height - 8}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
+        f'<text x="{_coord((fr.x0 + fr.x1) / 2)}" y="{height - 8}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
     )
     for v in vlines:
         if fr.xlo < v < fr.xhi:
             x = fr.px(v)
             parts.append(
-                f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y0}" y2="{fr.y1}" stroke="#adb5bd" stroke-dasharray="3 3"/>'
+                f'<line x1="{_coord(x)}" x2="{_coord(x)}" y1="{fr.y0}" y2="{fr.y1}" stroke="#adb5bd" stroke-dasharray="3 3"/>'
             )
     offs: list[tuple[float, float]] = []
     peaks: dict[str, tuple[str, float, float]] = {}  # colour -> the highest off-scale point of its lines
@@ -418,7 +422,8 @@ def line_chart(
         xs, ys = downsample_minmax([p[0] for p in pts], [p[1] for p in pts], max_points)
         off = [(x, y) for x, y in zip(xs, ys, strict=False) if y > fr.yhi]
         coords = " ".join(
-            f"{_f(fr.px(x))},{_f(fr.py(min(max(y, fr.ylo), fr.yhi)))}" for x, y in zip(xs, ys, strict=False)
+            f"{_coord(fr.px(x))},{_coord(fr.py(min(max(y, fr.ylo), fr.yhi)))}"
+            for x, y in zip(xs, ys, strict=False)
         )
         pattern = s.dash or ("5 4" if s.dashed else "")
         dash = f' stroke-dasharray="{pattern}"' if pattern else ""
@@ -429,7 +434,7 @@ def line_chart(
         for x, y in off[:20]:
             px = fr.px(x)
             parts.append(
-                f'<path d="M{_f(px - 4)} {fr.y0 + 7}l4 -7l4 7z" fill="{color}"><title>{escape(s.label)}: '
+                f'<path d="M{_coord(px - 4)} {fr.y0 + 7}l4 -7l4 7z" fill="{color}"><title>{escape(s.label)}: '
                 f"{y:.4g} (off scale)</title></path>"
             )
         if off:
@@ -496,10 +501,12 @@ def scaling_chart(
     _y_axis(parts, fr, ticks, y_label, lambda t: tick_label(t) + unit)
     for n in counts:
         x = fr.px(math.log2(n))
-        parts.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y1}" y2="{fr.y1 + 4}" stroke="#868e96"/>')
-        parts.append(f'<text x="{_f(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{n}</text>')
+        parts.append(
+            f'<line x1="{_coord(x)}" x2="{_coord(x)}" y1="{fr.y1}" y2="{fr.y1 + 4}" stroke="#868e96"/>'
+        )
+        parts.append(f'<text x="{_coord(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{n}</text>')
     parts.append(
-        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{height - 8}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
+        f'<text x="{_coord((fr.x0 + fr.x1) / 2)}" y="{height - 8}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
     )
     legend: list[tuple[str, str, bool]] = []
     for i, c in enumerate(curves):
@@ -513,7 +520,7 @@ def scaling_chart(
         ]
         if not pts:
             continue
-        coords = " ".join(f"{_f(fr.px(math.log2(x)))},{_f(fr.py(y))}" for x, y, _, _ in pts)
+        coords = " ".join(f"{_coord(fr.px(math.log2(x)))},{_coord(fr.py(y))}" for x, y, _, _ in pts)
         dash = ' stroke-dasharray="5 4"' if c.dashed else ""
         parts.append(
             f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="{1.5 if c.dashed else 2.5}" '
@@ -530,12 +537,12 @@ def scaling_chart(
             if low is not None and high is not None and high > low:
                 y0, y1 = fr.py(low), fr.py(high)
                 parts.append(
-                    f'<path d="M{_f(px)} {_f(y0)}V{_f(y1)}M{_f(px - 5)} {_f(y0)}h10M{_f(px - 5)} {_f(y1)}h10" '
+                    f'<path d="M{_coord(px)} {_coord(y0)}V{_coord(y1)}M{_coord(px - 5)} {_coord(y0)}h10M{_coord(px - 5)} {_coord(y1)}h10" '
                     f'stroke="{color}" stroke-width="1.5" fill="none"/>'
                 )
             text = f"{y:.0f}%" if percent else value_label(y)
             parts.append(
-                f'<circle cx="{_f(px)}" cy="{_f(fr.py(y))}" r="4" fill="{color}"><title>{escape(c.label)} on {x} '
+                f'<circle cx="{_coord(px)}" cy="{_coord(fr.py(y))}" r="4" fill="{color}"><title>{escape(c.label)} on {x} '
                 f"device(s): {text}</title></circle>"
             )
     legend.sort(key=lambda item: item[2])  # the lines first, the reference after them
@@ -576,8 +583,8 @@ def _flowing_legend(parts: list[str], items: list[tuple[str, str]], x0: float, x
         width = 18 + 7 * len(label) + 14
         if x + width > x1 and x > x0:
             x, y = x0, y + 18
-        parts.append(f'<rect x="{_f(x)}" y="{_f(y - 9)}" width="12" height="12" fill="{color}"/>')
-        parts.append(f'<text x="{_f(x + 17)}" y="{_f(y + 1)}" fill="#343a40">{escape(label)}</text>')
+        parts.append(f'<rect x="{_coord(x)}" y="{_coord(y - 9)}" width="12" height="12" fill="{color}"/>')
+        parts.append(f'<text x="{_coord(x + 17)}" y="{_coord(y + 1)}" fill="#343a40">{escape(label)}</text>')
         x += width
     return y + 18
 
@@ -623,19 +630,21 @@ def stacked_bars(
     fr.set_ranges(0, ticks[-1], 0, 1)
     for t in ticks:
         x = fr.px(t)
-        out.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(top - 4)}" y2="{fr.y1}" stroke="#e9ecef"/>')
         out.append(
-            f'<text x="{_f(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{tick_label(t)}</text>'
+            f'<line x1="{_coord(x)}" x2="{_coord(x)}" y1="{_coord(top - 4)}" y2="{fr.y1}" stroke="#e9ecef"/>'
         )
-    out.append(f'<line x1="{fr.x0}" x2="{fr.x0}" y1="{_f(top - 4)}" y2="{fr.y1}" stroke="#868e96"/>')
+        out.append(
+            f'<text x="{_coord(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{tick_label(t)}</text>'
+        )
+    out.append(f'<line x1="{fr.x0}" x2="{fr.x0}" y1="{_coord(top - 4)}" y2="{fr.y1}" stroke="#868e96"/>')
     out.append(
-        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{height - 6}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
+        f'<text x="{_coord((fr.x0 + fr.x1) / 2)}" y="{height - 6}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
     )
     out += parts
     for i, (stack, total) in enumerate(zip(stacks, totals, strict=True)):
         y = top + i * (bar_h + gap)
         out.append(
-            f'<text x="{fr.x0 - 8}" y="{_f(y + bar_h / 2 + 4)}" text-anchor="end" fill="#212529" font-weight="600">'
+            f'<text x="{fr.x0 - 8}" y="{_coord(y + bar_h / 2 + 4)}" text-anchor="end" fill="#212529" font-weight="600">'
             f"{escape(stack.label)}</text>"
         )
         x = float(fr.x0)
@@ -644,7 +653,7 @@ def stacked_bars(
             color = colors.get(key, "#868e96")
             share = value / total if total else 0.0
             out.append(
-                f'<rect x="{_f(x)}" y="{_f(y)}" width="{_f(w)}" height="{bar_h}" fill="{color}" stroke="#fff" '
+                f'<rect x="{_coord(x)}" y="{_coord(y)}" width="{_coord(w)}" height="{bar_h}" fill="{color}" stroke="#fff" '
                 f'stroke-width="0.5"><title>{escape(stack.label)} · {escape(labels.get(key, key))}: '
                 f"{value_text(value)} {escape(stack.unit)} ({share:.0%})</title></rect>"
             )
@@ -652,12 +661,12 @@ def stacked_bars(
             if w >= 7 * len(text) + 8:
                 ink = "#212529" if color in _LIGHT else "#fff"
                 out.append(
-                    f'<text x="{_f(x + w / 2)}" y="{_f(y + bar_h / 2 + 4)}" text-anchor="middle" fill="{ink}" '
+                    f'<text x="{_coord(x + w / 2)}" y="{_coord(y + bar_h / 2 + 4)}" text-anchor="middle" fill="{ink}" '
                     f'font-size="11">{text}</text>'
                 )
             x += w
         out.append(
-            f'<text x="{_f(x + 6)}" y="{_f(y + bar_h / 2 + 4)}" fill="#212529">{value_text(total)} {escape(stack.unit)}</text>'
+            f'<text x="{_coord(x + 6)}" y="{_coord(y + bar_h / 2 + 4)}" fill="#212529">{value_text(total)} {escape(stack.unit)}</text>'
         )
     out.append("</svg>")
     return "".join(out)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchtui.core.model.runs import RunState
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import RunStatus
-from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.devices import Placement, place
 from benchtui.core.plan.plan import Plan, PlanError, Resolved, RunSpec, run_order
 from benchtui.core.plan.threads import measure_idle

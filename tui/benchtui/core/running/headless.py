@@ -13,8 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from benchtui.core import fmt
 from benchtui.core.model import analysis
 from benchtui.core.model.runs import RunState
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import status_style
-from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.devices import place
 from benchtui.core.plan.estimate import long_cpu_warning
 from benchtui.core.plan.plan import Plan, PlanError, command_text

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchtui.core.model.summary import SessionModel
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.running.control import Pausable
 from benchtui.core.running.source import Listener, SessionSource
 from benchtui.core.store.session import EventCheck, SessionFolder

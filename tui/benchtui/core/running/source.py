@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from benchtui.core.model.summary import SessionModel
+from benchtui.core.model.session_model import SessionModel
 
 Listener = Callable[[dict[str, Any]], None]
 

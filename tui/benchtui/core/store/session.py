@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from benchtui.core.fmt import bytes_
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import RunStatus, SessionStatus
-from benchtui.core.model.summary import SessionModel
 from benchtui.core.plan.options import LIMITS
 from benchtui.core.plan.plan import MAX_RUNS_IN_PLAN, Plan, repeated, watch_label
 from benchtui.core.provenance import cpu_model, provenance, recorded_by_other
