@@ -12,7 +12,8 @@ from textual.widget import Widget
 from benchtui.core import fmt
 from benchtui.core.model.cell import FrameworkRatio, RefusedRatio
 from benchtui.core.model.parity import marked
-from benchtui.core.model.session_model import RunState, SessionModel, model_verdicts
+from benchtui.core.model.runs import RunState
+from benchtui.core.model.session_model import SessionModel, model_verdicts
 from benchtui.core.model.stats import warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
 from benchtui.widgets.spark import tall_strip

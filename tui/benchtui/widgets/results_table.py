@@ -13,7 +13,8 @@ from textual.widgets import DataTable
 from benchtui.core import fmt
 from benchtui.core.model.cell import CellSummary
 from benchtui.core.model.parity import marked
-from benchtui.core.model.session_model import RunState, SessionModel
+from benchtui.core.model.runs import RunState
+from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.stats import quantile, warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
 from benchtui_runners import catalog

@@ -67,7 +67,7 @@ def warmup_of(run: RunState) -> tuple[int, float]:
 _SORTED = "_benchtui_sorted_batches"
 
 
-def sorted_batches(run: RunState) -> tuple[array, array]:
+def sorted_batches(run: RunState) -> tuple[array[float], array[float]]:
     """(every batch time, batch times after warm-up) of a run, each sorted.
 
     Kept on the run while its batch count stays the same: a finished run never changes,

@@ -31,8 +31,8 @@ class RunState:
     epoch_samples: dict[int, int] = field(default_factory=dict)
     # Seconds from each epoch's start to its first batch's step, by epoch, as the runner said (optional).
     to_first_batch: dict[int, float] = field(default_factory=dict)
-    batch_seconds: array = field(default_factory=lambda: array("d"))
-    batch_epochs: array = field(default_factory=lambda: array("i"))
+    batch_seconds: array[float] = field(default_factory=lambda: array("d"))
+    batch_epochs: array[int] = field(default_factory=lambda: array("i"))
     current_epoch: int = 0
     current_step: int = 0
     missing_steps: int = 0  # steps a lost batch line left out (a gap in the step numbers)
@@ -153,7 +153,7 @@ class RunState:
         start = 1 if last > 1 else 0
         if start not in e or last not in e or e[last] < e[start]:
             return None
-        return (e[last] - e[start]) / 1000.0 / (samples * (last - start))
+        return float((e[last] - e[start]) / 1000.0 / (samples * (last - start)))
 
     def phase_seconds(self, name: str) -> float | None:
         edges = self.phases.get(name, {})
