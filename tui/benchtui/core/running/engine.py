@@ -386,6 +386,19 @@ class Engine(Pausable):
         # The session records the plan it runs: the chosen sizes with it.
         self._write(self.writer.update_meta, plan=self.resolved.plan.to_dict())
 
+    def _run_start(self, spec: RunSpec, python: str, pid: int | None = None) -> None:
+        """The run's start, as the session records it (``pid``: None when its process did not start)."""
+        self._parent_event(
+            "run_start",
+            spec.run_id,
+            framework=spec.framework,
+            model=spec.model,
+            index=spec.index,
+            **({"pid": pid} if pid is not None else {}),
+            python=python,
+            **({"devices": spec.devices} if spec.devices > 1 else {}),
+        )
+
     def _config(
         self, framework: str, model: str, run_id: str, devices: int = 1
     ) -> tuple[RunConfig, dict[str, str]]:
@@ -497,14 +510,7 @@ class Engine(Pausable):
                     python, config_args(config), log, launcher, env, cwd=self.writer.path
                 )
             except OSError as exc:
-                self._parent_event(
-                    "run_start",
-                    spec.run_id,
-                    framework=spec.framework,
-                    model=spec.model,
-                    index=spec.index,
-                    python=python,
-                )
+                self._run_start(spec, python)
                 self._parent_event(
                     "run_end", spec.run_id, status="failed", reason=f"could not start {python}: {exc}"
                 )
@@ -512,16 +518,7 @@ class Engine(Pausable):
             self.current, self.current_spec = proc, spec
             if self._cancelled:  # cancel() came while the process was starting
                 await proc.terminate()
-            self._parent_event(
-                "run_start",
-                spec.run_id,
-                framework=spec.framework,
-                model=spec.model,
-                index=spec.index,
-                pid=proc.pid,
-                python=python,
-                **({"devices": spec.devices} if spec.devices > 1 else {}),
-            )
+            self._run_start(spec, python, proc.pid)
             if self.sampler is not None:
                 self.sampler.set_target(spec.run_id, proc.pid, self._run_gpus(spec))
             try:
