@@ -2,10 +2,12 @@
 this file: the helpers the tests import are in support.py (``from support import ...``).
 
 The tiers (markers): ``slow`` starts a framework (a real runner, a probe) and ``long`` starts none
-but takes long (fuzzing, files at their bounds); both are marked by hand, in the test file. ``ui`` (drives the Textual app) and ``unit`` (the rest) are marked here. The fast
-tier is ``-m "not slow"``: every test that starts no framework, the ``long`` ones on a seeded
-sample of their cases (the ``cases`` fixture, ``--long-cases``); ``python -m pytest`` runs them all,
-every case.
+but takes long (fuzzing, files at their bounds); both are marked by hand, in the test file. ``ui``
+(drives the Textual app) and ``unit`` (the rest) are marked here. The fast tier is
+``-m "not slow" -n 3``: every test that starts no framework, the ``long`` ones on a seeded sample of
+their cases (the ``cases`` fixture, ``--long-cases``). Its tests wait on pipes and timers about half
+their time, so a third worker fills those waits on two cores (the default stays two, for the
+frameworks). ``python -m pytest`` runs every tier, every case.
 ``BENCHTUI_TESTS_AUDIT_TIERS=1`` checks the ``slow`` marks: a test not marked slow that imports a
 framework, in this process or in any process it starts, fails (a process started with a PYTHONPATH
 of the test's own, as the GPU fake's, is not seen)."""
