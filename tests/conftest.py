@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import random
 import sys
 import tempfile
 from collections.abc import Callable, Generator, Sequence
@@ -24,9 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
-from _pytest.mark.expression import Expression
 
-from support import ROOT, FakeLauncher, QuietApp
+from support import ROOT, FakeLauncher, QuietApp, cases_to_run, sample_cases
 
 if TYPE_CHECKING:
     from benchtui.app import BenchApp
@@ -105,15 +103,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def long_cases(config: pytest.Config) -> int | None:
-    """How many cases each loop of a ``long`` test runs: None for all of them (``python -m pytest``,
-    as CI runs), ``QUICK_CASES`` where ``-m`` leaves out the slow tier, or what ``--long-cases`` says."""
-    given = config.getoption("--long-cases")
-    if given is not None:
-        return None if given == "all" else int(given)
-    markexpr = config.getoption("markexpr") or ""
-    if markexpr and not Expression.compile(markexpr).evaluate(lambda name, **_: name == "slow"):
-        return QUICK_CASES
-    return None
+    """How many cases each loop of a ``long`` test runs (None: all of them)."""
+    return cases_to_run(config.getoption("markexpr") or "", config.getoption("--long-cases"), QUICK_CASES)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -128,15 +119,8 @@ def cases(request: pytest.FixtureRequest) -> Callable[[Sequence[T]], list[T]]:
     """The cases a ``long`` test's loop runs: all of them, or (a quick run) a sample of
     ``long_cases``, seeded by the test's id, in their order. The cases themselves are built the same
     either way (every random draw made), so that a sampled case is the full run's case."""
-    n = long_cases(request.config)
-
-    def sample(every: Sequence[T]) -> list[T]:
-        if n is None or n >= len(every):
-            return list(every)
-        picked = sorted(random.Random(request.node.nodeid).sample(range(len(every)), n))
-        return [every[i] for i in picked]
-
-    return sample
+    n, seed = long_cases(request.config), request.node.nodeid
+    return lambda every: sample_cases(every, n, seed)
 
 
 def pytest_configure(config: pytest.Config) -> None:

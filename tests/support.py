@@ -7,11 +7,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from _pytest.mark.expression import Expression
 
 from benchtui.core.running.launcher import LocalLauncher, collect_events, config_args, start_runner
 
@@ -102,3 +106,31 @@ def only_session(root: Path) -> Path:
     folders = [p for p in root.iterdir() if p.is_dir()]
     assert len(folders) == 1, folders
     return folders[0]
+
+
+T = TypeVar("T")
+
+
+def _only_slow(name: str, /, **kwargs: str | int | bool | None) -> bool:
+    """The marks of a test marked slow, and only that: does ``-m`` keep it?"""
+    return name == "slow"
+
+
+def cases_to_run(markexpr: str, given: str | None, quick: int) -> int | None:
+    """How many cases each loop of a ``long`` test runs: None for all of them (no ``-m``, or one that
+    keeps the slow tier: ``python -m pytest``, as CI runs), ``quick`` where ``-m`` leaves the slow
+    tier out (the fast command), ``given`` (``--long-cases``: a number or ``all``) over both."""
+    if given is not None:
+        return None if given == "all" else int(given)
+    if markexpr and not Expression.compile(markexpr).evaluate(_only_slow):
+        return quick
+    return None
+
+
+def sample_cases(every: Sequence[T], n: int | None, seed: str) -> list[T]:
+    """All of ``every`` (``n`` None or at least its length), else ``n`` of them drawn with ``seed``,
+    in their order: the same cases on every run."""
+    if n is None or n >= len(every):
+        return list(every)
+    picked = sorted(random.Random(seed).sample(range(len(every)), n))
+    return [every[i] for i in picked]

@@ -102,3 +102,38 @@ def test_the_audit_fails_a_test_not_marked_slow_that_starts_a_framework(tmp_path
     assert result.stdout.splitlines()[-1].startswith("3 passed, 1 error"), result.stdout + result.stderr
     assert "ERROR test_audit.py::test_not_marked" in result.stdout
     assert "test_audit.py::test_not_marked starts a framework (torch) but is not marked slow" in result.stdout
+
+
+# -- the long tests' cases: all in the full run, a seeded sample in the fast command -------------------
+@pytest.mark.parametrize(
+    "markexpr, given, runs",
+    [
+        ("", None, None),  # python -m pytest, as CI runs: every case
+        ("slow", None, None),
+        ("long", None, 6),  # leaves the slow tier out: a sample (--long-cases=all for every case)
+        ("not slow", None, 6),  # the fast command
+        ("not slow and not long", None, 6),
+        ("unit", None, 6),
+        ("not slow", "all", None),
+        ("not slow", "3", 3),
+        ("", "2", 2),
+    ],
+)
+def test_a_long_test_runs_every_case_unless_the_run_leaves_the_slow_tier_out(
+    markexpr: str, given: str | None, runs: int | None
+) -> None:
+    from support import cases_to_run
+
+    assert cases_to_run(markexpr, given, 6) == runs
+
+
+def test_a_sample_of_cases_is_seeded_ordered_and_never_more_than_all() -> None:
+    from support import sample_cases
+
+    every = list(range(100))
+    picked = sample_cases(every, 6, "tests/x.py::test[0]")
+    assert len(picked) == 6 and picked == sorted(picked) and set(picked) <= set(every)
+    assert sample_cases(every, 6, "tests/x.py::test[0]") == picked  # the same cases every run
+    assert sample_cases(every, 6, "tests/x.py::test[1]") != picked  # each loop its own
+    assert sample_cases(every, None, "s") == every and sample_cases(every, 500, "s") == every
+    assert sample_cases(range(3), 2, "s") in ([0, 1], [0, 2], [1, 2])
