@@ -16,6 +16,7 @@ import pty
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -336,6 +337,12 @@ def test_the_command_line_keeps_the_report_on_stdout_and_a_live_line_on_a_termin
             env={**os.environ, "FAKE_SLOW": "keras-torch", "COLUMNS": "200", "TERM": "xterm"},
             timeout=60,
         )
+        # Everything the child wrote is read before its end of the terminal closes (Linux may drop what a
+        # closed pty still held): wait until nothing more arrives.
+        deadline, seen = time.monotonic() + 5, -1
+        while time.monotonic() < deadline and len(received) != seen:
+            seen = len(received)
+            time.sleep(0.3)
     finally:
         os.close(secondary)
         reader.join(5)
