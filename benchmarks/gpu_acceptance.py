@@ -515,7 +515,7 @@ def _run_session(step: Step, frameworks: list[str], sessions: Path, limit: float
         return out
     try:
         loaded = load_session(folder, keep_events=True)
-    except Exception as exc:  # noqa: BLE001 - a session that cannot load is this step's failure, said
+    except Exception as exc:  # a session that cannot load is this step's failure, said
         out["error"] = f"{type(exc).__name__}: {exc}"
         out["status"] = "failed"
         return out

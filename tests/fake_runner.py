@@ -11,7 +11,7 @@ def put(data: bytes) -> None:
     os.write(fd, data)
 
 
-def event(type_: str, **fields) -> None:  # noqa: ANN003
+def event(type_: str, **fields) -> None:
     put((json.dumps({"v": 1, "type": type_, "t": time.monotonic(), **fields}) + "\n").encode())
 
 

@@ -109,7 +109,7 @@ class CountingNVML(FakeNVML):
         super().__init__(count=4, names=NAMES, uuids=UUIDS, **kw)
         self.read: list[int] = []
 
-    def nvmlDeviceGetUtilizationRates(self, h: int):  # noqa: ANN201
+    def nvmlDeviceGetUtilizationRates(self, h: int):
         self.read.append(h)
         return super().nvmlDeviceGetUtilizationRates(h)
 

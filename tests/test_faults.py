@@ -215,7 +215,7 @@ def test_a_full_disk_stops_the_session_cleanly(tmp_path: Path, hostile_python: P
     session = start_session(plan, tmp_path / "sessions", use_nvml=False)
     writer = session.writer
     writer._events.close()
-    writer._events = open("/dev/full", "w", encoding="utf-8")  # noqa: SIM115 - the writer closes it
+    writer._events = open("/dev/full", "w", encoding="utf-8")  # the writer closes it
 
     status = asyncio.run(session.engine.run())
     assert status == "failed" and writer.failure.startswith("disk full while writing events.jsonl")

@@ -187,7 +187,7 @@ def test_dcgm_going_away_mid_session_loses_readings_not_samples() -> None:
     sampler = Sampler(0.05, lambda s: None, nvml=gpm_nvml(count=2), dcgm=dcgm)
     assert sampler.open_counters()["source"] == "DCGM"
     assert sampler.counters is not None
-    sampler.counters._handle.Shutdown()  # the host engine is gone  # noqa: SLF001
+    sampler.counters._handle.Shutdown()  # the host engine is gone
     sample = sampler.sample()
     assert [g["util"] for g in sample["gpus"]] == [97, 97] and not any(map(counters_of, sample["gpus"]))
 

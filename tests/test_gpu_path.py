@@ -42,7 +42,7 @@ STEPS = {"samples": 48, "batch_size": 2, "window_s": 60.0}
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # noqa: ANN201
+def fake_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """Fake a GPU in runner processes started from here: ``fake_gpu("torch,jax", names=[...])``."""
     log = tmp_path / "fakegpu.log"
 
@@ -95,7 +95,7 @@ def events_of(folder: Path, kind: str) -> list[dict[str, Any]]:
 # -- PyTorch on a GPU (item 1: torch.device("cuda") has no index) ---------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize(("device", "timing"), [("auto", "window"), ("cuda", "step")])
-def test_torch_trains_on_the_gpu_asked_for_without_an_index(fake_gpu, device: str, timing: str) -> None:  # noqa: ANN001
+def test_torch_trains_on_the_gpu_asked_for_without_an_index(fake_gpu, device: str, timing: str) -> None:
     log = fake_gpu("torch")
     events = run_runner({"framework": "torch", **TINY, **STEPS, "device": device, "timing": timing})
     hello, done = one(events, "hello"), one(events, "done")
@@ -133,7 +133,7 @@ def test_keras_backends_train_on_the_gpu_with_an_explicit_memory_policy(
     fake: str,
     device: str,
     allocator: str,
-    counter: str,  # noqa: ANN001
+    counter: str,
 ) -> None:
     log = fake_gpu(fake, names=[A100, H100] if device == "cuda:1" else [H100])
     config = {
@@ -185,7 +185,7 @@ DEVICE_WAIT = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", list(DEVICE_WAIT))
-def test_every_backend_waits_for_the_gpu_once_per_window_never_per_step(fake_gpu, framework: str) -> None:  # noqa: ANN001
+def test_every_backend_waits_for_the_gpu_once_per_window_never_per_step(fake_gpu, framework: str) -> None:
     """The one lifecycle's clock on every backend: a wait as each epoch begins, one per window of
     steps, and the backend's own few (after the build, for a pool of device batches): never one per step."""
     log = fake_gpu({"keras-jax": "jax", "keras-torch": "torch"}.get(framework, framework))
@@ -203,7 +203,7 @@ def test_every_backend_waits_for_the_gpu_once_per_window_never_per_step(fake_gpu
 
 # -- the launcher's one device, and energy per image ------------------------------------------------
 @pytest.mark.slow
-def test_the_launcher_gives_each_runner_exactly_the_chosen_gpu(fake_gpu, tmp_path: Path) -> None:  # noqa: ANN001
+def test_the_launcher_gives_each_runner_exactly_the_chosen_gpu(fake_gpu, tmp_path: Path) -> None:
     log = fake_gpu("torch", names=[A100, H100])
     status, folder = run_engine(
         tiny_plan(["torch"], "cuda:1"), tmp_path, FakeNVML(count=2, names=[A100, H100])
@@ -232,7 +232,7 @@ def test_the_launcher_gives_each_runner_exactly_the_chosen_gpu(fake_gpu, tmp_pat
 @pytest.mark.slow
 def test_a_framework_that_cannot_see_the_gpu_fails_with_the_fix_and_never_trains_on_the_cpu(
     fake_gpu,
-    tmp_path: Path,  # noqa: ANN001
+    tmp_path: Path,
 ) -> None:
     fake_gpu("torch")  # JAX here is the CPU-only build, as the keras-jax extra installs it
     status, folder = run_engine(tiny_plan(["torch", "keras-jax"], "auto"), tmp_path, FakeNVML(names=[H100]))
@@ -412,7 +412,7 @@ def test_runner_doctor_says_why_a_framework_sees_no_gpu(framework: str, fix: str
 
 @pytest.mark.slow
 def test_doctor_probes_under_the_runs_memory_policy_so_jax_takes_nothing_up_front(
-    fake_gpu,  # noqa: ANN001
+    fake_gpu,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every framework is probed at once: JAX must not preallocate 75% of the GPU while the others
@@ -483,7 +483,7 @@ def test_envs_create_prints_the_gpu_installs(tmp_path: Path) -> None:
 def test_doctor_on_a_gpu_machine_says_which_framework_sees_it_and_the_fix(
     fake_gpu,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],  # noqa: ANN001
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from benchtui.commands.setup import cmd_doctor
     from benchtui.core.running import doctor

@@ -133,7 +133,7 @@ def test_the_kernels_own_full_disk() -> None:
     """/dev/full: every write of a real buffered file fails with ENOSPC from the kernel."""
 
     async def go() -> LogCopy:
-        with open("/dev/full", "ab") as log:  # noqa: ASYNC230 - a character device: no blocking
+        with open("/dev/full", "ab") as log:  # a character device: no blocking
             copied = await copy_log(_stream(OUTPUT), log)
             with contextlib.suppress(OSError):  # what the buffer still holds cannot be written either
                 log.close()

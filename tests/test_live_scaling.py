@@ -73,7 +73,7 @@ def cell(app: BenchApp, key: str, column: str) -> str:
     return app.screen.query_one(ResultsTable).cell_text(key, column)
 
 
-async def until(pilot, check: Callable[[], bool], timeout: float = 30.0) -> None:  # noqa: ANN001
+async def until(pilot, check: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "timed out"
@@ -283,16 +283,16 @@ def cut_in_the_x2_runs(path: Path) -> Path:
     return path
 
 
-def test_scaling_session_80x24(snap_compare, relative_session: Path) -> None:  # noqa: ANN001
+def test_scaling_session_80x24(snap_compare, relative_session: Path) -> None:
     app = make_app(replay=relative_session, speed=math.inf)
     assert snap_compare(app, terminal_size=(80, 24), run_before=until_replayed)
 
 
-def test_scaling_session_120x35(snap_compare, relative_session: Path) -> None:  # noqa: ANN001
+def test_scaling_session_120x35(snap_compare, relative_session: Path) -> None:
     app = make_app(replay=relative_session, speed=math.inf)
     assert snap_compare(app, terminal_size=(120, 35), run_before=until_replayed)
 
 
-def test_scaling_session_cut_in_a_2_device_run_120x35(snap_compare, relative_session: Path) -> None:  # noqa: ANN001
+def test_scaling_session_cut_in_a_2_device_run_120x35(snap_compare, relative_session: Path) -> None:
     app = make_app(replay=cut_in_the_x2_runs(relative_session), speed=math.inf)
     assert snap_compare(app, terminal_size=(120, 35), run_before=until_replayed)

@@ -38,7 +38,7 @@ def profiled(tmp_path: Path) -> Path:
     )
 
 
-def view(app) -> WhyView:  # noqa: ANN001
+def view(app) -> WhyView:
     return app.screen.query_one(WhyView)
 
 

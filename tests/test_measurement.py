@@ -29,7 +29,7 @@ def test_warmup_cut(values: list[float], cut: int) -> None:
     assert warmup_cut(values) == cut
 
 
-def _search(fits_up_to: int, start: int, upper: int, errors_at: int | None = None):  # noqa: ANN202
+def _search(fits_up_to: int, start: int, upper: int, errors_at: int | None = None):
     asked: list[int] = []
 
     async def probe(batch: int) -> str:

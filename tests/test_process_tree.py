@@ -94,7 +94,7 @@ def _gone_soon(escaped: tuple[int, str], timeout: float = 5.0) -> bool:
 
 
 @pytest.fixture
-def escaper(tmp_path: Path):  # noqa: ANN201 - a generator fixture
+def escaper(tmp_path: Path):  # a generator fixture
     """(the script, the pid file); whatever it left running is killed after the test."""
     script = tmp_path / "escape.py"
     script.write_text(ESCAPE)

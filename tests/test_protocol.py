@@ -11,7 +11,7 @@ from benchtui.core.wire.events import Malformed, parse_line
 from benchtui_runners.protocol import WIRE_VERSION, EventWriter, ParentGone
 
 
-def _roundtrip(emit) -> list[dict]:  # noqa: ANN001 - a callable taking a writer
+def _roundtrip(emit) -> list[dict]:  # a callable taking a writer
     read_fd, write_fd = os.pipe()
     writer = EventWriter(write_fd)
     emit(writer)

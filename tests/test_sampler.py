@@ -97,7 +97,7 @@ class FakeNVML:
         self.slices = slices or {}
         self.calls: dict[str, int] = {}
 
-    def _maybe(self, name: str, value):  # noqa: ANN001, ANN202
+    def _maybe(self, name: str, value):
         if self.lost:
             raise GpuIsLost("GPU is lost")
         if name in self.fail:
@@ -133,7 +133,7 @@ class FakeNVML:
             return self._maybe("uuid", f"MIG-fake-{h.gpu}-{h.slot}")
         return self._maybe("uuid", self.uuids[h])
 
-    def nvmlDeviceGetPciInfo(self, h: int):  # noqa: ANN201
+    def nvmlDeviceGetPciInfo(self, h: int):
         return self._maybe("pci", SimpleNamespace(busId=f"00000000:{h + 1:02x}:00.0".encode()))
 
     def nvmlDeviceGetMigMode(self, h: int) -> list[int]:
@@ -198,12 +198,12 @@ class FakeNVML:
     def nvmlDeviceGetGraphicsRunningProcesses(self, h: int) -> list:
         return self._maybe("procs", [])
 
-    def nvmlDeviceGetMemoryInfo(self, h: int | MigHandle):  # noqa: ANN201
+    def nvmlDeviceGetMemoryInfo(self, h: int | MigHandle):
         if isinstance(h, MigHandle):  # a slice's own memory
             return self._maybe("memory", SimpleNamespace(used=1 << 30, total=10 << 30))
         return self._maybe("memory", SimpleNamespace(used=2 << 30, total=80 << 30))
 
-    def nvmlDeviceGetUtilizationRates(self, h: int):  # noqa: ANN201
+    def nvmlDeviceGetUtilizationRates(self, h: int):
         return self._maybe("util", SimpleNamespace(gpu=97, memory=40))
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
@@ -226,7 +226,7 @@ class FakeNVML:
     ) -> int:  # deprecated: ClocksEventReasons first
         return self._maybe("throttle", 0x8)
 
-    def nvmlDeviceGetComputeRunningProcesses(self, h: int):  # noqa: ANN201
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int):
         if self.procs is not None:
             return self._maybe("procs", self.procs)
         return self._maybe(

@@ -12,7 +12,7 @@ from benchtui.core.model.status import CautionKind
 from benchtui.core.plan.plan import Plan, run_order
 
 
-def _plan(**kw) -> Plan:  # noqa: ANN003
+def _plan(**kw) -> Plan:
     base = dict(
         frameworks=["torch", "tensorflow"],
         models=["resnet50"],

@@ -56,7 +56,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-async def wait_for(pilot, predicate, timeout: float = 60.0, step: float = 0.1) -> None:  # noqa: ANN001
+async def wait_for(pilot, predicate, timeout: float = 60.0, step: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -81,7 +81,7 @@ def runner_pids(app: BenchApp) -> list[int]:
 
 
 @pytest.fixture(autouse=True)
-def _no_runner_left_behind(tmp_path: Path):  # noqa: ANN202 - a fixture
+def _no_runner_left_behind(tmp_path: Path):  # a fixture
     """After each test, every runner (and grandchild) recorded in its sessions is gone."""
     yield
     pids: set[int] = set()

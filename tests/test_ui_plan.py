@@ -425,8 +425,8 @@ async def test_the_warning_says_where_the_runs_go(tmp_path: Path) -> None:
 
 
 # -- snapshots ------------------------------------------------------------------------------------------
-def focus_on(selector: str):  # noqa: ANN201
-    async def run_before(pilot) -> None:  # noqa: ANN001
+def focus_on(selector: str):
+    async def run_before(pilot) -> None:
         await pilot.pause()
         widget = pilot.app.screen.query_one(selector)
         widget.focus()
@@ -436,16 +436,16 @@ def focus_on(selector: str):  # noqa: ANN201
     return run_before
 
 
-def test_plan_screen_settings_80x24(snap_compare) -> None:  # noqa: ANN001
+def test_plan_screen_settings_80x24(snap_compare) -> None:
     """The protocol's settings in two columns on 80, the focused one's help under them, boxes ticked or empty."""
     app = make_app(probe=GpuProbe((), "NVML unavailable: no NVIDIA driver", cpus=2))
     assert snap_compare(app, terminal_size=(80, 24), run_before=focus_on("#precision"))
 
 
-def test_plan_screen_edited_study_120x35(snap_compare) -> None:  # noqa: ANN001
+def test_plan_screen_edited_study_120x35(snap_compare) -> None:
     """The study cut to two models, on a CPU: "custom", its own description, and a warning in its numbers."""
 
-    async def edit(pilot) -> None:  # noqa: ANN001
+    async def edit(pilot) -> None:
         screen = pilot.app.screen
         screen.query_one("#preset", Select).value = "study"
         await pilot.pause()

@@ -28,7 +28,7 @@ TINY = DATA / "tiny-cpu-session"  # a real run: torch and tf.keras, ResNet50, 32
 GPU = DATA / "gpu-session"  # hand-made: two GPUs (GPU 1 without power readings), tf.keras OOM
 
 
-async def finished(pilot, app: BenchApp, timeout: float = 30.0) -> None:  # noqa: ANN001
+async def finished(pilot, app: BenchApp, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while app.replayer is None or app.replayer.status in ("pending", "running"):
         assert time.monotonic() < deadline, "replay did not finish"
@@ -263,7 +263,7 @@ def paused_when(monkeypatch: pytest.MonkeyPatch, moment: Callable[[SessionModel]
     monkeypatch.setattr(Replayer, "_apply", _apply)
 
 
-async def until_paused(pilot, app: BenchApp) -> None:  # noqa: ANN001
+async def until_paused(pilot, app: BenchApp) -> None:
     deadline = time.monotonic() + 30
     while app.replayer is None or not app.replayer.paused:
         assert time.monotonic() < deadline, "replay did not pause"

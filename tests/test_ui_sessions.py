@@ -20,7 +20,7 @@ from support import QuietApp
 DATA = Path(__file__).resolve().parent / "data"
 
 
-async def wait_for(pilot, predicate, timeout: float = 30.0) -> None:  # noqa: ANN001
+async def wait_for(pilot, predicate, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting for the app"
@@ -241,7 +241,7 @@ async def test_the_summary_is_drawn_at_the_width_below_the_list(
     widths: list[int] = []
     real = sessions.summary_view
 
-    def recording(path: Path, width: int):  # noqa: ANN202
+    def recording(path: Path, width: int):
         widths.append(width)
         return real(path, width)
 

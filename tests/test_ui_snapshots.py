@@ -31,7 +31,7 @@ def replayed(path: Path) -> BenchApp:
     return make_app(replay=path, speed=math.inf)
 
 
-async def until_replayed(pilot) -> None:  # noqa: ANN001
+async def until_replayed(pilot) -> None:
     app = pilot.app
     deadline = time.monotonic() + 30
     while app.replayer is None or app.replayer.status in ("pending", "running"):
@@ -41,29 +41,29 @@ async def until_replayed(pilot) -> None:  # noqa: ANN001
     app.clear_notifications()  # toasts are not what these snapshots check
 
 
-def test_plan_screen_80x24(snap_compare) -> None:  # noqa: ANN001
+def test_plan_screen_80x24(snap_compare) -> None:
     app = make_app(probe=GpuProbe((), "NVML unavailable: no NVIDIA driver"))
     assert snap_compare(app, terminal_size=(80, 24))
 
 
-def test_replay_cpu_session_80x24(snap_compare) -> None:  # noqa: ANN001
+def test_replay_cpu_session_80x24(snap_compare) -> None:
     assert snap_compare(replayed(TINY), terminal_size=(80, 24), run_before=until_replayed)
 
 
-def test_replay_gpu_session_80x24(snap_compare) -> None:  # noqa: ANN001
+def test_replay_gpu_session_80x24(snap_compare) -> None:
     assert snap_compare(replayed(GPU), terminal_size=(80, 24), run_before=until_replayed)
 
 
-def test_replay_gpu_session_160x45(snap_compare) -> None:  # noqa: ANN001
+def test_replay_gpu_session_160x45(snap_compare) -> None:
     assert snap_compare(replayed(GPU), terminal_size=(160, 45), run_before=until_replayed)
 
 
-def test_replay_with_log_120x36(snap_compare) -> None:  # noqa: ANN001
+def test_replay_with_log_120x36(snap_compare) -> None:
     assert snap_compare(replayed(TINY), terminal_size=(120, 36), press=["l"], run_before=until_replayed)
 
 
-def test_quit_confirmation_80x24(snap_compare) -> None:  # noqa: ANN001
-    async def ask(pilot) -> None:  # noqa: ANN001
+def test_quit_confirmation_80x24(snap_compare) -> None:
+    async def ask(pilot) -> None:
         await until_replayed(pilot)
         pilot.app.push_screen(
             ConfirmScreen(
@@ -76,7 +76,7 @@ def test_quit_confirmation_80x24(snap_compare) -> None:  # noqa: ANN001
     assert snap_compare(replayed(TINY), terminal_size=(80, 24), run_before=ask)
 
 
-def test_replay_cpu_session_120x35(snap_compare) -> None:  # noqa: ANN001
+def test_replay_cpu_session_120x35(snap_compare) -> None:
     """A short session on a big terminal: the strips grow into the room beside the telemetry."""
     assert snap_compare(replayed(TINY), terminal_size=(120, 35), run_before=until_replayed)
 
@@ -103,7 +103,7 @@ def mid_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return Path("three-runs")
 
 
-async def until_paused(pilot) -> None:  # noqa: ANN001
+async def until_paused(pilot) -> None:
     app = pilot.app
     deadline = time.monotonic() + 30
     while app.replayer is None or not app.replayer.paused:
@@ -113,11 +113,11 @@ async def until_paused(pilot) -> None:  # noqa: ANN001
     app.clear_notifications()
 
 
-def test_replay_mid_plan_80x24(snap_compare, mid_plan: Path) -> None:  # noqa: ANN001
+def test_replay_mid_plan_80x24(snap_compare, mid_plan: Path) -> None:
     assert snap_compare(replayed(mid_plan), terminal_size=(80, 24), run_before=until_paused)
 
 
-def test_replay_mid_plan_120x35(snap_compare, mid_plan: Path) -> None:  # noqa: ANN001
+def test_replay_mid_plan_120x35(snap_compare, mid_plan: Path) -> None:
     assert snap_compare(replayed(mid_plan), terminal_size=(120, 35), run_before=until_paused)
 
 
@@ -149,7 +149,7 @@ def sessions_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-async def until_listed(pilot) -> None:  # noqa: ANN001
+async def until_listed(pilot) -> None:
     from benchtui.screens.sessions import SessionsScreen
 
     pilot.app.show_sessions()
@@ -160,18 +160,18 @@ async def until_listed(pilot) -> None:  # noqa: ANN001
     await pilot.pause(0.2)
 
 
-def test_sessions_screen_80x24(snap_compare, sessions_root: Path) -> None:  # noqa: ANN001
+def test_sessions_screen_80x24(snap_compare, sessions_root: Path) -> None:
     app = make_app(None, sessions_dir=str(sessions_root), use_nvml=False, probe=GpuProbe((), "test"))
     assert snap_compare(app, terminal_size=(80, 24), run_before=until_listed)
 
 
-def test_sessions_screen_120x35(snap_compare, sessions_root: Path) -> None:  # noqa: ANN001
+def test_sessions_screen_120x35(snap_compare, sessions_root: Path) -> None:
     app = make_app(None, sessions_dir=str(sessions_root), use_nvml=False, probe=GpuProbe((), "test"))
     assert snap_compare(app, terminal_size=(120, 35), run_before=until_listed)
 
 
-def test_compare_screen_80x24(snap_compare, sessions_root: Path) -> None:  # noqa: ANN001
-    async def compared(pilot) -> None:  # noqa: ANN001
+def test_compare_screen_80x24(snap_compare, sessions_root: Path) -> None:
+    async def compared(pilot) -> None:
         from benchtui.screens.sessions import CompareScreen
 
         await until_listed(pilot)

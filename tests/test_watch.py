@@ -107,7 +107,7 @@ def script(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def watch(root: Path, *command: str, cwd: Path, env: dict[str, str] | None = None, name: str = ""):  # noqa: ANN201
+def watch(root: Path, *command: str, cwd: Path, env: dict[str, str] | None = None, name: str = ""):
     args = ["watch", "--headless", "--no-nvml", "--sessions-dir", str(root), "--interval", "0.2"]
     args += ["--name", name] if name else []
     return benchtui(*args, "--", *command, cwd=cwd, env=env)
@@ -134,7 +134,7 @@ def start_headless(root: Path, cwd: Path, *command: str) -> subprocess.Popen[str
     )
 
 
-def wait_for(predicate, timeout: float = 60.0) -> None:  # noqa: ANN001
+def wait_for(predicate, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"

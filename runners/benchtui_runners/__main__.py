@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParentGone:
         print("benchtui runner: the parent closed the event pipe; stopping", file=sys.stderr, flush=True)
         return 3
-    except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
+    except BaseException as exc:  # everything must reach the parent
         if isinstance(exc, KeyboardInterrupt):
             writer.error("exception", "interrupted")
             return 130

@@ -42,7 +42,7 @@ def load(spec: str, paths: list[str]) -> Any:
     except ImportError as exc:
         where = f"; looked first in {', '.join(paths)}" if paths else ""
         raise ModelDefError(f"{spec}: cannot import {module_name} ({exc}){where}") from exc
-    except BaseException as exc:  # noqa: BLE001 - the user's module ran and raised
+    except BaseException as exc:  # the user's module ran and raised
         raise ModelDefError(f"{spec}: importing {module_name} raised {_said(exc)}") from exc
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -62,7 +62,7 @@ def call(spec: str, fn: Any, *args: Any) -> Any:
     """``fn(*args)``; what it raises becomes one line naming ``spec``."""
     try:
         return fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - the user's code raised
+    except BaseException as exc:  # the user's code raised
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise ModelDefError(f"{spec} raised {_said(exc)}") from exc

@@ -507,7 +507,7 @@ def _keras_device(backend: str, model: Callable[[], Any]) -> Any:
 
     try:
         name, info = default_device(backend)
-    except Exception as exc:  # noqa: BLE001 - a device we cannot name is no reason to stop
+    except Exception as exc:  # a device we cannot name is no reason to stop
         name, info = "cpu", {"type": "unknown", "name": f"unknown ({type(exc).__name__})"}
     return KerasDevice(backend, name, info, state=lambda: step_state(backend, model()), detail=False)
 
@@ -517,7 +517,7 @@ def _best_effort(describe_device: Callable[[], dict[str, Any]]) -> dict[str, Any
     """The device in the hello: what can be read of it; a device we cannot name is no reason to stop."""
     try:
         return describe_device()
-    except Exception as exc:  # noqa: BLE001 - best effort
+    except Exception as exc:  # best effort
         return {"type": "unknown", "name": f"unknown ({type(exc).__name__})"}
 
 

@@ -444,7 +444,7 @@ class KerasDevice:
                     }
                 if self.backend == "torch":
                     return dict(self._torch().peak_memory())
-        except Exception as exc:  # noqa: BLE001 - a missing counter is reported, not fatal
+        except Exception as exc:  # a missing counter is reported, not fatal
             return {"peak_bytes": None, "source": f"unavailable ({exc})"}
         return {"peak_bytes": peak_rss_bytes(), "source": "process peak RSS (CPU)"}
 
@@ -1144,7 +1144,7 @@ def _backend_version(backend: str) -> str:
         from importlib.metadata import version
 
         return f"{version(backend)}, Keras {keras.__version__}"
-    except Exception:  # noqa: BLE001 - a label only
+    except Exception:  # a label only
         return f"Keras {keras.__version__}"
 
 

@@ -39,6 +39,6 @@ def cuda_build(framework: str) -> str | None:
                 except metadata.PackageNotFoundError:
                     continue
                 return name.split("-")[1].removeprefix("cuda")
-    except Exception:  # noqa: BLE001 - a half-installed framework: the doctor says what it can
+    except Exception:  # a half-installed framework: the doctor says what it can
         return None
     return None

@@ -579,7 +579,7 @@ def profile_run(
                 "idle when nothing ran"
             ),
         )
-    except Exception as exc:  # noqa: BLE001 - a profile never fails the run (ParentGone is no Exception)
+    except Exception as exc:  # a profile never fails the run (ParentGone is no Exception)
         reason = str(exc) if isinstance(exc, ProfileError) else f"{type(exc).__name__}: {exc}"
         writer.emit("profile", ok=False, reason=f"profile unavailable: {reason.splitlines()[0][:300]}")
     finally:

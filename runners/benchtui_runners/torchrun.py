@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             run(parse_args(torchrun_args(args, runner)))
         except ChildFailedError as exc:
             failures, code = dict(exc.failures), 1
-        except Exception as exc:  # noqa: BLE001 - a rendezvous that fails, a signal: the run's reason
+        except Exception as exc:  # a rendezvous that fails, a signal: the run's reason
             signalled = type(exc).__name__ == "SignalException"  # stopped: the parent knows why
             if not signalled:
                 with contextlib.suppress(ParentGone):

@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "runners"))
 
-from benchtui_runners import catalog  # noqa: E402
-from benchtui_runners.config import apply_thread_env  # noqa: E402
+from benchtui_runners import catalog
+from benchtui_runners.config import apply_thread_env
 
 BATCH = 2
 NUM_CLASSES = 10
@@ -155,7 +155,7 @@ def main(framework: str, models: list[str]) -> None:
     for model in models:
         try:
             result: dict[str, Any] = {"model": model, "framework": framework, **step(model)}
-        except Exception as exc:  # noqa: BLE001 - one model's failure must not hide the others'
+        except Exception as exc:  # one model's failure must not hide the others'
             result = {"model": model, "framework": framework, "error": f"{type(exc).__name__}: {exc}"}
             traceback.print_exc()
         print(json.dumps(result), flush=True)

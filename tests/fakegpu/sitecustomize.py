@@ -23,8 +23,8 @@ _PLANTS = [n.strip() for n in os.environ.get("BENCHTUI_FAKE_GPU_PLANT", "").spli
 _WANTED: dict[str, list] = {}
 
 
-def _fake(name: str):  # noqa: ANN202
-    def install(module):  # noqa: ANN001, ANN202
+def _fake(name: str):
+    def install(module):
         import fakegpu
 
         fakegpu.INSTALLERS[name](module)
@@ -44,7 +44,7 @@ if _PLANTS:
 
 
 class _PatchAfterImport(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):  # noqa: ANN001, ANN201
+    def find_spec(self, name, path, target=None):
         if name not in _WANTED:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -52,7 +52,7 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
             return None
         run = spec.loader.exec_module
 
-        def exec_module(module):  # noqa: ANN001, ANN202
+        def exec_module(module):
             run(module)
             for patch in _WANTED[name]:
                 patch(module)

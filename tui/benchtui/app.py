@@ -171,7 +171,7 @@ class BenchApp(App[int]):
             engine.cancel()
             try:
                 await asyncio.wait_for(task, QUIT_WAIT_S)
-            except BaseException:  # noqa: BLE001 - cancelled again: the engine's finally kills the group
+            except BaseException:  # cancelled again: the engine's finally kills the group
                 task.cancel()
             raise
         except Exception as exc:  # a bug in the engine must not take the terminal with it
@@ -296,7 +296,7 @@ class BenchApp(App[int]):
         if worker is not None:
             try:
                 await asyncio.wait_for(worker.wait(), QUIT_WAIT_S)
-            except Exception:  # noqa: BLE001 - exiting anyway; the runner dies with us (PDEATHSIG)
+            except Exception:  # exiting anyway; the runner dies with us (PDEATHSIG)
                 pass
         interrupted = self.engine is not None and self.engine.status == "interrupted"
         os._exit(130 if interrupted else 0)
@@ -306,7 +306,7 @@ class BenchApp(App[int]):
         if worker is not None:
             try:
                 await asyncio.wait_for(worker.wait(), QUIT_WAIT_S)
-            except Exception:  # noqa: BLE001 - timeout or a failed engine: exiting cancels it, which kills the runner
+            except Exception:  # timeout or a failed engine: exiting cancels it, which kills the runner
                 pass
         engine = self.engine
         if engine is not None and engine.plan.watch and engine.status != "running":

@@ -325,7 +325,7 @@ def guard_output() -> int | None:
             if name == "stdout":
                 closed = EXIT_BAD_INPUT
                 continue
-            stream = open(fd, "w", closefd=False)  # noqa: SIM115 - the process's stderr, on /dev/null
+            stream = open(fd, "w", closefd=False)  # the process's stderr, on /dev/null
         elif stream is not getattr(sys, f"__{name}__"):
             continue  # someone else's (a test's capture): theirs to handle
         setattr(sys, name, _guarded(stream, name))

@@ -144,7 +144,7 @@ class ScalingView(Widget):
             out.append(text)
         return out
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001
+    def get_content_height(self, container, viewport, width: int) -> int:
         return len(self.lines)
 
     def render(self) -> Group:

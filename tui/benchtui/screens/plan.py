@@ -618,7 +618,7 @@ class PlanScreen(Screen):
             self.query_one("#channels-last", Checkbox).value = plan.channels_last
             self.query_one("#profile-help", Static).update(profile_hint(plan))
             device = self.query_one("#device", Select)
-            device.value = plan.device if plan.device in {v for _, v in device._options} else "auto"  # noqa: SLF001
+            device.value = plan.device if plan.device in {v for _, v in device._options} else "auto"
             self.query_one("#data", Select).value = plan.data
             for name in CHOICES:
                 self.query_one(f"#{name}", Select).value = getattr(plan, name)

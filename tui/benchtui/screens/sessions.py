@@ -96,7 +96,7 @@ def export_in_background(screen: Screen, path: Path, fmt: str) -> None:
 
         try:
             written = export_session(path, fmt)
-        except Exception as exc:  # noqa: BLE001 - any failure is reported, never a crash
+        except Exception as exc:  # any failure is reported, never a crash
             screen.app.call_from_thread(
                 screen.notify, clean(f"Export failed: {exc}"), severity="error", markup=False
             )
@@ -293,7 +293,7 @@ class SessionsScreen(Screen):
         view: RenderableType
         try:
             view = summary_view(path, width)
-        except Exception as exc:  # noqa: BLE001 - a broken folder is shown as such
+        except Exception as exc:  # a broken folder is shown as such
             view = Text(clean(f"Cannot read {path.name}: {exc}"), style="red")
         self.app.call_from_thread(self._show_summary, path, view)
 
@@ -425,7 +425,7 @@ class CompareScreen(Screen):
         try:
             self.comparison = compare_sessions(self.a, self.b)
             view = PrintedComparison(self.comparison)
-        except Exception as exc:  # noqa: BLE001 - a session that cannot be read is said, never a crash
+        except Exception as exc:  # a session that cannot be read is said, never a crash
             view = Text(clean(f"Cannot compare: {exc}"), style="red")
         self.app.call_from_thread(self._show, view)
 

@@ -323,7 +323,7 @@ class BatchComparison(Widget):
                 rows += [(i, framework, k == 0, [s], s.value) for k, s in enumerate(runs)]
         return rows
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001
+    def get_content_height(self, container, viewport, width: int) -> int:
         console = self.app.console
         return sum(len(line.wrap(console, max(width, 1))) for line in self._render_lines(width))
 

@@ -182,7 +182,7 @@ class TelemetryPanel(Widget):
             ("runner CPU", f"{cpu_text} · {rss_text}", host, cpu_ceiling, "#7bd88f"),
         ]
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001
+    def get_content_height(self, container, viewport, width: int) -> int:
         # Notes may wrap; metric lines are cut to the width and never do.
         console = self.app.console
         return sum(len(line.wrap(console, max(width, 1))) for line in self._render_lines(width))

@@ -105,7 +105,7 @@ class WhyView(Widget):
         lines += list(self.table.notes) + ([self.table.counters] if self.table.counters else [])
         return [clean(line) for line in lines]
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001
+    def get_content_height(self, container, viewport, width: int) -> int:
         header, rows = self.rows()
         return (len(rows) + 2 if rows else 0) + len(self.texts())
 

@@ -43,7 +43,7 @@ def measure_idle(window_s: float = IDLE_WINDOW_S) -> dict[str, Any]:
         before = _cpu_times()
         time.sleep(window_s)
         after = _cpu_times()
-    except Exception:  # noqa: BLE001 - no psutil, or no /proc/stat: every core, as before
+    except Exception:  # no psutil, or no /proc/stat: every core, as before
         return record
     try:
         mine = sorted(os.sched_getaffinity(0))

@@ -251,7 +251,7 @@ class Engine(Pausable):
         except asyncio.CancelledError:
             self._cancelled = True  # the task itself was cancelled: the session is interrupted
             raise
-        except Exception as exc:  # noqa: BLE001 - benchtui's own fault: said in the session, never "complete"
+        except Exception as exc:  # benchtui's own fault: said in the session, never "complete"
             self.crashed(exc)
         finally:
             if self.current is not None:  # cancelled from outside (task cancel): leave no process
@@ -278,7 +278,7 @@ class Engine(Pausable):
             )
             try:
                 self._parent_event("run_end", run_id, status=status, reason=reason)
-            except Exception:  # noqa: BLE001 - the listener may be what failed: recorded without it
+            except Exception:  # the listener may be what failed: recorded without it
                 self.listener = None
                 self._parent_event("run_end", run_id, status=status, reason=reason)
 
@@ -331,7 +331,7 @@ class Engine(Pausable):
                 # Clocks and throttle reasons at the end too: did the GPU slow down during the session?
                 self.writer.meta["gpus_end"] = self.sampler.gpus()
             summary = self.model.summary()
-        except Exception as exc:  # noqa: BLE001 - the session is still finished, "failed" with the reason
+        except Exception as exc:  # the session is still finished, "failed" with the reason
             self.crashed(exc)
             summary = {"failure": self.error}
         self.status = self._final_status()
@@ -424,7 +424,7 @@ class Engine(Pausable):
         error: dict[str, Any] = {}
         done: dict[str, Any] = {}
         try:
-            log = open(self.writer.log_path(probe_id), "ab", buffering=0)  # noqa: SIM115 - closed below
+            log = open(self.writer.log_path(probe_id), "ab", buffering=0)  # closed below
         except OSError as exc:
             self.storage_failed(self.writer.failed_write(exc, "a probe's log"))
             return "error"
@@ -499,7 +499,7 @@ class Engine(Pausable):
         self._stop_current = False
         try:
             # Unbuffered: what a full disk refused is said (log_problem), never raised again at close.
-            log = open(self.writer.log_path(spec.run_id), "ab", buffering=0)  # noqa: SIM115 - closed below
+            log = open(self.writer.log_path(spec.run_id), "ab", buffering=0)  # closed below
         except OSError as exc:
             self.storage_failed(self.writer.failed_write(exc, "a runner's log"))
             self._parent_event("run_end", spec.run_id, status="failed", reason=f"no log: {exc.strerror}")

@@ -87,7 +87,7 @@ def load_dcgm() -> tuple[Any | None, str]:
         return _import_dcgm(), ""
     except ImportError:
         pass
-    except Exception as exc:  # noqa: BLE001 - the bindings load libdcgm as they import
+    except Exception as exc:  # the bindings load libdcgm as they import
         return None, f"DCGM's bindings do not load ({_one_line(exc)})"
     for folder in DCGM_BINDINGS:
         if (Path(folder) / "pydcgm.py").is_file():
@@ -95,7 +95,7 @@ def load_dcgm() -> tuple[Any | None, str]:
                 sys.path.append(folder)  # after everything else: it shadows nothing
             try:
                 return _import_dcgm(), ""
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return None, f"DCGM's bindings in {folder} do not load ({_one_line(exc)})"
     return None, "DCGM is not installed"
 
@@ -180,7 +180,7 @@ class DcgmCounters:
         for step in steps:
             try:
                 step()
-            except Exception:  # noqa: BLE001 - half made, or the host engine is gone: nothing to undo
+            except Exception:  # half made, or the host engine is gone: nothing to undo
                 pass
         self._group = self._fields = None
 
@@ -214,7 +214,7 @@ class GpmCounters:
                 self._allocated.append(newer)
                 try:
                     nvml.nvmlGpmSampleGet(handle, older)  # the first interval starts now
-                except Exception as exc:  # noqa: BLE001 - a MIG slice, a GPU lost: no readings for it
+                except Exception as exc:  # a MIG slice, a GPU lost: no readings for it
                     self.failed[index] = _one_line(exc)
                     continue
                 self._gpus[index] = _GpmGpu(handle, older, newer, self._request())
@@ -240,7 +240,7 @@ class GpmCounters:
         for index, gpu in self._gpus.items():
             try:
                 out[index] = self._read(gpu)
-            except Exception:  # noqa: BLE001 - this interval's reading is lost; the next one tries again
+            except Exception:  # this interval's reading is lost; the next one tries again
                 out[index] = {}
         return out
 
@@ -265,7 +265,7 @@ class GpmCounters:
         for sample in self._allocated:
             try:
                 self.nvml.nvmlGpmSampleFree(sample)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         self._allocated, self._gpus = [], {}
 
@@ -277,7 +277,7 @@ def gpm_support(nvml: Any, handle: Any) -> tuple[bool, str]:
         return False, "this nvidia-ml-py has no NVML GPM calls"
     try:
         return bool(query(handle).isSupportedDevice), ""
-    except Exception as exc:  # noqa: BLE001 - an older driver (FunctionNotFound), a lost GPU
+    except Exception as exc:  # an older driver (FunctionNotFound), a lost GPU
         return False, f"NVML GPM did not answer ({_one_line(exc)})"
 
 
@@ -293,12 +293,12 @@ def load_nvml() -> tuple[Any | None, str]:
 def init_nvml(nvml: Any) -> tuple[Any | None, str]:
     try:
         nvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - NVMLError or a missing library
+    except Exception as exc:  # NVMLError or a missing library
         reason = " ".join(str(_decode(str(exc)) or type(exc).__name__).split())
         return None, f"NVML unavailable: {reason} (no NVIDIA driver or GPU?)"
     try:
         count = nvml.nvmlDeviceGetCount()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return None, f"NVML unavailable: cannot count GPUs ({exc})"
     if count == 0:
         return None, "NVML found no GPU"
@@ -342,7 +342,7 @@ class Sampler:
             for i in range(self.nvml.nvmlDeviceGetCount()):
                 try:
                     self.nvml_handles.append(self.nvml.nvmlDeviceGetHandleByIndex(i))
-                except Exception:  # noqa: BLE001
+                except Exception:
                     self.nvml_handles.append(None)
             self.devices, note = given_devices(self._machine(), self.inherited)
             self.handles = [self.nvml_handles[d["nvml_index"]] for d in self.devices]
@@ -472,7 +472,7 @@ class Sampler:
                 continue
             try:
                 return fn(*args)
-            except Exception:  # noqa: BLE001 - FunctionNotFound on an older driver: try the older call
+            except Exception:  # FunctionNotFound on an older driver: try the older call
                 continue
         return None
 
@@ -503,7 +503,7 @@ class Sampler:
         self.close_counters()
         try:
             available, reason = self._open_counters()
-        except Exception as exc:  # noqa: BLE001 - whatever went wrong, sampling goes on without them
+        except Exception as exc:  # whatever went wrong, sampling goes on without them
             self.close_counters()
             available, reason = False, f"{NO_COUNTERS}: {_one_line(exc)}"
         return {
@@ -532,7 +532,7 @@ class Sampler:
             uuids = {i: _decode(self._first(("nvmlDeviceGetUUID",), self.handles[i])) for i in indices}
             try:
                 self.counters = DcgmCounters(dcgm, {i: u for i, u in uuids.items() if u}, self.interval)
-            except Exception as exc:  # noqa: BLE001 - no host engine, no profiling module, GPUs it does not know
+            except Exception as exc:  # no host engine, no profiling module, GPUs it does not know
                 dcgm_why = f"DCGM did not answer ({_one_line(exc)})"
             else:
                 missed = [i for i in indices if i not in self.counters.gpus]
@@ -573,7 +573,7 @@ class Sampler:
             return {}
         try:
             return counters.read()
-        except Exception:  # noqa: BLE001 - a reading lost (the host engine went away): the sample goes on
+        except Exception:  # a reading lost (the host engine went away): the sample goes on
             return {}
 
     def energy_mj(self, indices: list[int] | None = None) -> int | None:
@@ -603,7 +603,7 @@ class Sampler:
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
-        except Exception:  # noqa: BLE001 - NotSupported, NoPermission, GpuIsLost, ...
+        except Exception:  # NotSupported, NoPermission, GpuIsLost, ...
             return None
 
     def sample(self) -> dict[str, Any]:
@@ -653,7 +653,7 @@ class Sampler:
     def _is_lost(self, handle: Any) -> bool:
         try:
             self.nvml.nvmlDeviceGetUtilizationRates(handle)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             lost_cls = getattr(self.nvml, "NVMLError_GpuIsLost", None)
             return lost_cls is not None and isinstance(exc, lost_cls)
         return False
@@ -691,7 +691,7 @@ class Sampler:
 
             proc = psutil.Process(pid)
             return {pid} | {c.pid for c in proc.children(recursive=True)}
-        except Exception:  # noqa: BLE001 - psutil missing or the process is gone
+        except Exception:  # psutil missing or the process is gone
             return {pid}
 
     def _sample_process(self, pid: int | None) -> dict[str, Any]:
@@ -707,7 +707,7 @@ class Sampler:
 
             percent: float = psutil.cpu_percent(None)  # machine-wide, since the previous call
             return percent / 100.0 * (psutil.cpu_count() or 1)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
 
     def _sample_runner(self, pid: int | None) -> dict[str, Any]:
@@ -750,7 +750,7 @@ class Sampler:
             self._cpu_seen = (now, total)
             cpu = max(total - before, 0.0) / (now - then) * 100.0 if now > then else None
             return {"cpu_percent": cpu, "rss": rss or None}
-        except Exception:  # noqa: BLE001 - process ended between samples, or no psutil
+        except Exception:  # process ended between samples, or no psutil
             return {"cpu_percent": None, "rss": None}
 
     # -- the thread -------------------------------------------------------------------
@@ -762,7 +762,7 @@ class Sampler:
         # In this thread: DCGM's host engine may take a moment to answer, and the caller goes on.
         try:
             self.on_sample(self.open_counters())
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         try:
             self._sample_loop()
@@ -774,7 +774,7 @@ class Sampler:
         while not self._stop.is_set():
             try:
                 self.on_sample(self.sample())
-            except Exception:  # noqa: BLE001 - a sampler must never take the app down
+            except Exception:  # a sampler must never take the app down
                 pass
             next_at += self.interval
             delay = next_at - time.monotonic()
@@ -825,7 +825,7 @@ def _family_cpu_seconds(procs: list[Any]) -> float:
     for proc in procs:
         try:
             t = proc.cpu_times()
-        except Exception:  # noqa: BLE001 - psutil.Error: ended meanwhile
+        except Exception:  # psutil.Error: ended meanwhile
             continue
         total += t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
     return total
@@ -845,7 +845,7 @@ def _pids_visible(procs: dict[int, Any]) -> bool:
         import psutil
 
         return all(psutil.pid_exists(pid) for pid in procs)
-    except Exception:  # noqa: BLE001 - without psutil, take NVML's word
+    except Exception:  # without psutil, take NVML's word
         return True
 
 

@@ -101,7 +101,7 @@ class WatchEngine(Engine):
         except asyncio.CancelledError:
             self._cancelled = True  # the task itself was cancelled: benchtui is going away
             raise
-        except Exception as exc:  # noqa: BLE001 - benchtui's own fault: said in the session, never "ok"
+        except Exception as exc:  # benchtui's own fault: said in the session, never "ok"
             self.crashed(exc)
         finally:
             if self.current is not None:  # leave no process behind, whatever happened
@@ -162,7 +162,7 @@ class WatchEngine(Engine):
             self._end_run(spec, "stopped", "stopped before the command started", None, 0)
             return
         try:
-            log = open(self.writer.log_path(spec.run_id), "ab", buffering=0)  # noqa: SIM115 - closed below
+            log = open(self.writer.log_path(spec.run_id), "ab", buffering=0)  # closed below
         except OSError as exc:
             self.storage_failed(self.writer.failed_write(exc, "the command's log"))
             self._started()

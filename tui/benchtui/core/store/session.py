@@ -875,7 +875,7 @@ def iter_events(
     decode = _DECODER.raw_decode
     with fh:
         try:
-            for check.lines, raw in enumerate(event_lines(fh), 1):  # noqa: B020 - the count is the point
+            for check.lines, raw in enumerate(event_lines(fh), 1):  # the count is the point
                 if not raw.endswith(b"\n"):
                     if len(raw) <= MAX_EVENT_LINE_BYTES:
                         check.lines -= 1
@@ -1118,7 +1118,7 @@ def list_sessions(root: str | os.PathLike[str] | None = None) -> list[dict[str, 
     for folder in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True):
         try:
             out.append(_listed(folder))
-        except Exception as exc:  # noqa: BLE001 - one folder, whatever it holds, never hides the others
+        except Exception as exc:  # one folder, whatever it holds, never hides the others
             if not os.path.lexists(folder / SessionFolder.META):
                 continue  # not a session at all (a stray folder): nothing to say
             why = str(exc) if isinstance(exc, SessionError) else f"{type(exc).__name__}: {exc}"
