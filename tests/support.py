@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from _pytest.mark.expression import Expression
 
+from benchtui.core.plan.plan import Plan
 from benchtui.core.running.launcher import LocalLauncher, collect_events, config_args, start_runner
 
 if TYPE_CHECKING:
     from benchtui.app import BenchApp
-    from benchtui.core.plan.plan import Plan
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The wire format without a framework: the runs of the tests that are not ``slow`` (see its --help).
@@ -134,3 +134,19 @@ def sample_cases(every: Sequence[T], n: int | None, seed: str) -> list[T]:
         return list(every)
     picked = sorted(random.Random(seed).sample(range(len(every)), n))
     return [every[i] for i in picked]
+
+
+def small_plan(**overrides: Any) -> Plan:
+    """The tests' plan of a tiny session: PyTorch and tf.keras on ResNet50, 32 px, 16 samples in batches of
+    8, 3 epochs, 2 runs; ``overrides`` change any field."""
+    fields: dict[str, Any] = dict(
+        frameworks=["torch", "tensorflow"],
+        models=["resnet50"],
+        image_size=32,
+        samples=16,
+        epochs=3,
+        runs=2,
+        batch_sizes={"resnet50": 8},
+    )
+    fields.update(overrides)
+    return Plan(**fields)

@@ -28,25 +28,10 @@ from benchtui.core.store.session import load_session
 from benchtui_runners.flops import emit_flops
 from benchtui_runners.protocol import EventWriter
 from sessionfactory import make_session
-from support import ROOT, benchtui, only_session, read_events
+from support import ROOT, benchtui, only_session, read_events, small_plan
 
 H100 = {"type": "cuda", "index": 0, "name": "NVIDIA H100 80GB HBM3"}
 CPU = {"type": "cpu", "name": "x86_64"}
-
-
-def _plan(**kw: Any) -> Plan:
-    base: dict[str, Any] = dict(
-        frameworks=["torch", "tensorflow"],
-        models=["resnet50"],
-        image_size=32,
-        samples=16,
-        epochs=3,
-        runs=2,
-        batch_sizes={"resnet50": 8},
-        order="interleaved",
-    )
-    base.update(kw)
-    return Plan(**base)
 
 
 def _flops_event(run: str, per_step: float | None, reason: str | None = None) -> dict[str, Any]:
@@ -112,7 +97,7 @@ def test_achieved_tflops_from_epochs_after_the_first() -> None:
     # run 2: epochs 2..3 take 1 + 1 s for 4 steps -> 4e12 / 2 s = 2.0 TFLOP/s (images/s 16)
     # The cell: 8e12 FLOPs (64 images) in 6 s -> 1.33 TFLOP/s and 10.67 images/s, total over
     # total, not the 1.5 and 12 a mean of the runs' rates would say.
-    plan = _plan()
+    plan = small_plan()
     model = _model(plan, {("torch", 1): _run("r", [4.0, 2.0, 2.0]), ("torch", 2): _run("r", [6.0, 1.0, 1.0])})
     row = model.row("torch", "resnet50")
     assert row.flops_per_step == pytest.approx(1e12)
@@ -136,14 +121,14 @@ def test_achieved_tflops_from_epochs_after_the_first() -> None:
 
 
 def test_one_epoch_uses_that_epoch() -> None:
-    plan = _plan(epochs=1, runs=1)
+    plan = small_plan(epochs=1, runs=1)
     model = _model(plan, {("torch", 1): _run("r", [4.0], per_step=3e12)})
     # 2 steps x 3e12 FLOPs in 4 s = 1.5 TFLOP/s
     assert model.row("torch", "resnet50").achieved_tflops == pytest.approx(1.5)
 
 
 def test_peak_fraction_on_a_known_gpu_by_precision() -> None:
-    plan = _plan(runs=1)
+    plan = small_plan(runs=1)
     model = _model(
         plan,
         {
@@ -164,7 +149,7 @@ def test_peak_fraction_on_a_known_gpu_by_precision() -> None:
 
 def test_a_rate_above_the_gpus_peak_is_refused() -> None:
     """100 TFLOP/s at FP32 on an H100 (peak 67): the count is wrong, whatever it says."""
-    plan = _plan(runs=1)
+    plan = small_plan(runs=1)
     model = _model(
         plan, {("torch", 1): _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="fp32")}
     )
@@ -175,7 +160,7 @@ def test_a_rate_above_the_gpus_peak_is_refused() -> None:
 
 
 def test_failed_count_is_reported_and_missing_count_is_none() -> None:
-    plan = _plan(runs=1)
+    plan = small_plan(runs=1)
     model = _model(
         plan,
         {
@@ -192,7 +177,7 @@ def test_failed_count_is_reported_and_missing_count_is_none() -> None:
 
 
 def test_nonsense_flops_event_is_counted_as_malformed() -> None:
-    plan = _plan(runs=1)
+    plan = small_plan(runs=1)
     model = _model(plan, {("torch", 1): _run("r", [4.0, 2.0, 2.0], per_step=None)})
     run_id = next(iter(model.runs))
     model.apply({"type": "flops", "run": run_id, "t": 0, "per_step": "lots"})
@@ -202,7 +187,7 @@ def test_nonsense_flops_event_is_counted_as_malformed() -> None:
 
 
 def test_live_tflops_uses_the_cells_earlier_count() -> None:
-    plan = _plan(runs=2)
+    plan = small_plan(runs=2)
     ids = {(s.framework, s.index): s.run_id for s in run_order(plan)}
     model = SessionModel(plan)
     for event in _run("r", [4.0, 2.0, 2.0], per_step=100e12, device=H100, precision="tf32"):
@@ -261,7 +246,7 @@ def _data_parallel_run(run: str, counted_batch: int, gpus: list[str]) -> list[di
 
 @pytest.mark.parametrize("counted_batch", [8, 16], ids=["one-replica-count", "global-count"])
 def test_percent_of_peak_of_a_data_parallel_run_is_over_every_gpu_it_used(counted_batch: int) -> None:
-    plan = _plan(frameworks=["torch"], runs=1, devices=2, samples=32)  # 2 steps of 2 x 8 an epoch
+    plan = small_plan(frameworks=["torch"], runs=1, devices=2, samples=32)  # 2 steps of 2 x 8 an epoch
     model = _model(plan, {("torch", 1): _data_parallel_run("r", counted_batch, [H100["name"]] * 2)})
     row = model.row("torch", "resnet50")
     # 2 GPUs x 8 images a step, 4 steps in epochs 2..3 (4 s): 64 images in 4 s = 16 images/s;
@@ -280,7 +265,7 @@ def test_percent_of_peak_of_a_data_parallel_run_is_over_every_gpu_it_used(counte
 
 
 def test_the_peak_of_a_run_over_different_gpus_is_the_sum_of_theirs() -> None:
-    plan = _plan(frameworks=["torch"], runs=1, devices=2, samples=32)  # 2 steps of 2 x 8 an epoch
+    plan = small_plan(frameworks=["torch"], runs=1, devices=2, samples=32)  # 2 steps of 2 x 8 an epoch
     a100 = "NVIDIA A100-SXM4-80GB"
     model = _model(plan, {("torch", 1): _data_parallel_run("r", 8, [H100["name"], a100])})
     row = model.row("torch", "resnet50")

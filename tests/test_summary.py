@@ -9,22 +9,8 @@ import pytest
 from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.stats import describe, quantile
 from benchtui.core.model.status import CautionKind
-from benchtui.core.plan.plan import Plan, run_order
-
-
-def _plan(**kw) -> Plan:
-    base = dict(
-        frameworks=["torch", "tensorflow"],
-        models=["resnet50"],
-        image_size=32,
-        samples=16,
-        epochs=3,
-        runs=2,
-        batch_sizes={"resnet50": 8},
-        order="interleaved",
-    )
-    base.update(kw)
-    return Plan(**base)
+from benchtui.core.plan.plan import run_order
+from support import small_plan
 
 
 def _run_events(
@@ -57,7 +43,7 @@ def _run_events(
 
 
 def test_headline_figures_match_hand_computation() -> None:
-    plan = _plan()
+    plan = small_plan()
     ids = {(s.framework, s.index): s.run_id for s in run_order(plan)}
     model = SessionModel(plan)
     for event in _run_events(ids["torch", 1], (2.0, 3.0), [4.0, 2.0, 2.0]) + _run_events(
@@ -84,7 +70,7 @@ def test_headline_figures_match_hand_computation() -> None:
 
 
 def test_failed_unavailable_and_partial_rows() -> None:
-    plan = _plan(frameworks=["torch", "tensorflow"], runs=2)
+    plan = small_plan(frameworks=["torch", "tensorflow"], runs=2)
     ids = {(s.framework, s.index): s.run_id for s in run_order(plan)}
     model = SessionModel(plan)
     for event in _run_events(ids["torch", 1], (0, 1), [2.0, 1.0, 1.0]):
@@ -121,7 +107,7 @@ def test_failed_unavailable_and_partial_rows() -> None:
 
 
 def test_single_epoch_throughput_uses_the_only_epoch() -> None:
-    plan = _plan(frameworks=["torch"], runs=1, epochs=1)
+    plan = small_plan(frameworks=["torch"], runs=1, epochs=1)
     run = run_order(plan)[0].run_id
     model = SessionModel(plan)
     for event in _run_events(run, (0, 1), [4.0]):
@@ -131,7 +117,7 @@ def test_single_epoch_throughput_uses_the_only_epoch() -> None:
 
 
 def test_junk_events_are_counted_not_fatal() -> None:
-    plan = _plan(frameworks=["torch"], runs=1)
+    plan = small_plan(frameworks=["torch"], runs=1)
     run = run_order(plan)[0].run_id
     model = SessionModel(plan)
     model.apply({"type": "batch", "run": run, "epoch": "x", "seconds": None})
@@ -141,7 +127,7 @@ def test_junk_events_are_counted_not_fatal() -> None:
 
 
 def test_summary_contract() -> None:
-    plan = _plan(frameworks=["torch"], runs=1)
+    plan = small_plan(frameworks=["torch"], runs=1)
     model = SessionModel(plan)
     for event in _run_events(run_order(plan)[0].run_id, (0, 1), [1.0, 1.0, 1.0]):
         model.apply(event)
@@ -164,7 +150,7 @@ def test_summary_contract() -> None:
 
 def test_summary_contract_is_additive_for_workloads() -> None:
     """Fields added with modern workloads: present on every row, as an old session gets them."""
-    plan = _plan(frameworks=["torch"], runs=1)
+    plan = small_plan(frameworks=["torch"], runs=1)
     model = SessionModel(plan)
     for event in _run_events(run_order(plan)[0].run_id, (0, 1), [1.0, 1.0, 1.0]):
         model.apply(event)
@@ -198,7 +184,7 @@ def test_quantiles_match_numpy_linear() -> None:
 
 
 def test_load_from_other_processes_is_measured_per_run_and_flagged() -> None:
-    plan = _plan(frameworks=["torch"], runs=2)
+    plan = small_plan(frameworks=["torch"], runs=2)
     first, second = (s.run_id for s in run_order(plan))
     model = SessionModel(plan)
     for run, other in ((first, 1.2), (second, 0.0)):
@@ -233,7 +219,7 @@ def test_the_load_figure_is_recomputable_without_the_samples() -> None:
     # The engine writes each run's measured load into its run_end; a loader that folds GPU
     # samples last (as load_session does) or not at all must get the same row as the live fold,
     # which saw the samples while the run trained (and measured another figure from them).
-    plan = _plan(frameworks=["torch"], runs=1)
+    plan = small_plan(frameworks=["torch"], runs=1)
     run = run_order(plan)[0].run_id
     sample = {
         "type": "gpu",
@@ -266,7 +252,7 @@ def test_the_load_figure_is_recomputable_without_the_samples() -> None:
 def test_a_rows_batch_size_is_what_its_runs_used_else_the_search_s_choice_else_the_plan_s() -> None:
     """``--batch-size auto`` leaves the plan as given: the row says the size the batch search chose before
     any run, then what the runner echoed in its config; a session with neither says the plan's size."""
-    plan = _plan(batch_sizes={}, batch_auto=True)
+    plan = small_plan(batch_sizes={}, batch_auto=True)
     ids = {(s.framework, s.index): s.run_id for s in run_order(plan)}
     model = SessionModel(plan)
     assert model.row("torch", "resnet50").batch_size == plan.batch_size("resnet50")  # nothing chosen yet

@@ -23,23 +23,12 @@ from benchtui.screens.confirm import ConfirmScreen
 from benchtui.screens.live import TICK_S, LiveScreen
 from benchtui.screens.plan import PlanScreen
 from benchtui.widgets.results_table import ResultsTable
-from support import FakeLauncher, QuietApp
+from support import FakeLauncher, QuietApp, small_plan
 from test_ui_replay import Wakeups
 
 
-def tiny_plan(**overrides: object) -> Plan:
-    values: dict[str, object] = dict(
-        frameworks=["torch", "tensorflow"],
-        models=["resnet50"],
-        image_size=32,
-        samples=16,
-        batch_sizes={"resnet50": 8},
-        epochs=2,
-        runs=1,
-        device="cpu",
-    )
-    values.update(overrides)
-    return Plan(**values)  # type: ignore[arg-type]
+def tiny_plan(**overrides: Any) -> Plan:
+    return small_plan(**{"epochs": 2, "runs": 1, "device": "cpu", **overrides})
 
 
 def alive(pid: int) -> bool:

@@ -24,21 +24,11 @@ from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.model import CI_NOTE, answer
 from benchtui.core.store.session import LoadedSession, load_session
 from sessionfactory import make_session
+from support import small_plan
 
 
 def _plan(**kw: Any) -> Plan:
-    base: dict[str, Any] = dict(
-        frameworks=["torch", "tensorflow"],
-        models=["resnet50"],
-        image_size=32,
-        samples=16,
-        epochs=3,
-        runs=2,
-        batch_sizes={"resnet50": 8},
-        device="cpu",
-    )
-    base.update(kw)
-    return Plan(**base)
+    return small_plan(**{"device": "cpu", **kw})
 
 
 def _run(
