@@ -24,7 +24,7 @@ from benchtui.core.plan.plan import Plan, PlanError
 from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.running.engine import Engine
 from benchtui.core.running.launcher import EXTRA_PATH_ENV
-from benchtui.core.running.sampler import Sampler
+from benchtui.core.running.sampler import Sampler, list_gpus
 from benchtui.core.store.session import SessionWriter, list_sessions, load_session
 from benchtui_runners.config import RunConfig, is_oom, xla_flags
 from sessionfactory import make_session
@@ -490,9 +490,7 @@ def test_doctor_on_a_gpu_machine_says_which_framework_sees_it_and_the_fix(
 
     fake_gpu("torch")  # PyTorch sees the GPU; TensorFlow and JAX here are the CPU builds
     monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setattr(
-        doctor, "Sampler", lambda interval, on_sample: Sampler(interval, on_sample, nvml=FakeNVML())
-    )
+    monkeypatch.setattr(doctor, "list_gpus", lambda: list_gpus(nvml=FakeNVML()))
     assert cmd_doctor() == 0
     out = capsys.readouterr().out
     rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
