@@ -150,3 +150,37 @@ def small_plan(**overrides: Any) -> Plan:
     )
     fields.update(overrides)
     return Plan(**fields)
+
+
+class Recorder:
+    """The runners' EventWriter, keeping each event (its type and fields as sent) instead of writing it."""
+
+    def __init__(self) -> None:
+        from benchtui_runners.protocol import EventWriter
+
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        writer = EventWriter(None)
+        writer.closed = False
+        writer.send = lambda data: None  # type: ignore[method-assign]
+        real_emit = writer.emit
+
+        def emit(type_: str, **fields: Any) -> None:
+            self.events.append((type_, fields))
+            real_emit(type_, **fields)
+
+        writer.emit = emit  # type: ignore[method-assign]
+        self.writer = writer
+
+    def names(self) -> list[str]:
+        """Each event as ``type`` or ``phase:name:edge``, batches as ``batch``."""
+        return [
+            f"phase:{f['name']}:{f['edge']}" if t == "phase" else t for t, f in self.events if t != "ranks"
+        ]
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings as the parent merges them: the hello's, then each settings event's."""
+        out: dict[str, Any] = {}
+        for type_, fields in self.events:
+            if type_ in ("hello", "settings"):
+                out.update(fields["settings"])
+        return out

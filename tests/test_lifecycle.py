@@ -19,30 +19,7 @@ from benchtui_runners import lifecycle
 from benchtui_runners.config import RunConfig
 from benchtui_runners.protocol import EventWriter
 from benchtui_runners.timing import StepClock
-
-
-class Recorder:
-    """An EventWriter that keeps its events instead of writing them to a pipe."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        writer = EventWriter(None)
-        writer.closed = False
-        writer.send = lambda data: None  # type: ignore[method-assign]
-        real_emit = writer.emit
-
-        def emit(type_: str, **fields: Any) -> None:
-            self.events.append((type_, fields))
-            real_emit(type_, **fields)
-
-        writer.emit = emit  # type: ignore[method-assign]
-        self.writer = writer
-
-    def names(self) -> list[str]:
-        """Each event as ``type`` or ``phase:name:edge``, batches as ``batch``."""
-        return [
-            f"phase:{f['name']}:{f['edge']}" if t == "phase" else t for t, f in self.events if t != "ranks"
-        ]
+from support import Recorder
 
 
 class FakeDevice:

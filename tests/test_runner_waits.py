@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from benchtui_runners.config import DeviceMissing, RunConfig
+from support import Recorder
 
 #: Frames that are the detector's or torch's plumbing, never where a read was asked for.
 _PLUMBING = (
@@ -362,34 +363,6 @@ def test_amp_fp16_waits_once_a_step_in_gradscaler_and_a_fused_optimizer_does_not
     assert counts[1:] == [0, 0]
 
 
-class _Recorder:
-    """The runner's EventWriter, keeping its events instead of writing them to a pipe."""
-
-    def __init__(self) -> None:
-        from benchtui_runners.protocol import EventWriter
-
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        writer = EventWriter(None)
-        writer.closed = False
-        writer.send = lambda data: None  # type: ignore[method-assign]
-        real_emit = writer.emit
-
-        def emit(type_: str, **fields: Any) -> None:
-            self.events.append((type_, fields))
-            real_emit(type_, **fields)
-
-        writer.emit = emit  # type: ignore[method-assign]
-        self.writer = writer
-
-    def settings(self) -> dict[str, Any]:
-        """The run's settings as the parent merges them: the hello's, then each settings event's."""
-        out: dict[str, Any] = {}
-        for type_, fields in self.events:
-            if type_ in ("hello", "settings"):
-                out.update(fields["settings"])
-        return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("model", "precision", "data"),
@@ -422,7 +395,7 @@ def test_a_whole_run_waits_only_where_its_settings_say(
 
     monkeypatch.setattr(lifecycle, "StepClock", Watched)
     config = _tiny(model, precision=precision, data=data, samples=8, epochs=1, loader_workers=0, mode="train")
-    recorder = _Recorder()
+    recorder = Recorder()
     try:
         torch_runner.run(config, recorder.writer, 0.0)
     finally:
@@ -526,7 +499,7 @@ def test_the_torch_runner_refuses_amp_bf16_on_a_pre_ampere_gpu(
     reached: list[str] = []
     monkeypatch.setattr(torch_runner, "_settings", lambda *a: reached.append("settings") or {})
     config = _tiny("resnet50", device="cuda", precision="amp-bf16")
-    recorder = _Recorder()
+    recorder = Recorder()
     if capability < (8, 0):
         with pytest.raises(DeviceMissing, match=r"^amp-bf16 refused: Tesla T4 \(compute capability 7\.5\)"):
             torch_runner.run(config, recorder.writer, 0.0)
