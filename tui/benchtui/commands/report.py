@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``benchtui show SESSION``: the study's table, its notes and the framework ratios."""
-    terminal.write(build_report(load(args.session, args.sessions_dir)), sys.stdout)
+    terminal.write(build_report(load(args.session, args.sessions_dir), telemetry=False), sys.stdout)
     return EXIT_OK
 
 

@@ -282,7 +282,7 @@ def _start_headless(plan: Any, args: argparse.Namespace, signals: EarlySignals) 
 
     def on_summary(loaded: LoadedSession, title: str) -> None:
         signals.install()  # the engine's loop is gone, and its handlers with it
-        print_result(build_report(loaded), title)  # the report ``show`` prints
+        print_result(build_report(loaded, telemetry=False), title)  # the report ``show`` prints
 
     writer: SessionWriter | None = None
     try:

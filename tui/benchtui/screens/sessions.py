@@ -443,4 +443,4 @@ def summary_view(path: Path, width: int) -> Group:
     from benchtui.core.reporting.model import build_report
     from benchtui.core.store.session import load_session
 
-    return terminal.summary_view(build_report(load_session(path)), width)
+    return terminal.summary_view(build_report(load_session(path), telemetry=False), width)

@@ -24,7 +24,7 @@ def render(loaded: LoadedSession, fmt: str, fh: IO[str], per_batch: bool = False
     if per_batch:
         writer.write_batches(loaded, fh)
     else:
-        writer.write(build_report(loaded), fh)
+        writer.write(build_report(loaded, telemetry=writer.telemetry), fh)
 
 
 def default_output(session: Path, fmt: str, per_batch: bool = False) -> Path:

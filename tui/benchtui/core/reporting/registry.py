@@ -79,6 +79,8 @@ class Format:
     writer: Callable[[], Writer]
     batches_filename: str | None = None
     batch_writer: Callable[[], BatchWriter] | None = None
+    #: Its writer draws the GPU/host samples (``Report.telemetry``, read only for such a format).
+    telemetry: bool = False
 
     @property
     def per_batch(self) -> bool:
@@ -105,7 +107,7 @@ WRITERS: dict[str, Format] = {
             "csv", "summary.csv", "CSV: one row per model and framework", _csv, "batches.csv", _csv_batches
         ),
         Format("json", "summary-export.json", "JSON: the full summary with the environment", _json),
-        Format("html", "report.html", "HTML: one self-contained report with plots", _html),
+        Format("html", "report.html", "HTML: one self-contained report with plots", _html, telemetry=True),
     )
 }
 

@@ -27,9 +27,12 @@ from benchtui.core.reporting.model.why import why_views
 from benchtui.core.store.session import LoadedSession
 
 
-def build_report(loaded: LoadedSession, given: SessionSummary | dict[str, Any] | None = None) -> Report:
+def build_report(
+    loaded: LoadedSession, given: SessionSummary | dict[str, Any] | None = None, *, telemetry: bool = True
+) -> Report:
     """The report of ``loaded``, from its summary (computed here when not given; summary.json's dict is
-    read by ``SessionSummary.from_json``).
+    read by ``SessionSummary.from_json``). ``telemetry``: with the GPU/host samples, a second pass over
+    events.jsonl (a third of a big session's load time) that only the html plots read.
 
     The one place where the session's text is made safe to show (``fmt.clean``): every writer
     and view reads the report, none of them the session's strings directly.
@@ -103,7 +106,7 @@ def build_report(loaded: LoadedSession, given: SessionSummary | dict[str, Any] |
         answer=answer(summary),
         warmup_notes=[fmt.clean(line) for line in stall_lines(summary, times_by_epoch)],
         runs=run_series(loaded),
-        telemetry=tuple(loaded.folder.gpu_samples()),
+        telemetry=tuple(loaded.folder.gpu_samples()) if telemetry else (),
     )
 
 
