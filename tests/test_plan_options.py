@@ -27,6 +27,7 @@ NOT_FLAGS = {
     "trace_cap_mb",
     "custom_models",
     "watch",
+    "sweep",
 }
 #: RunConfig fields that are not an option copied as it is: worked out per run by the plan
 #: (``Plan.run_config``), by the resolved plan (where it runs, its threads), or by the engine (a probe).

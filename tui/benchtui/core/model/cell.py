@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from benchtui.core.model.status import Caution, CautionKind, CellStatus
 from benchtui.core.model.why import WhyTable
+from benchtui.core.plan.sweep import Point
 
 T = TypeVar("T")
 
@@ -259,6 +260,8 @@ class CellSummary:
     straggler: float | None = None  # the slowest rank's step time over the fastest's
     epochs: int = 0
     run_ids: tuple[str, ...] = ()
+    #: Its sweep point (``Point()``: a plan without a sweep; the file then has no key).
+    point: Point = Point()
 
     # -- reading -----------------------------------------------------------------------
     def figure(self, name: str) -> Any:
@@ -283,6 +286,7 @@ class CellSummary:
         out: dict[str, Any] = {
             "framework": self.framework,
             "model": self.model,
+            **({"point": self.point.to_json()} if self.point else {}),
             "batch_size": self.batch_size,
             "runs": self.runs,
             "runs_planned": self.runs_planned,
@@ -423,6 +427,7 @@ class CellSummary:
             straggler=get("straggler"),
             epochs=get("epochs", 0),
             run_ids=tuple(get("run_ids") or ()),
+            point=Point.of(get("point")),
         )
 
 
@@ -509,10 +514,13 @@ class FrameworkRatio:
     #: The frameworks do not build the same network (``ParityEntry.flagged``).
     parity_flagged: bool
     text: str
+    #: The sweep point both cells ran at (``Point()``: no sweep; the file then has no key).
+    point: Point = Point()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
+            **({"point": self.point.to_json()} if self.point else {}),
             "base": self.base,
             "framework": self.framework,
             "basis": self.basis,
@@ -562,6 +570,7 @@ class FrameworkRatio:
             per_flop=PerFlop.from_json(get("per_flop")),
             parity_flagged=bool(get("parity_flagged", False)),
             text=str(get("text") or ""),
+            point=Point.of(get("point")),
         )
 
 
@@ -575,10 +584,12 @@ class RefusedRatio:
     #: Per framework, the kinds of device its runs used ("cpu", "cuda").
     devices: Mapping[str, tuple[str, ...]]
     text: str
+    point: Point = Point()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
+            **({"point": self.point.to_json()} if self.point else {}),
             "base": self.base,
             "framework": self.framework,
             "devices": {k: list(v) for k, v in self.devices.items()},
@@ -596,6 +607,7 @@ class RefusedRatio:
             if isinstance(devices, Mapping)
             else {},
             text=str(data.get("text") or ""),
+            point=Point.of(data.get("point")),
         )
 
 

@@ -29,6 +29,7 @@ from benchtui.core.model.runs import GPU_COUNTERS, RunState
 from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
 from benchtui.core.plan.plan import Plan, run_order
+from benchtui.core.plan.sweep import Point
 from benchtui.core.wire.events import (
     BatchEvent,
     DoneEvent,
@@ -317,50 +318,68 @@ class SessionModel:
         """(framework, model) pairs in display order: by model, then framework."""
         return [(fw, m) for m in self.plan.models for fw in self.plan.frameworks]
 
-    def cell_runs(self, framework: str, model: str, devices: int | None = None) -> list[RunState]:
+    def grid(self) -> list[tuple[str, str, Point]]:
+        """Every cell, (framework, model, sweep point), in display order: by model, then point, then
+        framework (a plan without a sweep: ``cells`` at ``Point()``)."""
+        return [
+            (fw, m, p) for m in self.plan.models for p in self.plan.points() for fw in self.plan.frameworks
+        ]
+
+    def cell_runs(
+        self, framework: str, model: str, devices: int | None = None, point: Point | None = None
+    ) -> list[RunState]:
         """The runs of a cell: at the plan's device count (every table's figures), or at ``devices``
-        (a scaling session's other counts)."""
+        (a scaling session's other counts); at sweep ``point`` (None: the plan's first, ``Point()``
+        without a sweep), whose runs are those of its ``effective`` point for this framework and model."""
         devices = devices or self.plan.devices
+        at = self.plan.effective(self.plan.points()[0] if point is None else point, framework, model)
         return [
             r
             for r in self.runs.values()
-            if r.spec.framework == framework and r.spec.model == model and r.spec.devices == devices
+            if r.spec.framework == framework
+            and r.spec.model == model
+            and r.spec.devices == devices
+            and r.spec.point == at
         ]
 
-    def measured_runs(self, framework: str, model: str) -> list[RunState]:
+    def measured_runs(self, framework: str, model: str, point: Point | None = None) -> list[RunState]:
         """The runs a cell's figures come from: its successful ones; in a watch, its run however it ended
         once it has timings (a training stopped after hours with Ctrl+C measured what it ran; the row's
         status still says how it ended)."""
-        runs = self.cell_runs(framework, model)
+        runs = self.cell_runs(framework, model, point=point)
         if not self.plan.watch:
             return [r for r in runs if r.status is RunStatus.OK]
         return [
             r for r in runs if r.finished and (r.status is RunStatus.OK or r.epoch_times or r.batch_seconds)
         ]
 
-    def batch_size(self, framework: str, model: str) -> int:
+    def batch_size(self, framework: str, model: str, point: Point | None = None) -> int:
         """A cell's per-device batch: what its successful runs' runners echoed (their config), else, before any
         run, the size the batch search chose (``batch_choice``), else the plan's (a session before the runners
         echoed it: its session.json's plan records the chosen sizes). The engine never writes into the plan."""
-        for run in self.cell_runs(framework, model):
+        for run in self.cell_runs(framework, model, point=point):
             if run.status is RunStatus.OK and (size := analysis.config_batch(run)) is not None:
                 return size
         chosen = self.batch_choices.get(model, {}).get("chosen")
         size = chosen.get(framework) if isinstance(chosen, dict) else None
         if isinstance(size, int) and not isinstance(size, bool) and size > 0:
             return size
-        return self.plan.batch_size(model, framework)
+        at = self.plan.points()[0] if point is None else point
+        return self.plan.at(at, framework, model).batch_size(model, framework)
 
-    def row(self, framework: str, model: str) -> CellSummary:
-        """The summary of one (framework, model): the contract of summary.json (``CellSummary.to_json``)."""
-        runs = self.cell_runs(framework, model)
+    def row(self, framework: str, model: str, point: Point | None = None) -> CellSummary:
+        """The summary of one (framework, model) at sweep ``point`` (None: the plan's first): the contract of
+        summary.json (``CellSummary.to_json``)."""
+        point = self.plan.points()[0] if point is None else point
+        runs = self.cell_runs(framework, model, point=point)
         ok = [r for r in runs if r.status is RunStatus.OK]
         failed = [r for r in runs if r.status is RunStatus.FAILED]
         unavailable = [r for r in runs if r.status is RunStatus.UNAVAILABLE]
         row: dict[str, Any] = {
             "framework": framework,
             "model": model,
-            "batch_size": self.batch_size(framework, model),
+            "point": point.to_json() if point else None,
+            "batch_size": self.batch_size(framework, model, point),
             "runs": len(ok),
             "runs_planned": len(runs),
             "failed_runs": len(failed),
@@ -387,7 +406,7 @@ class SessionModel:
             row["status"] = CellStatus.PENDING
         partial: list[RunState] = []
         if self.plan.watch:
-            ok = self.measured_runs(framework, model)
+            ok = self.measured_runs(framework, model, point)
             row["runs"] = len(ok)
         elif row["status"] == CellStatus.INCOMPLETE and not ok:
             # No run finished: what the runs cut short measured before they stopped (their epochs done,
@@ -641,11 +660,13 @@ class SessionModel:
         return self._rows(framework_ratios(self)[1])
 
     def _rows(self, refused: list[RefusedRatio]) -> list[CellSummary]:
-        rows = [self.row(fw, m) for fw, m in self.cells()]
+        rows = [self.row(fw, m, p) for fw, m, p in self.grid()]
         for refusal in refused:
             rows = [
                 replace(row, warnings=(*row.warnings, caution(CautionKind.MIXED_DEVICES, refusal.text)))
-                if row.model == refusal.model and row.framework in (refusal.base, refusal.framework)
+                if row.model == refusal.model
+                and row.point == refusal.point
+                and row.framework in (refusal.base, refusal.framework)
                 else row
                 for row in rows
             ]
@@ -828,13 +849,16 @@ def framework_ratios(model: SessionModel) -> tuple[list[FrameworkRatio], list[Re
     out: list[FrameworkRatio] = []
     refused: list[RefusedRatio] = []
     for m in model.plan.models:
-        ratios, refusals = model_verdicts(model, m)
-        out += ratios
-        refused += refusals
+        for point in model.plan.points():
+            ratios, refusals = model_verdicts(model, m, point)
+            out += ratios
+            refused += refusals
     return out, refused
 
 
-def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[FrameworkRatio], list[RefusedRatio]]:
+def model_verdicts(
+    model: SessionModel, model_id: str, point: Point | None = None
+) -> tuple[list[FrameworkRatio], list[RefusedRatio]]:
     """The verdicts of one model: every framework against the plan's first that has results.
 
     Over the runs that succeeded; the ratio is of time per image, so it is the inverse ratio
@@ -849,8 +873,10 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[FrameworkRa
     refused: list[RefusedRatio] = []
     ok = RunStatus.OK
     cells = [
-        (fw, [r for r in model.cell_runs(fw, model_id) if r.status is ok]) for fw in model.plan.frameworks
+        (fw, [r for r in model.cell_runs(fw, model_id, point=point) if r.status is ok])
+        for fw in model.plan.frameworks
     ]
+    at = model.plan.points()[0] if point is None else point
     cells = [(fw, cell) for fw, cell in cells if cell]
     if len(cells) < 2:
         return out, refused
@@ -872,6 +898,7 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[FrameworkRa
                     },
                     text=f"no ratio between {label(base_fw)} and {label(fw)}: they ran on different "
                     f"devices ({label(base_fw)} {kinds_a}, {label(fw)} {kinds_b})",
+                    point=at,
                 )
             )
             continue
@@ -930,6 +957,7 @@ def model_verdicts(model: SessionModel, model_id: str) -> tuple[list[FrameworkRa
                 per_flop=per_flop,
                 parity_flagged=flagged,
                 text=text,
+                point=at,
             )
         )
     return out, refused

@@ -23,6 +23,11 @@ from benchtui.core.plan.options import (
     RUNNER_FIELDS,
     STALL_RANGE,
 )
+from benchtui.core.plan.sweep import NO_POINT, Point
+from benchtui.core.plan.sweep import changes as point_changes
+from benchtui.core.plan.sweep import effective as effective_point
+from benchtui.core.plan.sweep import points as sweep_points
+from benchtui.core.plan.sweep import read as read_sweep
 from benchtui_runners import catalog
 from benchtui_runners.config import OPTIMIZERS, RunConfig, usable_cores
 
@@ -132,6 +137,22 @@ class Plan:
     # benchmark plan. A watch plan has one run (``run_order``), of the catalog's WATCH_MODEL, by
     # WATCH_FRAMEWORK until the command's hooks name its framework; see ``watch_plan``.
     watch: dict[str, Any] = field(default_factory=dict)
+    # --sweep AXIS=V1,V2 (and --best, the axis "settings"): axis -> its values in the order given, as
+    # ``sweep.parse_sweeps`` keeps them; {}: no sweep (one point). See core/plan/sweep.py.
+    sweep: dict[str, list[str]] = field(default_factory=dict)
+
+    def points(self) -> list[Point]:
+        """The sweep's points in run order; ``[Point()]`` for a plan without a sweep."""
+        return sweep_points(self.sweep)
+
+    def at(self, point: Point, framework: str = "", model: str = "") -> Plan:
+        """This plan at ``point`` (a copy; itself when ``point`` is empty): what ``framework``'s ``model``
+        runs with there (``sweep.changes``)."""
+        return replace(self, **point_changes(point, self.models, framework, model)) if point else self
+
+    def effective(self, point: Point, framework: str, model: str) -> Point:
+        """The point whose runs measure ``point`` for this cell (``sweep.effective``)."""
+        return effective_point(point, framework, model, self.sweep)
 
     def register_models(self) -> None:
         """Make the plan's own models known to the catalog (PlanError: a definition that cannot run)."""
@@ -156,7 +177,11 @@ class Plan:
         return self.batch_sizes.get(model, catalog.MODELS[model].study_batch_size)
 
     def device_counts(self) -> list[int]:
-        """The device counts the session runs: the plan's, or with ``scaling`` 1, 2, 4, ... and it."""
+        """The device counts the session runs: the plan's, or with ``scaling`` 1, 2, 4, ... and it, or a
+        ``devices`` sweep's (ascending; ``devices`` is then their largest)."""
+        swept = self.sweep.get("devices") if isinstance(self.sweep, dict) else None
+        if swept:
+            return sorted({int(v) for v in swept})
         if not self.scaling:
             return [self.devices]
         counts, n = [], 1
@@ -167,7 +192,7 @@ class Plan:
 
     @property
     def multi_device(self) -> bool:
-        return self.devices > 1 or self.scaling
+        return self.devices > 1 or self.scaling or len(self.device_counts()) > 1
 
     def batch_upper(self) -> int:
         """The largest batch the auto search may probe."""
@@ -181,6 +206,8 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if not self.sweep:  # a plan without a sweep is recorded as before sweeps were
+            del data["sweep"]
         if self.watch:  # only what the command's hooks said (none: no batch size is known)
             return data
         data["batch_sizes"] = {
@@ -227,6 +254,8 @@ class Plan:
                 catalog.register(definition)
             except ValueError:
                 plan.custom_models.remove(definition)
+        # A sweep, read as --sweep reads it (a file's sweep that it would refuse is none: one point).
+        plan.sweep = read_sweep(plan.sweep)
         # A watch session's command, read defensively (a hand edit): a list of words and a folder.
         if not isinstance(plan.watch, dict):
             plan.watch = {}
@@ -492,8 +521,9 @@ class RunSpec:
     run_id: str
     framework: str
     model: str
-    index: int  # 1-based run number within its (framework, model, devices)
+    index: int  # 1-based run number within its (framework, model, devices, point)
     devices: int = 1  # data-parallel devices (replicas) the run trains on
+    point: Point = NO_POINT  # its sweep point (``Point()``: a plan without a sweep)
 
 
 # -- a plan resolved for this machine: the policies that need the machine, applied once before the runs --
@@ -536,11 +566,11 @@ class Resolved:
         return self.cpu_threads
 
     def run_config(
-        self, framework: str, model: str, run_id: str, devices: int = 1
+        self, framework: str, model: str, run_id: str, devices: int = 1, point: Point = NO_POINT
     ) -> tuple[RunConfig, dict[str, str]]:
-        """The run's configuration on the session's device (its first ``devices`` when data parallel),
-        and the environment that gives the runner exactly those."""
-        config = self.plan.run_config(framework, model, run_id, devices)
+        """The run's configuration on the session's device (its first ``devices`` when data parallel) at
+        its sweep ``point``, and the environment that gives the runner exactly those."""
+        config = self.plan.at(point, framework, model).run_config(framework, model, run_id, devices)
         env, gpus = self.placement.for_devices(devices)
         config.device, config.gpu = self.placement.runner_device, self.placement.gpu
         if devices > 1 and gpus:
@@ -559,18 +589,35 @@ def run_order(plan: Plan) -> list[RunSpec]:
     if plan.watch:
         framework = plan.frameworks[0] if plan.frameworks else catalog.WATCH_FRAMEWORK
         return [RunSpec(WATCH_RUN, framework, catalog.WATCH_MODEL, 1)]
-    specs: list[tuple[str, str, int, int]] = []
+    specs: list[tuple[str, str, int, Point, int]] = []
     counts = plan.device_counts()
+    grid = plan.points()
     for model in plan.models:
+        # A point a framework's model runs at: one whose every axis changes something for it (the others'
+        # cells read the runs of their ``effective`` point).
+        runs_at = {fw: [p for p in grid if plan.effective(p, fw, model) == p] for fw in plan.frameworks}
         for d in counts:  # a scaling session: every count of a model before the next model
-            if plan.order == "interleaved":
-                specs += [(fw, model, d, i) for i in range(1, plan.runs + 1) for fw in plan.frameworks]
+            if plan.order == "interleaved":  # runs alternate between frameworks, and between points
+                specs += [
+                    (fw, model, d, p, i)
+                    for i in range(1, plan.runs + 1)
+                    for p in grid
+                    for fw in plan.frameworks
+                    if p in runs_at[fw]
+                ]
             else:
-                specs += [(fw, model, d, i) for fw in plan.frameworks for i in range(1, plan.runs + 1)]
+                specs += [
+                    (fw, model, d, p, i)
+                    for fw in plan.frameworks
+                    for p in runs_at[fw]
+                    for i in range(1, plan.runs + 1)
+                ]
     tag = plan.multi_device
     return [
-        RunSpec(f"{n:03d}-{fw}-{model}-{f'x{d}-' if tag else ''}{i}", fw, model, i, d)
-        for n, (fw, model, d, i) in enumerate(specs, 1)
+        RunSpec(
+            f"{n:03d}-{fw}-{model}-{f'x{d}-' if tag else ''}{f'{p.tag}-' if p else ''}{i}", fw, model, i, d, p
+        )
+        for n, (fw, model, d, p, i) in enumerate(specs, 1)
     ]
 
 

@@ -487,7 +487,9 @@ class Engine(Pausable):
         return result
 
     async def _run_one(self, spec: RunSpec) -> None:
-        run_config, env = self._config(spec.framework, spec.model, spec.run_id, spec.devices)
+        run_config, env = self.resolved.run_config(
+            spec.framework, spec.model, spec.run_id, spec.devices, spec.point
+        )
         if run_config.profile:
             try:
                 run_config.trace_path = str(self.writer.trace_path(spec.run_id))
