@@ -337,6 +337,8 @@ def make_session(
     profile: dict[tuple[Any, ...], dict[str, Any]] | None = None,
     counters: dict[str, Any] | None = None,
     gpu_counters: dict[str, dict[str, float]] | None = None,
+    sweep: dict[str, list[str]] | None = None,
+    point_speed: dict[tuple[str, str], float] | None = None,
 ) -> Path:
     """Write a finished session folder under ``root`` and return its path.
 
@@ -359,7 +361,9 @@ def make_session(
     the map lacks sends no profile. ``counters``: the sampler's ``counters`` event (available,
     source, reason), written first; ``gpu_counters`` maps a framework to the profiling counters
     (percent) of its GPU samples while it trains, whose means (and NVML's utilization's) the run_end
-    records, as the engine does.
+    records, as the engine does. ``sweep``: the plan's (``{"batch": ["4", "8"], ...}``, as ``--sweep`` keeps
+    it); a point's batch is its ``batch`` value (a step's time scales as batch**0.8 from ``batch_size``), and
+    ``point_speed`` maps (framework, point key 'batch=8,channels-last=on') to a factor on its step time.
     """
     root = Path(root)
     batch_sizes = {m: batch_size or catalog.MODELS[m].study_batch_size for m in models}
@@ -380,6 +384,7 @@ def make_session(
         devices=devices,
         scaling=scaling,
         profile=profile is not None,
+        sweep=dict(sweep or {}),
     )
     plan.samples *= devices  # every device count gets ``steps`` batches per epoch at the most devices
     efficiency = {"torch": 0.9, "tensorflow": 0.8, "keras-jax": 0.85, **(efficiency or {})}
@@ -405,10 +410,15 @@ def make_session(
                 tl.parent(t, "run_end", rid, status="unavailable", reason=reason)
                 continue
             d = spec.devices
-            bs = batch_sizes[model] * d  # samples a step, over every device
+            at = plan.at(spec.point, fw, model)
+            per_device = at.batch_size(model, fw) if not at.batch_auto else batch_sizes[model]
+            bs = per_device * d  # samples a step, over every device
             n_steps = steps_of[model] * devices // d
             base = speed.get(
                 (fw, model), DEFAULT_BATCH_S.get(fw, 0.05) * MODEL_SCALE.get(model, 1.0) * time_scale
+            )
+            base *= (per_device / batch_sizes[model]) ** 0.8 * (point_speed or {}).get(
+                (fw, spec.point.key), 1.0
             )
             base *= (1 + run_noise * rng.gauss(0, 1)) * (run_factor or {}).get(index, 1.0)
             if d > 1:
@@ -436,12 +446,13 @@ def make_session(
                 "model": model,
                 "image_size": image_size,
                 "samples": plan.samples,
-                "batch_size": batch_sizes[model],
+                "batch_size": per_device,
                 "replicas": d,
                 "epochs": epochs,
                 "device": plan.device,
-                "data": "device",
-                "precision": "fp32",
+                "data": at.data,
+                "precision": at.precision,
+                **({"compile": at.compile, "channels_last": at.channels_last} if spec.point else {}),
                 "run_id": rid,
                 "task": task,
                 "seq_len": seq_len,

@@ -789,6 +789,180 @@ class ScalingCurve:
 CELL_FIELDS = frozenset(f.name for f in fields(CellSummary))
 
 
+# -- A sweep's answer (``sweeps.answer``): best vs best, and what each setting buys each framework. --
+
+
+@dataclass(frozen=True)
+class BestPoint:
+    """One framework's fastest point of a model (best vs best), and how much choosing it flatters it."""
+
+    framework: str
+    point: Point
+    #: The settings it ran with, in words ('batch 8 · channels-last on'; for ``settings`` best, what best was:
+    #: 'amp-bf16, compile on, channels-last on, batch 256').
+    settings: str
+    images_per_s: float | None
+    #: The points it was chosen among (those with finished runs).
+    points: int
+    #: Selection bias: how much choosing the fastest of ``points`` overstates its throughput, as a fraction
+    #: (0.012: 1.2%), by the bootstrap over each point's runs; None: one point, or one run a point.
+    bias: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "framework": self.framework,
+            "point": self.point.to_json(),
+            "settings": self.settings,
+            "images_per_s": self.images_per_s,
+            "points": self.points,
+            "bias": self.bias,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BestPoint:
+        get = data.get
+        return cls(
+            framework=str(get("framework") or ""),
+            point=Point.of(get("point")),
+            settings=str(get("settings") or ""),
+            images_per_s=get("images_per_s"),
+            points=get("points") or 0,
+            bias=get("bias"),
+        )
+
+
+@dataclass(frozen=True)
+class BestVerdict:
+    """Best vs best for one model: each framework at its fastest point, and the verdict between them (the
+    bootstrap over the runs of each chosen point), with how much choosing the best biases the ratio."""
+
+    model: str
+    base: BestPoint
+    other: BestPoint
+    #: The verdict between the chosen cells, as ``model_verdicts`` words it (its ``point``: ``Point()``).
+    verdict: FrameworkRatio
+    #: How much choosing each side's best overstates the winner's lead, as a fraction of the ratio (None: not
+    #: known, see ``BestPoint.bias``).
+    bias: float | None
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "base": self.base.to_json(),
+            "other": self.other.to_json(),
+            "verdict": self.verdict.to_json(),
+            "bias": self.bias,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BestVerdict:
+        get = data.get
+
+        def side(key: str) -> BestPoint:
+            value = get(key)
+            return BestPoint.from_json(value if isinstance(value, Mapping) else {})
+
+        verdict = get("verdict")
+        return cls(
+            model=str(get("model") or ""),
+            base=side("base"),
+            other=side("other"),
+            verdict=FrameworkRatio.from_json(verdict if isinstance(verdict, Mapping) else {}),
+            bias=get("bias"),
+            text=str(get("text") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class SettingGain:
+    """What one setting buys one framework on one model: its throughput at ``value`` over at ``baseline`` (the
+    axis's first value), the other axes held equal, over every pair of points that differ only there."""
+
+    model: str
+    framework: str
+    axis: str
+    value: str
+    baseline: str
+    #: Speed-up (throughput at ``value`` / at ``baseline``): the geometric mean of the pairs' (None: no pair
+    #: with finished runs on both sides, or ``no_effect``).
+    factor: float | None
+    #: The 95% interval of the speed-up (one pair: its bootstrap CI; several: the lowest low and highest high).
+    ci_low: float | None
+    ci_high: float | None
+    pairs: int
+    #: Why the setting changes nothing for this framework or model (``sweep.applies``); None: it applies.
+    no_effect: str | None
+    text: str  # 'amp-bf16: 2.90× (95% CI 2.71–3.08)', or 'channels-last on: no effect (...)'
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "framework": self.framework,
+            "axis": self.axis,
+            "value": self.value,
+            "baseline": self.baseline,
+            "factor": self.factor,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "pairs": self.pairs,
+            "no_effect": self.no_effect,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SettingGain:
+        get = data.get
+        return cls(
+            model=str(get("model") or ""),
+            framework=str(get("framework") or ""),
+            axis=str(get("axis") or ""),
+            value=str(get("value") or ""),
+            baseline=str(get("baseline") or ""),
+            factor=get("factor"),
+            ci_low=get("ci_low"),
+            ci_high=get("ci_high"),
+            pairs=get("pairs") or 0,
+            no_effect=get("no_effect") or None,
+            text=str(get("text") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class SweepAnswer:
+    """A sweep's answer beside its per-point rows and verdicts: the axes swept, best vs best per model (and
+    pair of frameworks), and each setting's speed-up per framework. Curves are the rows themselves (each
+    row has its point)."""
+
+    axes: Mapping[str, tuple[str, ...]]
+    best: tuple[BestVerdict, ...] = ()
+    gains: tuple[SettingGain, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "axes": {a: list(v) for a, v in self.axes.items()},
+            "best": [b.to_json() for b in self.best],
+            "gains": [g.to_json() for g in self.gains],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> SweepAnswer | None:
+        if not isinstance(data, Mapping) or not isinstance(data.get("axes"), Mapping):
+            return None
+        axes = {str(a): tuple(str(v) for v in vs) for a, vs in data["axes"].items() if isinstance(vs, list)}
+
+        def listed(key: str, read: Callable[[Mapping[str, Any]], T]) -> tuple[T, ...]:
+            value = data.get(key)
+            return tuple(read(v) for v in value if isinstance(v, Mapping)) if isinstance(value, list) else ()
+
+        return cls(
+            axes=axes,
+            best=listed("best", BestVerdict.from_json),
+            gains=listed("gains", SettingGain.from_json),
+        )
+
+
 @dataclass(frozen=True)
 class SessionSummary:
     """A session's summary: its cells' rows, and the session-wide figures beside them (summary.json).
@@ -812,6 +986,8 @@ class SessionSummary:
     watch: Mapping[str, Any] | None = None  # benchtui watch: the command and its folder
     labels: Mapping[str, Any] | None = None
     schema: int = 2
+    #: A sweep's answer (None: a plan without a sweep; the file then has no key).
+    sweep: SweepAnswer | None = None
 
     def to_json(self) -> dict[str, Any]:
         """summary.json, keys in the file's order."""
@@ -832,6 +1008,8 @@ class SessionSummary:
         }
         if self.watch is not None:
             out["watch"] = self.watch
+        if self.sweep is not None:
+            out["sweep"] = self.sweep.to_json()
         out["labels"] = self.labels
         return out
 
@@ -872,4 +1050,5 @@ class SessionSummary:
             watch=get("watch"),
             labels=get("labels"),
             schema=get("schema") or 1,
+            sweep=SweepAnswer.from_json(get("sweep")),
         )
