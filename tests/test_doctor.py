@@ -351,7 +351,12 @@ def test_the_command_line_keeps_the_report_on_stdout_and_a_live_line_on_a_termin
     assert result.returncode == 0, status
     out = result.stdout.decode()
     assert "doctor:" not in status  # no lines: a status redrawn in place
-    assert "Asking torch, tensorflow, keras-jax, keras-torch what they see" in status
+    # Its first frame: the question, or (on a busy machine, where the first refresh comes after the fastest
+    # answer) the first answer with everyone else still awaited.
+    assert (
+        "Asking torch, tensorflow, keras-jax, keras-torch what they see" in status
+        or "; waiting for tensorflow, keras-jax, keras-torch…" in status
+    )
     assert "; waiting for keras-torch…" in status  # redrawn as the others answered
     assert all(f"{fw} ok (" in status for fw in FRAMEWORKS)
     assert all("ok" in rows(out)[fw] for fw in FRAMEWORKS) and "Asking" not in out
