@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from benchtui.core.model import analysis, efficiency, parity, scaling, why
+from benchtui.core.model import analysis, efficiency, parity, scaling, sweeps, why
 from benchtui.core.model.cell import (
     HEADLINE,
     NO_COMMAND,
@@ -29,7 +29,7 @@ from benchtui.core.model.runs import GPU_COUNTERS, RunState
 from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
 from benchtui.core.plan.plan import Plan, run_order
-from benchtui.core.plan.sweep import Point
+from benchtui.core.plan.sweep import NO_POINT, Point
 from benchtui.core.wire.events import (
     BatchEvent,
     DoneEvent,
@@ -651,8 +651,22 @@ class SessionModel:
         return out
 
     def live_figures(self, run: RunState) -> efficiency.LiveFigures:
-        """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak."""
-        return efficiency.live_figures(run, self.cell_runs(run.spec.framework, run.spec.model))
+        """What the live screen shows for a run: FLOPs per step, TFLOP/s now, % of the GPU's peak (its cell:
+        the runs at its own sweep point)."""
+        return efficiency.live_figures(
+            run, self.cell_runs(run.spec.framework, run.spec.model, point=run.spec.point)
+        )
+
+    def pair_verdict(
+        self,
+        model_id: str,
+        base: tuple[str, list[RunState]],
+        other: tuple[str, list[RunState]],
+        at: Point = NO_POINT,
+        names: dict[str, str] | None = None,
+    ) -> FrameworkRatio | RefusedRatio | None:
+        """The verdict between two cells (``pair_verdict``): what ``sweeps`` reads for best vs best."""
+        return pair_verdict(self, model_id, base, other, at, names)
 
     def rows(self) -> list[CellSummary]:
         """Every cell's summary, in display order; a cell whose ratio was refused (its frameworks ran on
@@ -718,6 +732,8 @@ class SessionModel:
             counters=self.counters,
             # benchtui watch: the command watched and its folder (additive; absent for a plan's session).
             watch=dict(self.plan.watch) if self.plan.watch else None,
+            # A sweep: best vs best, and what each setting buys each framework (absent without a sweep).
+            sweep=sweeps.answer(self),
             labels={
                 "frameworks": catalog.FRAMEWORK_LABELS,
                 # The catalog's own, and the plan's (a user's model, a watch's command): never models
@@ -880,87 +896,111 @@ def model_verdicts(
     cells = [(fw, cell) for fw, cell in cells if cell]
     if len(cells) < 2:
         return out, refused
-    label = analysis.framework_label
-    same_network = model.parity(model_id)
     base_fw, base_runs = cells[0]
     for fw, cell in cells[1:]:
-        if analysis.mixed_devices(base_runs, cell) is not None:
-            kinds_a = "/".join(sorted(analysis.device_kinds(base_runs)))
-            kinds_b = "/".join(sorted(analysis.device_kinds(cell)))
-            refused.append(
-                RefusedRatio(
-                    model=model_id,
-                    base=base_fw,
-                    framework=fw,
-                    devices={
-                        base_fw: tuple(sorted(analysis.device_kinds(base_runs))),
-                        fw: tuple(sorted(analysis.device_kinds(cell))),
-                    },
-                    text=f"no ratio between {label(base_fw)} and {label(fw)}: they ran on different "
-                    f"devices ({label(base_fw)} {kinds_a}, {label(fw)} {kinds_b})",
-                    point=at,
-                )
-            )
-            continue
-        compared = analysis.compare_cells(base_runs, cell)
-        if compared is None:
-            continue
-        basis, ratio = compared
-        winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
-        per_flop = per_flop_verdict(ratio, base_fw, base_runs, fw, cell)
-        # The machine, not the frameworks, may have decided it: no winner then.
-        reason = unreliable_reason([(base_fw, base_runs), (fw, cell)], model.host_cores, model.plan.threads)
-        if ratio.about_same:
-            text = f"{label(winner)} and {label(loser)} about the same ({ratio.same_words()})"
-        else:
-            text = f"{label(winner)} {seen.phrase(label(loser))}"
-        if reason is not None:
-            # No winner: the reason, then what was measured, plainly not a verdict (no "faster" in it).
-            measured = f"{label(loser)} took {seen.factor:.2f}× {label(winner)}'s time"
-            interval = seen.factor_interval
-            measured += (
-                f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})"
-                if interval is not None
-                else " (no CI: one value per side)"
-            )
-            text = f"unreliable: {reason}; measured, not a verdict: {measured}"
-            if per_flop is not None:
-                per_flop = replace(per_flop, faster_framework=None)
-        flagged = bool(same_network and same_network.flagged)
-        if flagged and same_network is not None:
-            # The raw ratio is of time per sample: here it compares two different networks.
-            text += f"; the raw ratio compares different networks ({parity.differences_text(same_network)})"
-            if per_flop is not None and reason is None:
-                text += f"; {per_flop.text}"
-        # The same network on both sides: per FLOP says what the raw ratio says (it stays in the data).
-        out.append(
-            FrameworkRatio(
-                model=model_id,
-                base=base_fw,
-                framework=fw,
-                basis=basis,
-                basis_label=analysis.BASIS_LABELS[basis],
-                ratio=ratio.value,
-                ci_low=ratio.low,
-                ci_high=ratio.high,
-                level=ratio.level,
-                significant=ratio.significant,
-                conclusive=ratio.conclusive,
-                single_run=ratio.single_run,
-                faster=ratio.faster,
-                about_same=ratio.about_same,
-                factor=ratio.factor,
-                percent=ratio.percent,
-                phrase=ratio.phrase(),
-                faster_framework=None if reason is not None or ratio.about_same else winner,
-                unreliable=reason,
-                per_flop=per_flop,
-                parity_flagged=flagged,
-                text=text,
-                point=at,
-            )
-        )
+        verdict = pair_verdict(model, model_id, (base_fw, base_runs), (fw, cell), at)
+        if isinstance(verdict, RefusedRatio):
+            refused.append(verdict)
+        elif verdict is not None:
+            out.append(verdict)
     return out, refused
+
+
+def pair_verdict(
+    model: SessionModel,
+    model_id: str,
+    base: tuple[str, list[RunState]],
+    other: tuple[str, list[RunState]],
+    at: Point = NO_POINT,
+    names: dict[str, str] | None = None,
+) -> FrameworkRatio | RefusedRatio | None:
+    """The verdict between two cells of ``model_id`` (framework, its finished runs): ``other`` against
+    ``base``, in ``model_verdicts``' words (about the same, unreliable under contention, a refusal between
+    different kinds of device, the raw ratio of different networks); None when a side has no times.
+
+    ``at``: the point both cells ran at (``Point()`` for best vs best, whose cells are at different points);
+    ``names``: how the text names each framework (best vs best: 'PyTorch at batch 8'; default its label).
+    """
+    label = analysis.framework_label
+    name = (lambda fw: (names or {}).get(fw) or label(fw)) if names else label
+    base_fw, base_runs = base
+    fw, cell = other
+    if analysis.mixed_devices(base_runs, cell) is not None:
+        kinds_a = "/".join(sorted(analysis.device_kinds(base_runs)))
+        kinds_b = "/".join(sorted(analysis.device_kinds(cell)))
+        return RefusedRatio(
+            model=model_id,
+            base=base_fw,
+            framework=fw,
+            devices={
+                base_fw: tuple(sorted(analysis.device_kinds(base_runs))),
+                fw: tuple(sorted(analysis.device_kinds(cell))),
+            },
+            text=f"no ratio between {name(base_fw)} and {name(fw)}: they ran on different "
+            f"devices ({label(base_fw)} {kinds_a}, {label(fw)} {kinds_b})",
+            point=at,
+        )
+    compared = analysis.compare_cells(base_runs, cell)
+    if compared is None:
+        return None
+    same_network = model.parity(model_id)
+    basis, ratio = compared
+    winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
+    per_flop = per_flop_verdict(ratio, base_fw, base_runs, fw, cell)
+    # The machine, not the frameworks, may have decided it: no winner then.
+    reason = unreliable_reason([(base_fw, base_runs), (fw, cell)], model.host_cores, model.plan.threads)
+    if ratio.about_same:
+        text = f"{name(winner)} and {name(loser)} about the same ({ratio.same_words()})"
+    else:
+        text = f"{name(winner)} {seen.phrase(name(loser))}"
+    if reason is not None:
+        # No winner: the reason, then what was measured, plainly not a verdict (no "faster" in it).
+        measured = (
+            f"{name(loser)} took {seen.factor:.2f}× the time of {name(winner)}"
+            if names
+            else (f"{label(loser)} took {seen.factor:.2f}× {label(winner)}'s time")
+        )
+        interval = seen.factor_interval
+        measured += (
+            f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})"
+            if interval is not None
+            else " (no CI: one value per side)"
+        )
+        text = f"unreliable: {reason}; measured, not a verdict: {measured}"
+        if per_flop is not None:
+            per_flop = replace(per_flop, faster_framework=None)
+    flagged = bool(same_network and same_network.flagged)
+    if flagged and same_network is not None:
+        # The raw ratio is of time per sample: here it compares two different networks.
+        text += f"; the raw ratio compares different networks ({parity.differences_text(same_network)})"
+        if per_flop is not None and reason is None:
+            text += f"; {per_flop.text}"
+    # The same network on both sides: per FLOP says what the raw ratio says (it stays in the data).
+    return FrameworkRatio(
+        model=model_id,
+        base=base_fw,
+        framework=fw,
+        basis=basis,
+        basis_label=analysis.BASIS_LABELS[basis],
+        ratio=ratio.value,
+        ci_low=ratio.low,
+        ci_high=ratio.high,
+        level=ratio.level,
+        significant=ratio.significant,
+        conclusive=ratio.conclusive,
+        single_run=ratio.single_run,
+        faster=ratio.faster,
+        about_same=ratio.about_same,
+        factor=ratio.factor,
+        percent=ratio.percent,
+        phrase=ratio.phrase(),
+        faster_framework=None if reason is not None or ratio.about_same else winner,
+        unreliable=reason,
+        per_flop=per_flop,
+        parity_flagged=flagged,
+        text=text,
+        point=at,
+    )
 
 
 def contention_part(label: str, runs: list[RunState], cores: int | None, plan_threads: int = 0) -> str | None:
