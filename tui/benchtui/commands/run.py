@@ -147,6 +147,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                 )
         # Named sizes replace the preset's for those models only; one size for all replaces them all.
         plan.batch_sizes = {**plan.batch_sizes, **sizes} if "=" in args.batch_size else sizes
+    _sweep_from_args(args, plan, PlanError)
     for item in args.python:
         fw, sep, path = item.partition("=")
         if not sep or not path:
@@ -162,6 +163,60 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         for definition in own:
             check_sources(definition, set(plan.python))
     return plan
+
+
+#: The flag each sweep axis replaces (a sweep of it sets that setting at each point), and the setting in words.
+SWEPT_FLAGS = {
+    "batch": ("batch_size", "the batch size"),
+    "precision": ("precision", "the precision"),
+    "compile": ("compile", "the compiler"),
+    "channels-last": ("channels_last", "the memory layout"),
+    "data": ("data", "where the data is"),
+    "seq-len": ("seq_len", "tokens per sample"),
+    "devices": ("devices", "the devices"),
+}
+#: The flags whose setting --best chooses per framework, in words (its batch is searched at its own points;
+#: --batch-size is the plan's, at the same-settings points).
+BEST_CHOOSES = {
+    "precision": "the precision",
+    "compile": "the compiler",
+    "channels_last": "the memory layout",
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _sweep_from_args(args: argparse.Namespace, plan: Any, error: type[Exception]) -> None:
+    """--sweep and --best into the plan's sweep (``sweep.parse_sweeps``; PlanError, one line): a sweep of
+    ``devices`` is a scaling session (the plan's devices its largest count); a flag whose setting the
+    sweep sets, or that --best chooses, is refused. What the rest of the plan cannot go with is
+    ``Plan.validate``'s."""
+    from benchtui.core.plan.sweep import parse_sweeps
+
+    texts = list(getattr(args, "sweep", None) or [])
+    if not texts and not getattr(args, "best", None):
+        return
+    sweep = parse_sweeps(texts)
+    for axis, (name, what) in SWEPT_FLAGS.items():
+        if axis in sweep and getattr(args, name, None) is not None:
+            raise error(f"--sweep {axis} sets {what}: drop {_flag(name)}")
+    if "devices" in sweep and args.scaling:
+        raise error("--sweep devices is the scaling session: drop --scaling")
+    if args.best:
+        if "settings" in sweep:
+            raise error("--best is --sweep settings=same,best: give one of them")
+        for name, what in BEST_CHOOSES.items():
+            if getattr(args, name, None) is not None:
+                raise error(f"--best chooses {what} per framework: drop {_flag(name)}")
+        sweep["settings"] = ["same", "best"]
+    if "batch" in sweep and args.global_batch is not None:
+        raise error("--global-batch fixes the batch: it cannot go with --sweep batch")
+    if "devices" in sweep:
+        counts = sorted({int(v) for v in sweep["devices"]})
+        plan.devices, plan.device_ids, plan.scaling = counts[-1], [], len(counts) > 1
+    plan.sweep = sweep
 
 
 def own_models(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchtui.core.plan.sweep import AXES
 from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, TASKS
 from benchtui_runners.timing import TIMINGS
 
@@ -34,6 +35,11 @@ STALL_RANGE = (1.0, 7 * 86400.0)  # --stall-timeout, seconds
 PROFILE_STEPS = 5
 PROFILE_STEPS_RANGE = (1, 50)
 DATA_PLACEMENTS = ("device", "host")
+#: --sweep's axes, as its help says them (``sweep.AXES``).
+SWEEP_AXES = ", ".join(
+    f"{a.name} ({', '.join(a.choices) if a.choices else 'numbers' + (' or ' + ', '.join(a.words) if a.words else '')})"
+    for a in AXES.values()
+)
 BATCH_POLICIES = ("min", "per-framework")
 
 
@@ -277,6 +283,25 @@ OPTIONS: tuple[Option, ...] = (
         action="store_true",
         default=None,
         help="also run 1, 2, 4 ... devices up to --devices: throughput and scaling efficiency per count",
+        shapes=True,
+    ),
+    Option(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="AXIS=V1,V2,...",
+        help="measure every framework at each point of a grid of settings, one cell per (framework, model, "
+        f"point), runs interleaved; repeatable, one axis each: {SWEEP_AXES} (devices: a scaling session, "
+        "alone)",
+        shapes=True,
+    ),
+    Option(
+        "--best",
+        action="store_true",
+        default=None,
+        help="--sweep settings=same,best: every framework at the plan's settings, and each at the ones its "
+        "own documentation recommends for speed (mixed precision where the GPU has it, its compiler, "
+        "channels-last for PyTorch's CNNs, its largest batch)",
         shapes=True,
     ),
     Option(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import shlex
@@ -23,7 +24,7 @@ from benchtui.core.plan.options import (
     RUNNER_FIELDS,
     STALL_RANGE,
 )
-from benchtui.core.plan.sweep import NO_POINT, Point
+from benchtui.core.plan.sweep import NO_POINT, Point, parse_sweeps
 from benchtui.core.plan.sweep import changes as point_changes
 from benchtui.core.plan.sweep import effective as effective_point
 from benchtui.core.plan.sweep import points as sweep_points
@@ -62,6 +63,8 @@ DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d{1,3})?)$")
 #: Most runs one plan may make (runs x frameworks x models x device counts): the study's is 42, all
 #: 4 frameworks x 21 models x 100 runs is 8,400; a session of more would take seconds to load.
 MAX_RUNS_IN_PLAN = 10_000
+#: The most (framework, model, point) cells a plan's runs are counted over one by one (beyond: their product).
+MAX_GRID = 100_000
 MAX_NAME = 200
 #: A run's raw trace is kept in the session's traces/ folder up to this size (MB); a larger one is dropped.
 TRACE_CAP_MB = 200
@@ -145,10 +148,13 @@ class Plan:
         """The sweep's points in run order; ``[Point()]`` for a plan without a sweep."""
         return sweep_points(self.sweep)
 
-    def at(self, point: Point, framework: str = "", model: str = "") -> Plan:
+    def at(
+        self, point: Point, framework: str = "", model: str = "", gpu: dict[str, Any] | None = None
+    ) -> Plan:
         """This plan at ``point`` (a copy; itself when ``point`` is empty): what ``framework``'s ``model``
-        runs with there (``sweep.changes``)."""
-        return replace(self, **point_changes(point, self.models, framework, model)) if point else self
+        runs with there (``sweep.changes``) on ``gpu`` (the placement's GPU identity; None: the CPU, or
+        not known yet), which ``settings`` best reads."""
+        return replace(self, **point_changes(point, self.models, framework, model, gpu)) if point else self
 
     def effective(self, point: Point, framework: str, model: str) -> Point:
         """The point whose runs measure ``point`` for this cell (``sweep.effective``)."""
@@ -290,12 +296,13 @@ class Plan:
         placement: Placement,
         measured: dict[str, Any] | None = None,
         batch_sizes: dict[str, int] | None = None,
+        point_batches: dict[tuple[str, str, str], int] | None = None,
     ) -> Resolved:
         """This plan as it runs here (``Resolved``): on ``placement``, with the CPU threads the idle cores
         ``measured`` give, and the batch sizes a search chose (model, or "framework:model" -> size) over
-        its own; the plan itself is unchanged."""
+        its own, and at sweep points (``Resolved.point_batches``); the plan itself is unchanged."""
         plan = replace(self, batch_sizes={**self.batch_sizes, **batch_sizes}) if batch_sizes else self
-        return Resolved(plan, placement, measured)
+        return Resolved(plan, placement, measured, dict(point_batches or {}))
 
     def _validate_devices(self) -> None:
         """--devices, --scaling and --global-batch: what can be checked without the machine."""
@@ -401,11 +408,17 @@ class Plan:
             if isinstance(value, int) and value > most:
                 raise PlanError(f"{label} must be at most {most:,}, got {value:,}")
         self._validate_devices()
+        self._validate_sweep()
         total = len(self.frameworks) * len(self.models) * self.runs * len(self.device_counts())
+        if self.sweep:
+            grid = math.prod(len(vs) for a, vs in self.sweep.items() if a != "devices")
+            cells = grid * len(self.frameworks) * len(self.models)
+            total = self.run_count() if cells <= MAX_GRID else total * grid  # too many to list: their product
         if total > MAX_RUNS_IN_PLAN:
             raise PlanError(
                 f"the plan has {total:,} runs "
-                f"(at most {MAX_RUNS_IN_PLAN:,}): fewer --runs, models or frameworks"
+                f"(at most {MAX_RUNS_IN_PLAN:,}): fewer --runs, models"
+                + (", frameworks or sweep values" if self.sweep else " or frameworks")
             )
         self._validate_interval_and_name()
         lo, hi = STALL_RANGE
@@ -425,7 +438,11 @@ class Plan:
         for model in self.models:
             info = catalog.MODELS[model]
             most = max(self.device_counts())
-            if not self.batch_auto and self.batch_size(model, devices=most) * most > self.samples:
+            if (
+                not self.batch_auto
+                and "batch" not in self.sweep
+                and self.batch_size(model, devices=most) * most > self.samples
+            ):
                 what = (
                     f"batch size {self.batch_size(model)}"
                     if most == 1
@@ -469,6 +486,97 @@ class Plan:
                 raise PlanError(f"--python names unknown framework {fw!r}")
         self._validate_profile()
         return self
+
+    def run_count(self) -> int:
+        """How many runs the plan makes (``run_order``'s length, counted without listing them): a sweep's
+        points for each framework's model, less those whose axes change nothing for it (``effective``)."""
+        grid = self.points()
+        cells = sum(
+            1 for m in self.models for fw in self.frameworks for p in grid if self.effective(p, fw, m) == p
+        )
+        return cells * self.runs * len(self.device_counts())
+
+    def _validate_sweep(self) -> None:
+        """--sweep and --best: the axes and values as ``parse_sweeps`` takes them, and what they cannot go
+        with in this plan (one line each). The flags a sweep replaces (--precision with --sweep precision)
+        are the command line's to refuse: a plan cannot tell a flag from a preset's value."""
+        if not isinstance(self.sweep, dict) or not all(
+            isinstance(a, str) and isinstance(vs, list) for a, vs in self.sweep.items()
+        ):
+            raise PlanError("the plan's sweep must map each axis to a list of its values")
+        if not self.sweep:
+            return
+        self.sweep = parse_sweeps(f"{a}={','.join(str(v) for v in vs)}" for a, vs in self.sweep.items())
+        sweep = self.sweep
+        axes = list(sweep)
+        if "devices" in sweep:
+            others = [a for a in axes if a != "devices"]
+            if others:
+                raise PlanError(
+                    f"--sweep devices is a scaling session and goes alone: drop --sweep {others[0]}"
+                )
+            most = max(int(v) for v in sweep["devices"])
+            if self.devices != most:
+                raise PlanError(
+                    f"--sweep devices runs up to {most} devices: --devices {self.devices} says otherwise"
+                )
+        if "settings" in sweep:
+            for axis in ("precision", "compile", "channels-last", "batch"):
+                if axis in sweep:
+                    chooses = (
+                        "each framework's largest batch"
+                        if axis == "batch"
+                        else "precision, compile and channels-last per framework"
+                    )
+                    raise PlanError(f"--best chooses {chooses}: drop --sweep {axis} (or --best)")
+            if self.multi_device:
+                raise PlanError("--best searches the largest batch on one device: run it without --devices")
+            if self.global_batch:
+                raise PlanError(
+                    "--best searches each framework's largest batch; --global-batch fixes it: give one"
+                )
+        batches = sweep.get("batch", [])
+        if batches:
+            if self.global_batch:
+                raise PlanError("--global-batch fixes the batch: it cannot go with --sweep batch")
+            if "auto" in batches and self.multi_device:
+                raise PlanError(
+                    "--sweep batch auto searches one device: with --devices sweep numbers of samples per device"
+                )
+            most = max(self.device_counts())
+            for value in batches:
+                if value.isdigit() and int(value) * most > self.samples:
+                    what = (
+                        f"batch {value}"
+                        if most == 1
+                        else f"batch {value} on {most} devices ({int(value) * most})"
+                    )
+                    raise PlanError(f"--sweep {what} is larger than --samples {self.samples}")
+        infos = [catalog.MODELS[m] for m in self.models]
+        if "seq-len" in sweep:
+            tokens = [info for info in infos if info.kind == "tokens"]
+            if not tokens:
+                raise PlanError(
+                    "--sweep seq-len sets tokens per sample: none of the plan's models takes tokens"
+                )
+            for info in tokens:
+                longest = max(int(v) for v in sweep["seq-len"])
+                if longest > info.context:
+                    raise PlanError(
+                        f"{info.label} has a context of {info.context:,} tokens: --sweep seq-len {longest:,} "
+                        "is longer"
+                    )
+        if "channels-last" in sweep:
+            if not any(catalog.family(fw) == "torch" for fw in self.frameworks):
+                raise PlanError(
+                    "--sweep channels-last changes nothing here: it is PyTorch's layout, and Keras is "
+                    "channels-last at every setting (add torch to --frameworks)"
+                )
+            if not any(info.kind == "image" for info in infos):
+                raise PlanError(
+                    "--sweep channels-last changes nothing here: it is a layout of images, and none of the "
+                    "plan's models takes images"
+                )
 
     def _validate_interval_and_name(self) -> None:
         lo, hi = INTERVAL_RANGE
@@ -543,6 +651,24 @@ class Resolved:
     plan: Plan
     placement: Placement
     measured: dict[str, Any] | None = None
+    #: The sizes the batch search chose at sweep points (an ``auto`` batch there): (framework, model,
+    #: point key) -> size. A plan without a sweep keeps its choice in ``plan.batch_sizes``, as before.
+    point_batches: dict[tuple[str, str, str], int] = field(default_factory=dict)
+
+    @property
+    def gpu(self) -> dict[str, Any] | None:
+        """The GPU the runs go to, as ``sweep.best_settings`` reads it (None: the CPU; {} a GPU NVML did
+        not describe, of unknown compute capability)."""
+        return None if self.placement.runner_device == "cpu" else dict(self.placement.gpu or {})
+
+    def at(self, point: Point, framework: str, model: str) -> Plan:
+        """The plan ``framework``'s ``model`` runs with at ``point`` here: ``Plan.at`` on this GPU, with the
+        batch the search chose for that point."""
+        plan = self.plan.at(point, framework, model, self.gpu)
+        size = self.point_batches.get((framework, model, point.key)) if point else None
+        if size is not None:
+            plan = replace(plan, batch_sizes={**plan.batch_sizes, f"{framework}:{model}": size})
+        return plan
 
     @property
     def cpu_threads(self) -> int:
@@ -570,7 +696,7 @@ class Resolved:
     ) -> tuple[RunConfig, dict[str, str]]:
         """The run's configuration on the session's device (its first ``devices`` when data parallel) at
         its sweep ``point``, and the environment that gives the runner exactly those."""
-        config = self.plan.at(point, framework, model).run_config(framework, model, run_id, devices)
+        config = self.at(point, framework, model).run_config(framework, model, run_id, devices)
         env, gpus = self.placement.for_devices(devices)
         config.device, config.gpu = self.placement.runner_device, self.placement.gpu
         if devices > 1 and gpus:

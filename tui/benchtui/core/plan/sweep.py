@@ -232,10 +232,81 @@ def effective(point: Point, framework: str, model: str, sweep: Mapping[str, list
     return out
 
 
+#: The compute capability from which a GPU has bfloat16 arithmetic (Ampere), and tensor cores (Volta).
+BF16_CAPABILITY = (8, 0)
+TENSOR_CORE_CAPABILITY = (7, 0)
+
+
+def capability(gpu: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """A GPU identity's compute capability ("8.0", or NVML's (8, 0)) as (major, minor); None: not known."""
+    value = gpu.get("capability") if isinstance(gpu, Mapping) else None
+    if isinstance(value, str):
+        major, _, minor = value.partition(".")
+        value = (major, minor or "0")
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        try:
+            return int(value[0]), int(value[1])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def best_precision(framework: str, gpu: Mapping[str, Any] | None) -> str:
+    """The mixed precision ``framework``'s documentation recommends on ``gpu`` (None: the CPU).
+
+    The CPU: fp32 (Keras: "on CPUs, mixed precision will run significantly slower"; PyTorch's bf16
+    autocast is fast only on AMX/AVX512-BF16 hardware, which benchtui cannot see). A GPU with bfloat16
+    (compute capability 8.0 and up): amp-bf16 for PyTorch and Keras/torch (no loss scaling, so no host
+    sync a step), amp-fp16 for TensorFlow and Keras/JAX (Keras's documented GPU policy, mixed_float16,
+    whose loss scaling XLA keeps on the device). Tensor cores without bfloat16 (7.x): amp-fp16 for all.
+    Older GPUs: fp32 ("older GPUs offer no math performance benefit"). A GPU of unknown capability:
+    amp-fp16, which every GPU runs (bf16 would be refused below 8.0)."""
+    if gpu is None:
+        return "fp32"
+    cc = capability(gpu)
+    if cc is None:
+        return "amp-fp16"
+    if cc >= BF16_CAPABILITY:
+        return "amp-bf16" if framework in ("torch", "keras-torch") else "amp-fp16"
+    return "amp-fp16" if cc >= TENSOR_CORE_CAPABILITY else "fp32"
+
+
 def best_settings(framework: str, model: str, gpu: Mapping[str, Any] | None) -> dict[str, Any]:
     """The plan fields of ``framework``'s recommended settings for speed on ``gpu`` (the placement's GPU
-    identity; None: the CPU) for ``model`` ({}: none)."""
-    return {}
+    identity; None: the CPU) for ``model`` ({}: a framework benchtui does not know).
+
+    Precision: ``best_precision``. The compiler: torch.compile for PyTorch (the tuning guide: "fuse
+    operations"; Inductor's C++ backend on a CPU); XLA for TensorFlow on a GPU (``on``: also where
+    Keras's ``auto`` turns it off), Keras's own default on a CPU ("disable XLA on CPU-only machines");
+    Keras's default for Keras/JAX (always jit) and Keras/torch (eager: its torch.compile is slower, by its
+    maintainers' account). Channels-last: PyTorch's image models, where it has tensor cores or a CPU.
+    The batch: the largest that fits, searched for each framework on its own (``per-framework``)."""
+    if framework not in catalog.FRAMEWORKS:
+        return {}
+    precision = best_precision(framework, gpu)
+    cc = capability(gpu)
+    old_gpu = gpu is not None and cc is not None and cc < TENSOR_CORE_CAPABILITY
+    out: dict[str, Any] = {"precision": precision, "batch_auto": True, "batch_policy": "per-framework"}
+    if framework == "torch":
+        out["compile"] = "on"
+        out["channels_last"] = applies("channels-last", framework, model) is None and not old_gpu
+    elif framework == "tensorflow":
+        out["compile"] = "default" if gpu is None else "on"
+    else:
+        out["compile"] = "default"
+    return out
+
+
+def settings_words(plan: Any, point: Point, framework: str, model: str, gpu: Mapping[str, Any] | None) -> str:
+    """What ``framework``'s ``model`` runs with at ``point`` (``plan.at``), in words: "amp-bf16, compile on,
+    channels-last on, batch auto" (channels-last only where it changes something: PyTorch's image models;
+    the batch "auto" where a search chooses it)."""
+    at = plan.at(point, framework, model, gpu)
+    words = [str(at.precision), f"compile {at.compile}"]
+    if applies("channels-last", framework, model) is None:
+        words.append(f"channels-last {'on' if at.channels_last else 'off'}")
+    words.append("batch auto" if at.batch_auto else f"batch {at.batch_size(model, framework)}")
+    return ", ".join(words)
 
 
 def changes(
