@@ -29,7 +29,7 @@ from benchtui.core.model.runs import GPU_COUNTERS, RunState
 from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
 from benchtui.core.plan.plan import Plan, run_order
-from benchtui.core.plan.sweep import NO_POINT, Point
+from benchtui.core.plan.sweep import NO_POINT, Point, applies
 from benchtui.core.wire.events import (
     BatchEvent,
     DoneEvent,
@@ -96,6 +96,8 @@ class SessionModel:
         # The largest-batch search (--batch-size auto): every probe, and the choice per model.
         self.probes: list[dict[str, Any]] = []
         self.batch_choices: dict[str, dict[str, Any]] = {}
+        # A sweep's: by (model, point key) for its auto points (the ``batch_choice`` event's "point").
+        self.point_choices: dict[tuple[str, str], dict[str, Any]] = {}
         self.probing: dict[str, Any] | None = None  # the probe in progress
         # Whether the sampler could read the GPU's profiling counters (its ``counters`` event), once.
         self.counters: dict[str, Any] | None = None
@@ -120,7 +122,12 @@ class SessionModel:
             self.probing = None
             return
         if kind == "batch_choice":
-            self.batch_choices[str(event.get("model"))] = event
+            point = event.get("point")
+            if point:  # a sweep's auto point: its own choice (by the point's key)
+                key = Point.of(point).key if isinstance(point, dict) else str(point)
+                self.point_choices[(str(event.get("model")), key)] = event
+            else:
+                self.batch_choices[str(event.get("model"))] = event
             return
         if kind == "counters":
             self.counters = {k: event.get(k) for k in ("available", "source", "reason")}
@@ -360,12 +367,25 @@ class SessionModel:
         for run in self.cell_runs(framework, model, point=point):
             if run.status is RunStatus.OK and (size := analysis.config_batch(run)) is not None:
                 return size
-        chosen = self.batch_choices.get(model, {}).get("chosen")
-        size = chosen.get(framework) if isinstance(chosen, dict) else None
-        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
-            return size
         at = self.plan.points()[0] if point is None else point
+        for choice in (*self._point_choices(model, framework, at), self.batch_choices.get(model, {})):
+            chosen = choice.get("chosen")
+            size = chosen.get(framework) if isinstance(chosen, dict) else None
+            if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+                return size
         return self.plan.at(at, framework, model).batch_size(model, framework)
+
+    def _point_choices(self, model: str, framework: str, point: Point) -> list[dict[str, Any]]:
+        """The batch search's choices that may hold a point's size: by the point's key, then without its batch
+        (a search per point's other settings), for the point and for the one whose runs it reads."""
+        if not point or not self.point_choices:
+            return []
+        keys: list[str] = []
+        for at in (point, self.plan.effective(point, framework, model)):
+            for key in (at.key, at.without("batch").key):
+                if key not in keys:
+                    keys.append(key)
+        return [c for k in keys if (c := self.point_choices.get((model, k))) is not None]
 
     def row(self, framework: str, model: str, point: Point | None = None) -> CellSummary:
         """The summary of one (framework, model) at sweep ``point`` (None: the plan's first): the contract of
@@ -533,7 +553,22 @@ class SessionModel:
                 row["reason"] = f"{row['reason']}; {said}" if row.get("reason") else said
                 row["warnings"] = []  # no times: nothing for contention or sharing to cast doubt on
         row["run_ids"] = [r.spec.run_id for r in runs]
+        same = self._same_runs(framework, model, point)
+        if same is not None:
+            row["warnings"].insert(0, caution(CautionKind.SAME_RUNS, same))
         return CellSummary.from_json(row)
+
+    def _same_runs(self, framework: str, model: str, point: Point) -> str | None:
+        """'the same runs as batch 4 · channels-last off: tf.keras is channels-last at every setting' for a
+        sweep's cell whose runs are another point's (an axis that changes nothing for it); None otherwise."""
+        at = self.plan.effective(point, framework, model)
+        if at == point:
+            return None
+        reasons: list[str] = []
+        for axis, value in point.items:
+            if at.get(axis) != value and (why := applies(axis, framework, model)) and why not in reasons:
+                reasons.append(why)
+        return f"the same runs as {at.label}" + (f": {'; '.join(reasons)}" if reasons else "")
 
     def _contention_text(self, loaded: Contention) -> str:
         """The row's caution about other processes' CPU, by the verdict's rule (``CONTENTION_SLACK_CORES``),
@@ -602,15 +637,16 @@ class SessionModel:
             "",
         )
         row["timing"] = timing.split(":")[0] or None
-        entry = self.parity(model)
+        entry = self.parity(model, Point.of(row.get("point")) or None)
         if entry is not None and entry.flagged and row["framework"] in entry.frameworks:
             row["warnings"].append(caution(CautionKind.ARCHITECTURE, entry.text))
 
-    def parity(self, model: str) -> ParityEntry | None:
-        """Whether the plan's frameworks build the same ``model``: ``parity.model_parity`` over their runs."""
+    def parity(self, model: str, point: Point | None = None) -> ParityEntry | None:
+        """Whether the plan's frameworks build the same ``model``: ``parity.model_parity`` over their runs (at
+        sweep ``point``; None: the plan's first)."""
         cells = []
         for fw in self.plan.frameworks:
-            ident = parity.identity(self.cell_runs(fw, model))
+            ident = parity.identity(self.cell_runs(fw, model, point=point))
             if ident is not None:
                 cells.append((fw, ident))
         return parity.model_parity(model, cells)
@@ -620,10 +656,10 @@ class SessionModel:
         """Whether the plan asked each run for a profile (``--profile``)."""
         return bool(getattr(self.plan, "profile", False))
 
-    def why_table(self, model: str) -> why.WhyTable | None:
-        """Where each framework's step time goes for ``model`` and why one is slower (``why.why_for_cell``);
-        None when no framework has a usable profile."""
-        cells = [(fw, self.cell_runs(fw, model)) for fw in self.plan.frameworks]
+    def why_table(self, model: str, point: Point | None = None) -> why.WhyTable | None:
+        """Where each framework's step time goes for ``model`` and why one is slower (``why.why_for_cell``),
+        at sweep ``point`` (None: the plan's first); None when no framework has a usable profile."""
+        cells = [(fw, self.cell_runs(fw, model, point=point)) for fw in self.plan.frameworks]
         return why.why_for_cell(model, cells, self.counters, expected=self.profiling)
 
     def scaling(self) -> list[ScalingCurve]:
@@ -943,7 +979,7 @@ def pair_verdict(
     compared = analysis.compare_cells(base_runs, cell)
     if compared is None:
         return None
-    same_network = model.parity(model_id)
+    same_network = model.parity(model_id, at or None)  # best vs best (no point): the plan's first
     basis, ratio = compared
     winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
     per_flop = per_flop_verdict(ratio, base_fw, base_runs, fw, cell)

@@ -106,6 +106,8 @@ class CautionKind(str, Enum):
     PARTIAL = "partial"  # no run finished: the figures are what runs cut short completed before they stopped
     LOG_CUT = "log-cut"  # a run's log could not be written whole (a full disk): what it lost
     FLOPS_REFUSED = "flops-refused"  # a FLOP count that would put the run above its device's peak
+    # A sweep's cell whose runs are another point's (an axis that changes nothing for it): a note, not a doubt.
+    SAME_RUNS = "same-runs"
 
     def __str__(self) -> str:
         return self.value
@@ -120,6 +122,10 @@ class Caution(TypedDict):
 
 def caution(kind: CautionKind, message: str) -> Caution:
     return {"kind": kind, "message": message}
+
+
+#: Cautions that say what a row is, not a doubt about its numbers (a view that counts doubts skips them).
+NOTES = frozenset({CautionKind.SAME_RUNS})
 
 
 #: Rich style per status word, for every view that colours one (run, cell or session).
