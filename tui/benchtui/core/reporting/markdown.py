@@ -18,6 +18,7 @@ from benchtui.core.reporting.model import (
     Verdict,
     grouped_problems,
 )
+from benchtui.core.reporting.model.sweep import BEST_NOTE, BEST_TITLE, SAME_TITLE
 
 
 def md_escape(text: Any) -> str:
@@ -110,9 +111,46 @@ def answer_lines(report: Report) -> list[str]:
     rows = []
     for v in answer.verdicts:
         rows.append([md_escape(v.label), verdict_md(v), md_escape(v.basis or "–")])
-    out = [f"## {ANSWER_TITLE}", "", "| Model | Result | From |", "| --- | --- | --- |"]
+    out = [f"## {ANSWER_TITLE}", ""]
+    if answer.sweep:  # a sweep: best vs best, then the verdict at each point
+        out += [f"Sweep: {md_escape(answer.sweep)}", ""]
+        if answer.best:
+            out += [
+                f"### {BEST_TITLE}",
+                "",
+                "| Model | Result | Chosen points | From |",
+                "| --- | --- | --- | --- |",
+            ]
+            for best in answer.best:
+                v = best.verdict
+                sides = "<br>".join(md_escape(side) for side in best.sides)
+                out.append(
+                    f"| {md_escape(v.label)} | {verdict_md(v)} | {sides} | {md_escape(v.basis or '–')} |"
+                )
+            out += ["", md_escape(BEST_NOTE), ""]
+        out += [f"### {SAME_TITLE}", ""]
+    out += ["| Model | Result | From |", "| --- | --- | --- |"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return out + ([""] + [md_escape(answer.note)] if answer.note else []) + [""]
+
+
+def sweep_lines(report: Report) -> list[str]:
+    """A sweep: what each setting buys each framework (why a setting has no effect under it)."""
+    sweep = report.sweep
+    if sweep is None or sweep.gains is None:
+        return []
+    return _noted(sweep.gains, sweep.gains_notes)
+
+
+def curve_lines(report: Report) -> list[str]:
+    """A sweep over a numeric axis: each model's curve against it, a table each."""
+    sweep = report.sweep
+    if sweep is None or not sweep.curves:
+        return []
+    out: list[str] = []
+    for table in sweep.curves:
+        out += _section(table)
+    return out + [md_escape(sweep.curves[0].note), ""]
 
 
 def render(report: Report) -> str:
@@ -121,6 +159,7 @@ def render(report: Report) -> str:
     out.append(" · ".join(f"{k}: {md_escape(v)}" for k, v in report.facts))
     out.append("")
     out += answer_lines(report)
+    out += sweep_lines(report)
     if report.warnings:
         out += ["## Warnings", ""] + [f"- {md_escape(w.text)}" for w in report.warnings] + [""]
     out += _section(report.side_by_side)
@@ -128,6 +167,7 @@ def render(report: Report) -> str:
         out += _section(table)
     out.append(md_escape(report.study_note))
     out.append("")
+    out += curve_lines(report)
     if report.devices > 1:
         out += [DEVICES_NOTE, ""]
     out += data_parallel_lines(report)

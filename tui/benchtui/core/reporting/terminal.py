@@ -19,6 +19,7 @@ from benchtui.core.model.analysis import BASIS_LABELS, framework_label, model_la
 from benchtui.core.model.cell import CellSummary, SessionSummary
 from benchtui.core.model.parity import marked
 from benchtui.core.model.status import CautionKind, status_style
+from benchtui.core.plan.sweep import Point
 from benchtui.core.reporting import model as report_model
 from benchtui.core.reporting.compare import Comparison
 from benchtui.core.reporting.model import (
@@ -41,6 +42,7 @@ from benchtui.core.reporting.model import (
     with_ci,
     wording,
 )
+from benchtui.core.reporting.model.sweep import BEST_NOTE, BEST_TITLE, SAME_TITLE
 
 #: Below this many columns the table drops spreads, runs and FLOP/s rather than cut numbers.
 WIDE_TABLE = 150
@@ -149,9 +151,33 @@ def _summary_layout(
 
 
 def shows_brackets(rows: Sequence[CellSummary], width: int | None) -> bool:
-    """Whether the study's table at ``width`` holds an interval in brackets: only then is CI_NOTE printed."""
-    wide, _, body = _summary_layout(rows, width)
-    return wide and any(_BRACKET.search(cell) for cells in body for cell in cells[3:])
+    """Whether the study's table at ``width`` holds an interval in brackets: only then is CI_NOTE printed
+    (a sweep: any of its tables, one per point)."""
+    for block in point_blocks(rows).values():
+        wide, _, body = _summary_layout(block, width)
+        if wide and any(_BRACKET.search(cell) for cells in body for cell in cells[3:]):
+            return True
+    return False
+
+
+def point_blocks(rows: Sequence[CellSummary]) -> dict[Point, list[CellSummary]]:
+    """The rows by sweep point, in their order: one block (``Point()``) for a session without a sweep."""
+    blocks: dict[Point, list[CellSummary]] = {}
+    for row in rows:
+        blocks.setdefault(row.point, []).append(row)
+    return blocks or {Point(): []}
+
+
+def summary_tables(rows: Sequence[CellSummary], title: str = "", width: int | None = None) -> list[Table]:
+    """The study's table (``summary_table``); a sweep's, one per point, its title naming the point: a block
+    each reads at 80 columns, where a column of points would push the figures off the edge."""
+    blocks = point_blocks(rows)
+    if len(blocks) == 1 and not next(iter(blocks)):
+        return [summary_table(rows, title, width)]
+    return [
+        summary_table(block, f"{title} · {fmt.clean(point.label)}" if title else point.label, width)
+        for point, block in blocks.items()
+    ]
 
 
 def summary_table(rows: Sequence[CellSummary], title: str = "", width: int | None = None) -> Table:
@@ -193,7 +219,7 @@ def summary_notes(rows: Sequence[CellSummary]) -> list[str]:
     # (status, reason) or ("caution", message) -> the cells that have it, in the table's order.
     shared: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for row in rows:
-        cell = (model_label(row.model), framework_label(row.framework))
+        cell = (_model_at(row), framework_label(row.framework))
         if row.reason:
             shared.setdefault((str(row.status), str(row.reason)), []).append(cell)
         for w in row.warnings or []:
@@ -219,6 +245,11 @@ def summary_notes(rows: Sequence[CellSummary]) -> list[str]:
     return out
 
 
+def _model_at(row: CellSummary) -> str:
+    """A row's model label, and its sweep point after it ('ResNet50 · batch 8 · channels-last on')."""
+    return model_label(row.model) + (f" · {row.point.label}" if row.point else "")
+
+
 def summary_footnotes(rows: Sequence[CellSummary]) -> list[str]:
     """What the table's latency columns are (inference sessions): percentiles of which times; and on
     several devices, what its batch column says."""
@@ -240,7 +271,7 @@ def print_summary(
     """The table, fitted to the terminal, what its brackets mean, and the notes for the rows marked *
     (the verdict per model comes before it: ``print_answer``)."""
     console = console or stdout_console(file)
-    console.print(summary_table(rows, title, width=console.width))
+    console.print(*summary_tables(rows, title, width=console.width))
     if shows_brackets(rows, console.width):  # a note about brackets only under a table that has them
         console.print(CI_NOTE, style="dim", highlight=False, markup=False)
     for footnote in summary_footnotes(rows):
@@ -259,7 +290,9 @@ def print_result(report: Report, title: str) -> None:
     console = stdout_console()
     console.print(_markup(title), style="bold", highlight=False)
     print_answer(report.answer, console)
+    print_gains(report.sweep, console)
     print_summary(report.rows, FIGURES_TITLE, console=console)
+    print_curves(report.sweep, console)
     print_how(report.summary, console)
     print_data_parallel(report.scaling, report.per_device, report.per_device_notes, report.wiring, console)
     print_parity_table(report.parity, console)
@@ -386,6 +419,27 @@ def print_data_parallel(
         console.print(per_device.note, style="dim", highlight=False, markup=False)
 
 
+def print_gains(sweep: report_model.SweepView | None, console: Console) -> None:
+    """A sweep: what each setting buys each framework (a table), why a setting has no effect, how to read it."""
+    if sweep is None or sweep.gains is None:
+        return
+    console.print(*fitted_tables(sweep.gains, console.width))
+    for line in sweep.gains_notes:
+        console.print(fmt.clean(line), highlight=False, markup=False)
+    console.print(sweep.gains.note, style="dim", highlight=False, markup=False)
+    console.print()
+
+
+def print_curves(sweep: report_model.SweepView | None, console: Console) -> None:
+    """A sweep over a numeric axis (batch, seq-len): each model's curve against it, a table each."""
+    if sweep is None:
+        return
+    for table in sweep.curves:
+        console.print(*fitted_tables(table, console.width))
+    if sweep.curves:
+        console.print(sweep.curves[0].note, style="dim", highlight=False, markup=False)
+
+
 def print_why(views: list[report_model.Why], console: Console) -> None:
     """A ``--profile`` session, per model: where each framework's step goes (ms per step, the differences),
     the sentence that explains the verdict, each profile in words, the counters, the traces and the
@@ -455,14 +509,17 @@ def verdict_style(verdict: report_model.Verdict) -> str:
 
 def print_answer(answer: Answer, console: Console) -> None:
     """What ``show`` and the end of a headless run open with: the verdict per model, a line each (a
-    sentence reads whole at any width, where a table's cell would fold it), and how to read them."""
-    if not answer.verdicts:
+    sentence reads whole at any width, where a table's cell would fold it), and how to read them. A sweep:
+    best vs best first, then the verdict at each point (same settings)."""
+    if not answer.verdicts and not answer.best:
         return
     console.print(ANSWER_TITLE, style="bold", highlight=False, markup=False)
     for line in answer_lines(answer):
         console.print(line, highlight=False)
     if answer.note:
         console.print(answer.note, style="dim", highlight=False, markup=False)
+    if answer.best:
+        console.print(BEST_NOTE, style="dim", highlight=False, markup=False)
     console.print()  # the answer stands apart from the tables under it
 
 
@@ -470,17 +527,29 @@ def answer_lines(answer: Answer) -> list[Text]:
     """The answer in lines, for a view narrower than its table: 'ResNet50: PyTorch 1.23× faster than
     tf.keras (95% CI 1.18–1.29) · from epoch times excluding the first'."""
     lines = []
-    for v in answer.verdicts:
-        line = Text(fmt.clean(f"{v.label}: "), style="bold")
-        text = fmt.clean(v.text)
-        if v.mark is Mark.UNRELIABLE and text.startswith(UNRELIABLE_PREFIX):  # the mark itself, as a warning
-            line.append(UNRELIABLE_PREFIX.rstrip(), style="bold yellow")
-            text = text[len(UNRELIABLE_PREFIX.rstrip()) :]
-        line.append(text, style=verdict_style(v) or "bold")
-        if v.basis:
-            line.append(fmt.clean(f" · from {v.basis}"), style="dim")
-        lines.append(line)
+    if answer.sweep:  # a sweep: best vs best, then the verdict at each point
+        lines.append(Text(fmt.clean(f"Sweep: {answer.sweep}"), style="dim"))
+        if answer.best:
+            lines.append(Text(BEST_TITLE, style="bold underline"))
+        for best in answer.best:
+            lines.append(_verdict_line(best.verdict))
+            lines += [Text(fmt.clean(f"  {side}")) for side in best.sides]
+        lines.append(Text(SAME_TITLE, style="bold underline"))
+    lines += [_verdict_line(v) for v in answer.verdicts]
     return lines
+
+
+def _verdict_line(v: report_model.Verdict) -> Text:
+    """One verdict: its label, its text styled by its mark, what it is computed from."""
+    line = Text(fmt.clean(f"{v.label}: "), style="bold")
+    text = fmt.clean(v.text)
+    if v.mark is Mark.UNRELIABLE and text.startswith(UNRELIABLE_PREFIX):  # the mark itself, as a warning
+        line.append(UNRELIABLE_PREFIX.rstrip(), style="bold yellow")
+        text = text[len(UNRELIABLE_PREFIX.rstrip()) :]
+    line.append(text, style=verdict_style(v) or "bold")
+    if v.basis:
+        line.append(fmt.clean(f" · from {v.basis}"), style="dim")
+    return line
 
 
 #: The study's table's title under the answer (the session's name is the report's first line).
@@ -504,7 +573,9 @@ def print_report(report: Report, console: Console | None = None) -> None:
     console = console or stdout_console()
     console.print(report_title(report), style="bold", highlight=False)
     print_answer(report.answer, console)
+    print_gains(report.sweep, console)
     print_summary(report.rows, FIGURES_TITLE, console=console)
+    print_curves(report.sweep, console)
     for label, text in report.watch:  # a watch: the command, its folder, its telemetry
         console.print(Text.assemble((f"{label}: ", "bold"), text), highlight=False)
     print_how(report.summary, console)
@@ -523,7 +594,7 @@ def summary_view(report: Report, width: int) -> Group:
     parts += [
         Text(f"warning: {fmt.clean(w.text)}", style="yellow") for w in report.warnings if w.kind == "load"
     ]
-    parts += [summary_table(report.rows, FIGURES_TITLE, width=width)]
+    parts += summary_tables(report.rows, FIGURES_TITLE, width=width)
     parts += [Text.from_markup(note) for note in summary_notes(report.rows)]
     parts += [  # a --profile session: why one framework is slower, in words
         Text(f"{model_label(view.model)} why · {text}") for view in report.why for text in view.text

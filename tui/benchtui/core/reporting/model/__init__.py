@@ -91,6 +91,7 @@ from benchtui.core.reporting.model.tables import parity_table as parity_table
 from benchtui.core.reporting.model.tables import side_by_side as side_by_side
 from benchtui.core.reporting.model.types import UNRELIABLE_PREFIX as UNRELIABLE_PREFIX
 from benchtui.core.reporting.model.types import Answer as Answer
+from benchtui.core.reporting.model.types import BestLine as BestLine
 from benchtui.core.reporting.model.types import Column as Column
 from benchtui.core.reporting.model.types import Formatter as Formatter
 from benchtui.core.reporting.model.types import Mark as Mark
@@ -99,6 +100,7 @@ from benchtui.core.reporting.model.types import Problem as Problem
 from benchtui.core.reporting.model.types import Report as Report
 from benchtui.core.reporting.model.types import Scaling as Scaling
 from benchtui.core.reporting.model.types import Source as Source
+from benchtui.core.reporting.model.types import SweepView as SweepView
 from benchtui.core.reporting.model.types import Table as Table
 from benchtui.core.reporting.model.types import Verdict as Verdict
 from benchtui.core.reporting.model.types import Why as Why

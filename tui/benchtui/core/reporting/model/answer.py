@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
-from benchtui.core.model.cell import CellSummary, FrameworkRatio, RefusedRatio, SessionSummary
+from benchtui.core.model.cell import (
+    BestPoint,
+    BestVerdict,
+    CellSummary,
+    FrameworkRatio,
+    RefusedRatio,
+    SessionSummary,
+)
 from benchtui.core.model.parity import marked
 from benchtui.core.model.status import CautionKind
 from benchtui.core.reporting.model.columns import flagged_models, wording
 from benchtui.core.reporting.model.figures import with_ci
 from benchtui.core.reporting.model.notes import ABOUT_SAME_NOTE, UNRELIABLE_NOTE, VERDICT_NOTE
-from benchtui.core.reporting.model.types import Answer, Mark, Notice, Problem, Verdict, Wording
+from benchtui.core.reporting.model.types import Answer, BestLine, Mark, Notice, Problem, Verdict, Wording
 from benchtui.core.store.session import LoadedSession
 
 
@@ -48,6 +56,32 @@ def refusal_of(refused: RefusedRatio, label: str = "") -> Verdict:
     return Verdict(fmt.clean(refused.model), label, fmt.clean(refused.text), "refused")
 
 
+def side_text(side: BestPoint, unit: str) -> str:
+    """One framework's chosen point in words."""
+    settings = side.settings or side.point.label or "the plan's settings"
+    among = f"fastest of {fmt.plural(side.points, 'point')}" if side.points else "its fastest point"
+    rate = f", {fmt.rate(side.images_per_s)} {unit}/s" if side.images_per_s is not None else ""
+    return f"{framework_label(side.framework)}: {settings} ({among}{rate})"
+
+
+def best_lines(best: Sequence[BestVerdict], flagged: set[str], unit: str) -> list[BestLine]:
+    """Best vs best per model, in the summary's order (its text cleaned)."""
+    out = []
+    for b in best:
+        label = fmt.clean(marked(model_label(b.model), b.model in flagged))
+        verdict = verdict_of(b.verdict, label)
+        text = fmt.clean(b.text) or verdict.text
+        out.append(
+            BestLine(
+                fmt.clean(b.model),
+                label,
+                tuple(fmt.clean(side_text(s, unit)) for s in (b.base, b.other)),
+                replace(verdict, text=text),
+            )
+        )
+    return out
+
+
 def ratio_mark(ratio: FrameworkRatio) -> str:
     """A summary's verdict by its mark, as csv writes it: "unreliable" (other processes kept the machine
     busy: a warning, no winner), "about_same" (no winner), or "" (a verdict as before issue 30, whose
@@ -79,7 +113,10 @@ def notices(loaded: LoadedSession, summary: SessionSummary) -> list[Notice]:
         for w in row.warnings or []:
             if str(w.get("kind")) != CautionKind.ARCHITECTURE:
                 key = (str(w.get("kind", "caution")), str(w["message"]))
-                shared.setdefault(key, []).append((model_label(row.model), framework_label(row.framework)))
+                at = f" · {row.point.label}" if row.point else ""  # a sweep: the cell's point
+                shared.setdefault(key, []).append(
+                    (model_label(row.model) + at, framework_label(row.framework))
+                )
     for row in rows:
         for w in row.warnings or []:
             if str(w.get("kind")) == CautionKind.ARCHITECTURE:
@@ -169,21 +206,29 @@ def answer(given: SessionSummary | Mapping[str, Any]) -> Answer:
     flagged = flagged_models(summary)
     ratios, refused = summary.ratios, summary.refused_ratios
     out: list[Verdict] = []
-    for model in dict.fromkeys(str(r.model) for r in rows):
+    # A sweep: the verdict at each point, labelled by it (a plan without one: every point is ``Point()``).
+    for model, point in dict.fromkeys((str(r.model), r.point) for r in rows):
         label = fmt.clean(marked(model_label(model), model in flagged))
-        mine = [r for r in ratios if r.model == model]
-        out += [verdict_of(r, label) for r in mine]
-        no_ratio = [r for r in refused if r.model == model]
-        out += [refusal_of(r, label) for r in no_ratio]
+        at = fmt.clean(point.label)
+        if at:
+            label += f" · {at}"
+        mine = [r for r in ratios if r.model == model and r.point == point]
+        out += [replace(verdict_of(r, label), point=at) for r in mine]
+        no_ratio = [r for r in refused if r.model == model and r.point == point]
+        out += [replace(refusal_of(r, label), point=at) for r in no_ratio]
         if not mine and not no_ratio:
-            cells = [r for r in rows if r.model == model]
+            cells = [r for r in rows if r.model == model and r.point == point]
             text = _verdict_none(cells, words)
             kind = "alone" if len(cells) == 1 and not text.startswith("no ") else "none"
-            out.append(Verdict(fmt.clean(model), label, fmt.clean(text), kind))
+            out.append(Verdict(fmt.clean(model), label, fmt.clean(text), kind, point=at))
     ratios_shown = any(v.kind in ("ratio", "unreliable") for v in out)
     note = VERDICT_NOTE.format(one=words.singular, plural=words.plural) if ratios_shown else ""
     if any(v.about_same for v in out):
         note += " " + ABOUT_SAME_NOTE
     if any(v.kind == "unreliable" for v in out):
         note += " " + UNRELIABLE_NOTE
-    return Answer(out, note, words.singular)
+    sweep = summary.sweep
+    if sweep is None:
+        return Answer(out, note, words.singular)
+    grid = " × ".join(f"{fmt.clean(a)} {', '.join(fmt.clean(v) for v in vs)}" for a, vs in sweep.axes.items())
+    return Answer(out, note, words.singular, best_lines(sweep.best, flagged, words.plural), grid)

@@ -13,6 +13,7 @@ from benchtui.core.reporting.model.columns import wording
 from benchtui.core.reporting.model.devices import per_device_table, scaling_views, wiring_table
 from benchtui.core.reporting.model.environment import WATCH_LABELS, environment, header_facts
 from benchtui.core.reporting.model.figures import _clean_pairs, clean_table
+from benchtui.core.reporting.model.sweep import sweep_view
 from benchtui.core.reporting.model.tables import (
     efficiency_methods,
     efficiency_table,
@@ -104,6 +105,12 @@ def build_report(
             (k, v) for k, v in env if k in WATCH_LABELS or k.startswith("GPU ") and k.endswith("over the run")
         ],
         answer=answer(summary),
+        sweep=sweep_view(
+            summary,
+            [(a, tuple(vs)) for a, vs in plan.sweep.items() if a != "devices"],
+            list(plan.frameworks),
+            {(fw, m, p): plan.effective(p, fw, m) for fw, m, p in loaded.model.grid()},
+        ),
         warmup_notes=[fmt.clean(line) for line in stall_lines(summary, times_by_epoch)],
         runs=run_series(loaded),
         telemetry=tuple(loaded.folder.gpu_samples()) if telemetry else (),
@@ -133,6 +140,7 @@ def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
             run.started_t,
             run.ended_t,
             log_text(loaded.path, loaded.folder.log_path(run_id)) if run.status in LOGGED else "",
+            run.spec.point,
         )
         for run_id, run in loaded.model.runs.items()
     )

@@ -7,6 +7,7 @@ from typing import Any
 from benchtui.core import fmt
 from benchtui.core.fmt import milliseconds
 from benchtui.core.model.cell import CellSummary, SessionSummary
+from benchtui.core.plan.sweep import Point
 from benchtui.core.reporting.model.types import Column, Formatter, Table
 
 
@@ -60,8 +61,26 @@ def batch_text(row: CellSummary | None) -> str:
     return f"{row.batch_size} ×{devices} = {row.global_batch}"
 
 
-def _cells(summary: SessionSummary) -> dict[tuple[str, str], CellSummary]:
-    return {(r.model, r.framework): r for r in summary.rows}
+def _cells(summary: SessionSummary) -> dict[tuple[str, str, Point], CellSummary]:
+    """The rows by (model, framework, sweep point)."""
+    return {(r.model, r.framework, r.point): r for r in summary.rows}
+
+
+def _model_points(plan: Any, summary: SessionSummary) -> list[tuple[str, Point]]:
+    """(model, sweep point) in the plan's order: the rows of a table with a column per framework (a plan
+    without a sweep: each model at ``Point()``)."""
+    points = list(dict.fromkeys(r.point for r in summary.rows)) or [Point()]
+    return [(m, p) for m in plan.models for p in points]
+
+
+def point_text(point: Point) -> str:
+    """A point as a table cell: its label, '–' for none."""
+    return point.label or "–"
+
+
+def point_column(summary: SessionSummary) -> bool:
+    """Whether the report's tables have a Point column: a sweep's rows."""
+    return any(r.point for r in summary.rows)
 
 
 def _figure(row: CellSummary | None, key: str) -> Any:

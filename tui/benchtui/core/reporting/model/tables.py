@@ -23,9 +23,12 @@ from benchtui.core.reporting.model.figures import (
     _cells,
     _figure,
     _figure_values,
+    _model_points,
     batch_text,
     cell_text,
     column_formatter,
+    point_column,
+    point_text,
 )
 from benchtui.core.reporting.model.notes import (
     EFFICIENCY_HEADER,
@@ -43,27 +46,30 @@ from benchtui.core.reporting.model.types import Table, Wording
 def side_by_side(plan: Any, summary: SessionSummary) -> Table:
     """The study's four timings next to each other: one row per model, figure x framework columns (s)."""
     cells = _cells(summary)
-    header = ["Model", "Batch"] + [
+    points = point_column(summary)  # a sweep: a row per (model, point)
+    grid = _model_points(plan, summary)
+    header = ["Model", *(["Point"] if points else []), "Batch"] + [
         f"{col.short} · {framework_label(fw)}" for col in TIMING_COLUMNS for fw in plan.frameworks
     ]
     rows = []
     flagged = flagged_models(summary)
     formats = {  # one number of decimals per column
-        (col.key, fw): column_formatter(col, [_figure(cells.get((m, fw)), col.key) for m in plan.models])
+        (col.key, fw): column_formatter(col, [_figure(cells.get((m, fw, p)), col.key) for m, p in grid])
         for col in TIMING_COLUMNS
         for fw in plan.frameworks
     }
-    for m in plan.models:
-        sizes = sorted({batch_text(cells.get((m, fw))) for fw in plan.frameworks} - {""})
-        row = [marked(model_label(m), m in flagged), "/".join(sizes)]
+    for m, p in grid:
+        sizes = sorted({batch_text(cells.get((m, fw, p))) for fw in plan.frameworks} - {""})
+        row = [marked(model_label(m), m in flagged), *([point_text(p)] if points else []), "/".join(sizes)]
         for col in TIMING_COLUMNS:
             for fw in plan.frameworks:
-                cell = cells.get((m, fw))
+                cell = cells.get((m, fw, p))
                 value = _figure(cell, col.key)
                 text = formats[(col.key, fw)]
                 row.append(text(value) if value is not None else cell_text(cell, col.key, text))
         rows.append(row)
-    return Table(SIDE_BY_SIDE_TITLE, header, rows, ["l", "r"] + ["r"] * (len(header) - 2))
+    names = ["l", "l"] if points else ["l"]
+    return Table(SIDE_BY_SIDE_TITLE, header, rows, [*names, "r"] + ["r"] * (len(header) - len(names) - 1))
 
 
 def figure_tables(plan: Any, summary: SessionSummary) -> list[Table]:
@@ -73,21 +79,24 @@ def figure_tables(plan: Any, summary: SessionSummary) -> list[Table]:
     models add a table of tokens/s.
     """
     cells = _cells(summary)
-    header = ["Model"] + [framework_label(fw) for fw in plan.frameworks]
-    align = ["l"] + ["r"] * len(plan.frameworks)
+    points = point_column(summary)  # a sweep: a row per (model, point)
+    grid = _model_points(plan, summary)
+    names = ["Model", "Point"] if points else ["Model"]
+    header = names + [framework_label(fw) for fw in plan.frameworks]
+    align = ["l"] * len(names) + ["r"] * len(plan.frameworks)
     flagged = flagged_models(summary)
     tables = []
     for col in study_columns(wording(summary.rows)):
         formats = {  # one number of decimals per column: its figures' and their intervals'
             fw: column_formatter(
-                col, [v for m in plan.models for v in _figure_values(cells.get((m, fw)), col.key)]
+                col, [v for m, p in grid for v in _figure_values(cells.get((m, fw, p)), col.key)]
             )
             for fw in plan.frameworks
         }
         rows = [
-            [marked(model_label(m), m in flagged)]
-            + [cell_text(cells.get((m, fw)), col.key, formats[fw]) for fw in plan.frameworks]
-            for m in plan.models
+            [marked(model_label(m), m in flagged), *([point_text(p)] if points else [])]
+            + [cell_text(cells.get((m, fw, p)), col.key, formats[fw]) for fw in plan.frameworks]
+            for m, p in grid
         ]
         tables.append(Table(col.title, header, rows, align))
     return tables
@@ -99,7 +108,10 @@ def latency_table(summary: SessionSummary) -> Table | None:
     if not words.inference:
         return None
     flagged = flagged_models(summary)
-    header = ["Model", "Framework", "Batch"] + [c.header for c in LATENCY_COLUMNS]
+    points = point_column(summary)  # a sweep: each row's point after its framework
+    header = ["Model", "Framework", *(["Point"] if points else []), "Batch"] + [
+        c.header for c in LATENCY_COLUMNS
+    ]
     header += [f"{words.plural.capitalize()}/s"] + (["Tokens/s"] if words.tokens else [])
     rows = []
     every = summary.rows
@@ -111,6 +123,7 @@ def latency_table(summary: SessionSummary) -> Table | None:
         cells = [
             marked(model_label(row.model), row.model in flagged),
             framework_label(row.framework),
+            *([point_text(row.point)] if points else []),
             str(row.batch_size),
         ]
         cells += [cell_text(row, c.key, formats[c.key]) for c in LATENCY_COLUMNS]
@@ -120,7 +133,8 @@ def latency_table(summary: SessionSummary) -> Table | None:
         rows.append(cells)
     windows = any(r.timing == "window" for r in summary.rows)
     note = LATENCY_NOTE + (" " + WINDOW_NOTE if windows else "")
-    return Table(LATENCY_TITLE, header, rows, ["l", "l"] + ["r"] * (len(header) - 2), note)
+    names = 3 if points else 2
+    return Table(LATENCY_TITLE, header, rows, ["l"] * names + ["r"] * (len(header) - names), note)
 
 
 def parity_table(summary: SessionSummary) -> tuple[Table | None, list[str]]:
@@ -179,10 +193,12 @@ def efficiency_table(summary: SessionSummary) -> Table | None:
     words = wording(rows)
     flagged = flagged_models(summary)
     unit = flop_unit(rows)
+    points = point_column(summary)  # a sweep: each row's point after its framework
     for row in rows:
         names = [
             marked(model_label(row.model), row.model in flagged),
             framework_label(row.framework),
+            *([point_text(row.point)] if points else []),
         ]
         tflops = cell_text(row, "achieved_tflops", unit.text)
         if row.flops_per_step is None:
@@ -201,7 +217,10 @@ def efficiency_table(summary: SessionSummary) -> Table | None:
             ]
         )
     header = [h.replace("image", words.singular).replace("TFLOP/s", unit.name) for h in EFFICIENCY_HEADER]
-    return Table("Compute efficiency", header, out, ["l", "l"] + ["r"] * 6, efficiency_note(words))
+    if points:
+        header.insert(2, "Point")
+    align = ["l", "l", *(["l"] if points else []), *["r"] * 6]
+    return Table("Compute efficiency", header, out, align, efficiency_note(words))
 
 
 def flop_unit(rows: Sequence[CellSummary]) -> fmt.FlopUnit:

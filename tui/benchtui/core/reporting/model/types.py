@@ -13,6 +13,7 @@ from benchtui.core.fmt import plural
 from benchtui.core.model.cell import CellSummary, FrameworkRatio, SessionSummary
 from benchtui.core.model.status import RunStatus
 from benchtui.core.model.why import WhyTable
+from benchtui.core.plan.sweep import NO_POINT, Point
 from benchtui.core.reporting.model.notes import CI_NOTE
 
 Formatter = Callable[[Any], str]
@@ -160,6 +161,8 @@ class Verdict:
     about_same: bool = False
     #: Kind "unreliable": why the machine, not the frameworks, may have decided the ratio (no winner).
     unreliable: str = ""
+    #: A sweep's point, in words ('batch 8 · channels-last on'; '' without a sweep): ``label`` ends with it.
+    point: str = ""
 
     @property
     def compared(self) -> bool:
@@ -192,12 +195,48 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class BestLine:
+    """Best vs best for one model (and pair of frameworks), as every view prints it."""
+
+    model: str  # the model's key
+    label: str  # its label, marked when its frameworks build different networks
+    #: Each side's chosen point in words: 'PyTorch: batch 8 · channels-last on (fastest of 4 points, 162 images/s)'.
+    sides: tuple[str, ...]
+    #: The verdict between the chosen cells: its text is the summary's (the bias sentence in it).
+    verdict: Verdict
+
+
+@dataclass
+class SweepView:
+    """A sweep's sections: the axes, best vs best, each setting's speed-up, and the curves."""
+
+    #: (axis, its values) in the plan's order.
+    axes: list[tuple[str, tuple[str, ...]]]
+    best: list[BestLine] = field(default_factory=list)
+    #: Setting x framework: the speed-up with its CI, or 'no effect'; None when the summary has no gains.
+    gains: Table | None = None
+    #: Why a setting changes nothing for a framework (under the gains table), once each.
+    gains_notes: list[str] = field(default_factory=list)
+    #: Per model and numeric axis: the throughput (and latency, for inference) against it.
+    curves: list[Table] = field(default_factory=list)
+
+    @property
+    def axes_text(self) -> str:
+        """'batch 4, 8 × channels-last off, on': the grid in words."""
+        return " × ".join(f"{a} {', '.join(vs)}" for a, vs in self.axes)
+
+
+@dataclass(frozen=True)
 class Answer:
     """What a report opens with: the verdict of each model, with its CI and caveats, and how to read them."""
 
     verdicts: list[Verdict] = field(default_factory=list)
     note: str = ""  # how to read the ratios ('' when no model has one)
     unit: str = "image"  # what a ratio is per ("image", "sequence", "sample")
+    #: A sweep: best vs best per model (``BestLine``), before the verdicts at each point; [] otherwise.
+    best: list[BestLine] = field(default_factory=list)
+    #: A sweep's grid in words ('batch 4, 8 × channels-last off, on'); '' without a sweep.
+    sweep: str = ""
 
 
 @dataclass(frozen=True)
@@ -219,6 +258,7 @@ class RunSeries:
     started_t: float | None
     ended_t: float | None
     log_tail: str = ""  # the end of its log (failed, stopped or interrupted runs; '' without one)
+    point: Point = NO_POINT  # its sweep point (``Point()`` without a sweep)
 
 
 @dataclass(frozen=True)
@@ -301,17 +341,23 @@ class Report:
     answer: Answer = field(default_factory=Answer)
     #: Under the warm-up table: each cell whose epochs stalled before their first batch (``stall_lines``).
     warmup_notes: list[str] = field(default_factory=list)
+    #: A sweep: best vs best, each setting's speed-up and the curves (``SweepView``); None otherwise.
+    sweep: SweepView | None = None
     #: Every run of the session, in its order, as the html report plots it (raw: its values as recorded).
     runs: tuple[RunSeries, ...] = ()
     #: The session's GPU and host samples, in order, as the sampler wrote them (the html's telemetry plots).
     telemetry: tuple[dict[str, Any], ...] = ()
 
-    def cell_runs(self, framework: str, model: str) -> list[RunSeries]:
-        """The runs of a cell at the plan's device count (``SessionModel.cell_runs``)."""
+    def cell_runs(self, framework: str, model: str, point: Point | None = None) -> list[RunSeries]:
+        """The runs of a cell at the plan's device count (``SessionModel.cell_runs``); at ``point``, the runs
+        that ran there (None: every point's)."""
         return [
             r
             for r in self.runs
-            if r.framework == framework and r.model == model and r.devices == self.source.devices
+            if r.framework == framework
+            and r.model == model
+            and r.devices == self.source.devices
+            and (point is None or r.point == point)
         ]
 
     @property

@@ -8,7 +8,9 @@ from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.cell import CellSummary, SessionSummary
 from benchtui.core.model.parity import marked
+from benchtui.core.plan.sweep import Point
 from benchtui.core.reporting.model.columns import flagged_models, wording
+from benchtui.core.reporting.model.figures import point_column, point_text
 from benchtui.core.reporting.model.notes import (
     STALL_HEADER,
     STALL_MIN_S,
@@ -41,14 +43,14 @@ def _epoch_time(row: CellSummary, epoch: int, epoch_times: dict[int, float] | No
 
 
 def stall_lines(
-    summary: SessionSummary, epoch_times: dict[tuple[str, str], dict[int, float]] | None = None
+    summary: SessionSummary, epoch_times: dict[tuple[str, ...], dict[int, float]] | None = None
 ) -> list[str]:
     """One sentence per cell with an epoch-start stall: 'ResNet50 · tf.keras: epoch 2: 4.90 s before its
     first batch (47% of its 10.4 s); epoch 4: 4.70 s (49% of its 9.60 s)'. ``epoch_times``: per (model,
     framework), each epoch's mean time over the cell's ok runs."""
     out = []
     for row in summary.rows:
-        times_of = (epoch_times or {}).get((str(row.model), str(row.framework)))
+        times_of = (epoch_times or {}).get(_cell_key(row.model, row.framework, row.point))
         said: list[str] = []
         for epoch, wait in enumerate(_stalls(row), start=1):
             whole = _epoch_time(row, epoch, times_of)
@@ -64,7 +66,8 @@ def stall_lines(
                 else f"epoch {epoch}: {fmt.seconds(wait)} s ({share})"
             )
         if said:
-            out.append(f"{model_label(row.model)} · {framework_label(row.framework)}: " + "; ".join(said))
+            at = f" · {row.point.label}" if row.point else ""
+            out.append(f"{model_label(row.model)}{at} · {framework_label(row.framework)}: " + "; ".join(said))
     if out:
         out.append(
             f"An epoch that waits {STALL_SHARE:.0%} or more of its time before its first batch stalls at its "
@@ -88,7 +91,7 @@ def verdict_basis_text(summary: SessionSummary, words: Wording) -> str:
 
 
 def warmup_table(
-    summary: SessionSummary, epoch_times: dict[tuple[str, str], dict[int, float]] | None = None
+    summary: SessionSummary, epoch_times: dict[tuple[str, ...], dict[int, float]] | None = None
 ) -> Table:
     """Per cell: the warm-up detected in each run's batch times, the steady state after it, and where the
     runners recorded it each epoch's wait before its first batch. Each column's figures have one number of
@@ -107,11 +110,15 @@ def warmup_table(
     rate = fmt.rate_column(r.steady_images_per_s for r in shown)
     tokens = fmt.rate_column(r.steady_tokens_per_s for r in shown)
     rows = []
+    points = point_column(summary)  # a sweep: each row's point after its framework
+    if points:
+        header.insert(2, "Point")
     for row in shown:
         cuts = row.warmup_batches
         cells = [
             marked(model_label(row.model), row.model in flagged),
             framework_label(row.framework),
+            *([point_text(row.point)] if points else []),
             ", ".join(str(c) for c in cuts) or "–",
             ", ".join(warm(s) for s in row.warmup_s or []) or "–",
             first(row.time_to_first_batch_s),
@@ -119,7 +126,7 @@ def warmup_table(
             rate(row.steady_images_per_s),
         ]
         if stalls:
-            cells.insert(5, ", ".join(wait(v) for v in _stalls(row)) or "–")
+            cells.insert(6 if points else 5, ", ".join(wait(v) for v in _stalls(row)) or "–")
         if words.tokens:
             cells.append(tokens(row.steady_tokens_per_s))
         rows.append(cells)
@@ -129,22 +136,29 @@ def warmup_table(
             f" {STALL_HEADER}: each epoch's seconds from its start to its first batch's step (the mean over "
             "the cell's runs), epoch 1 first."
         )
-    return Table("Warm-up and steady state", header, rows, ["l", "l"] + ["r"] * (len(header) - 2), note)
+    names = 3 if points else 2
+    return Table(
+        "Warm-up and steady state", header, rows, ["l"] * names + ["r"] * (len(header) - names), note
+    )
 
 
-def epoch_times(loaded: LoadedSession) -> dict[tuple[str, str], dict[int, float]]:
+def epoch_times(loaded: LoadedSession) -> dict[tuple[str, ...], dict[int, float]]:
     """Per (model, framework): each epoch's mean time over the cell's runs that succeeded."""
-    out: dict[tuple[str, str], dict[int, float]] = {}
+    out: dict[tuple[str, ...], dict[int, float]] = {}
     model = loaded.model
-    for m in loaded.plan.models:
-        for fw in loaded.plan.frameworks:
-            sums: dict[int, list[float]] = {}
-            for run in model.cell_runs(fw, m):
-                if run.status != "ok":
-                    continue
-                for epoch, seconds in run.epoch_times.items():
-                    if isinstance(seconds, (int, float)):
-                        sums.setdefault(int(epoch), []).append(float(seconds))
-            if sums:
-                out[(m, fw)] = {e: sum(v) / len(v) for e, v in sums.items()}
+    for fw, m, point in model.grid():
+        sums: dict[int, list[float]] = {}
+        for run in model.cell_runs(fw, m, point=point):
+            if run.status != "ok":
+                continue
+            for epoch, seconds in run.epoch_times.items():
+                if isinstance(seconds, (int, float)):
+                    sums.setdefault(int(epoch), []).append(float(seconds))
+        if sums:
+            out[_cell_key(m, fw, point)] = {e: sum(v) / len(v) for e, v in sums.items()}
     return out
+
+
+def _cell_key(model: str, framework: str, point: Point) -> tuple[str, ...]:
+    """A cell's key in ``epoch_times``: (model, framework), and a sweep's point key after them."""
+    return (str(model), str(framework), point.key) if point else (str(model), str(framework))
