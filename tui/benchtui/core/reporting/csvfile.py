@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.cell import CELL_FIELDS, HEADLINE, SessionSummary
+from benchtui.core.plan.sweep import Point
 from benchtui.core.reporting.model import Report, ratio_mark
 from benchtui.core.store.session import LoadedSession
 
@@ -144,7 +145,7 @@ def summary_columns() -> list[str]:
 
 def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
     """One flat record per (model, framework): every summary field, for pandas."""
-    ratios = {(r.model, r.framework): r for r in summary.ratios}
+    ratios = {(r.model, r.framework, r.point): r for r in summary.ratios}
     parity = {p.model: p for p in summary.parity}
     for row in summary.rows:
         rec: dict[str, Any] = {k: row.figure(k) for k in SCALAR_COLUMNS if k in CELL_FIELDS}
@@ -157,7 +158,7 @@ def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
                 rec[f"{name}_{s}"] = getattr(stats, s) if stats is not None else None
         for s in BATCH_STATS:
             rec[f"batch_{s}"] = getattr(row.batch, s) if row.batch is not None else None
-        ratio = ratios.get((row.model, row.framework))
+        ratio = ratios.get((row.model, row.framework, row.point))
         if ratio:
             rec.update(
                 vs_framework=ratio.base,
@@ -206,7 +207,14 @@ def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
             )
         rec["warnings"] = "; ".join(w["message"] for w in row.warnings)
         rec["run_ids"] = ";".join(row.run_ids)
+        rec.update(row.point.items)  # a sweep: its point, a column per axis (``axis_columns``)
         yield rec
+
+
+def axis_columns(points: Iterable[Point]) -> list[str]:
+    """A sweep's axes, in the plan's order: a column each, named by the axis, after every other column
+    ([] for a session without a sweep: its columns as before)."""
+    return list(dict.fromkeys(a for p in points for a, _ in p.items))
 
 
 #: What a spreadsheet reads as a formula at the start of a cell (OWASP's list; full-width forms too).
@@ -242,7 +250,7 @@ def csv_value(value: Any) -> Any:
 
 def write(report: Report, fh: IO[str]) -> None:
     """summary.csv: one row per (model, framework)."""
-    cols = summary_columns()
+    cols = summary_columns() + axis_columns(r.point for r in report.summary.rows)
     writer = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     cpu_model = report.source.cpu_model
@@ -258,8 +266,9 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
     time per step and ``samples`` the samples of one step.
     """
     specs = {rid: run.spec for rid, run in loaded.model.runs.items()}
+    axes = axis_columns(loaded.plan.points())  # a sweep: the run's point, a column per axis
     writer = csv.writer(fh, lineterminator="\n")
-    writer.writerow(BATCH_COLUMNS)
+    writer.writerow([*BATCH_COLUMNS, *axes])
     count = 0
     for event in loaded.folder.events([]):
         if event.get("type") != "batch":
@@ -286,6 +295,7 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
                 csv_value(event.get("steps") or 1),
                 csv_value(rate),
                 csv_value(event.get("t")),
+                *(csv_value(spec.point.get(a)) for a in axes),
             ]
         )
         count += 1
