@@ -85,6 +85,7 @@ class FakeNVML:
         mig: bool = False,
         uuids: list[str] | None = None,
         slices: dict[int, list[tuple[int, int, str]]] | None = None,
+        capability: tuple[int, int] | None = (9, 0),
     ):
         self.count = count
         self.fail = fail or {}
@@ -95,6 +96,7 @@ class FakeNVML:
         self.mig = mig
         self.uuids = uuids or [f"GPU-fake-{h}" for h in range(count)]
         self.slices = slices or {}
+        self.capability = capability  # None: a driver that does not say (NVMLError_FunctionNotFound)
         self.calls: dict[str, int] = {}
 
     def _maybe(self, name: str, value):
@@ -127,6 +129,11 @@ class FakeNVML:
         if isinstance(h, MigHandle):  # e.g. "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
             return self._maybe("name", f"{self.names[h.gpu]} MIG {self.slices[h.gpu][h.slot][2]}".encode())
         return self._maybe("name", self.names[h].encode())
+
+    def nvmlDeviceGetCudaComputeCapability(self, h: int) -> tuple[int, int]:
+        if self.capability is None:
+            raise NotFound("Function Not Found")
+        return self._maybe("capability", self.capability)
 
     def nvmlDeviceGetUUID(self, h: int | MigHandle) -> str:
         if isinstance(h, MigHandle):

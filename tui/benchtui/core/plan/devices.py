@@ -24,7 +24,18 @@ from benchtui.core.plan.errors import PlanError
 #: ``index`` is the device's place among those the job was given (what ``cuda:N`` names), the NVML
 #: index unless a ``CUDA_VISIBLE_DEVICES`` was inherited or a GPU is split by MIG; ``nvml_index`` is
 #: NVML's; ``cuda_visible`` what selects exactly this device in ``CUDA_VISIBLE_DEVICES``.
-GPU_IDENTITY = ("index", "uuid", "name", "pci_bus_id", "mig_mode", "nvml_index", "mig", "cuda_visible")
+#: ``capability``: the CUDA compute capability ("8.0"), which ``sweep.best_settings`` chooses a precision by.
+GPU_IDENTITY = (
+    "index",
+    "uuid",
+    "name",
+    "pci_bus_id",
+    "mig_mode",
+    "nvml_index",
+    "mig",
+    "cuda_visible",
+    "capability",
+)
 VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
 #: ``place``'s default: read what this process was started with.
 _FROM_ENV = "\0from the environment"

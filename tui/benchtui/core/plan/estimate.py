@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from benchtui.core.plan.plan import Plan, from_preset, run_order
+from benchtui.core.plan.sweep import applies
 from benchtui_runners import catalog
 
 #: Forward FLOPs of one sample at the size given (billions; twice the multiply-adds that model cards list).
@@ -70,7 +71,7 @@ def cpu_seconds(plan: Plan, cores: float) -> float:
     for spec in run_order(plan):
         if not catalog.available(spec.framework, spec.model)[0]:
             continue
-        per_sample = sample_gflops(plan, spec.model) or 0.0
+        per_sample = sample_gflops(plan.at(spec.point, spec.framework, spec.model), spec.model) or 0.0
         total += RUN_OVERHEAD_S + per_sample * plan.samples * plan.epochs / rate
     return total
 
@@ -104,3 +105,60 @@ def long_cpu_warning(plan: Plan, cores: float) -> str:
         f"{duration_words(seconds)} or more; --preset quick measures both frameworks in "
         f"{preset_words('quick', cores)}"
     )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def shared_points(plan: Plan) -> str:
+    """Which frameworks run fewer points than the grid has, and why, in words ("tf.keras shares its
+    channels-last points"): an axis that changes nothing for a framework's model (``sweep.applies``) is
+    not run twice ('' where every framework runs every point)."""
+    by_axes: dict[tuple[str, ...], list[str]] = {}
+    for fw in plan.frameworks:
+        axes = tuple(
+            a
+            for a, values in plan.sweep.items()
+            if len(values) > 1 and any(applies(a, fw, m) is not None for m in plan.models)
+        )
+        if axes:
+            by_axes.setdefault(axes, []).append(catalog.FRAMEWORK_LABELS.get(fw, fw))
+    parts = []
+    for axes, names in by_axes.items():
+        who = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        its = "its" if len(names) == 1 else "their"
+        share = "shares" if len(names) == 1 else "share"
+        parts.append(f"{who} {share} {its} {' and '.join(axes)} points")
+    return "; ".join(parts)
+
+
+def sweep_words(plan: Plan, cores: float, gpu: bool = False) -> str:
+    """A sweep's size and rough duration, said before it starts: "4 points × 2 frameworks × 2 runs = 14 runs
+    (tf.keras shares its channels-last points), about 3 minutes" ('' for a plan without a sweep).
+
+    The duration is the CPU's estimate (``cpu_seconds`` on ``cores`` idle cores); on a GPU (``gpu``) the runs
+    are said without one, as there is no honest basis for it. A batch search's probes come on top."""
+    if not plan.sweep:
+        return ""
+    if set(plan.sweep) == {"devices"}:
+        head = _plural(len(plan.device_counts()), "device count")
+    else:
+        head = _plural(len(plan.points()), "point")
+    parts = [head, _plural(len(plan.frameworks), "framework")]
+    if len(plan.models) > 1:
+        parts.append(_plural(len(plan.models), "model"))
+    parts.append(_plural(plan.runs, "run"))
+    text = f"{' × '.join(parts)} = {_plural(plan.run_count(), 'run')}"
+    shared = shared_points(plan)
+    if shared:
+        text += f" ({shared})"
+    if not gpu:
+        words = duration_words(cpu_seconds(plan, cores))
+        text += ", " + (words if words == "under a minute" else f"about {words}")
+    searched = (
+        plan.batch_auto or "auto" in plan.sweep.get("batch", []) or "best" in plan.sweep.get("settings", [])
+    )
+    if searched:
+        text += ", and the batch searches before them"
+    return text

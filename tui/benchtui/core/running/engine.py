@@ -22,6 +22,7 @@ from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import RunStatus
 from benchtui.core.plan.devices import Placement, place
 from benchtui.core.plan.plan import Plan, PlanError, Resolved, RunSpec, run_order
+from benchtui.core.plan.sweep import NO_POINT, Point
 from benchtui.core.plan.threads import measure_idle
 from benchtui.core.running.batchsearch import choose, search_largest_batch
 from benchtui.core.running.control import Pausable
@@ -111,11 +112,13 @@ class Engine(Pausable):
         self._stop_current = False
         self._skip: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._no_fit: dict[tuple[str, str], str] = {}  # cells the batch search found no size for
+        self._no_fit: dict[tuple[str, str, Point], str] = {}  # cells the batch search found no size for
         # Chosen once when the session starts (from the sampler's NVML view), the same for every run.
         self.placement = Placement("unchecked", plan.device)
         #: What ``--batch-size auto`` chose (model, or "framework:model" -> size): the resolved plan's.
         self.batch_choices: dict[str, int] = {}
+        #: What the search chose at sweep points with an ``auto`` batch: (framework, model, point key) -> size.
+        self.point_batches: dict[tuple[str, str, str], int] = {}
         #: A CPU plan with no --threads: the idle cores measured once before its first run, and the threads
         #: every run and probe gets from them (``threads.measure_idle``; None: --threads, a GPU, a watch).
         self.cpu_threads: dict[str, Any] | None = None
@@ -203,7 +206,9 @@ class Engine(Pausable):
     # -- the plan ---------------------------------------------------------------------
     async def run(self) -> str:
         """Run the whole plan; return the session status (complete / failed / interrupted)."""
-        unavailable: dict[tuple[str, str], str] = {}  # cells whose runner said so: their other runs too
+        unavailable: dict[
+            tuple[str, str, Point], str
+        ] = {}  # cells whose runner said so: their other runs too
         try:
             await self.measure_cpu()
             self._begin()
@@ -216,10 +221,10 @@ class Engine(Pausable):
                 ok, reason = lacking[spec.run_id]
                 if not ok:
                     self._parent_event("run_end", spec.run_id, status="unavailable", reason=reason)
-            if self.plan.batch_auto:
+            if self.searches():
                 await self._search_batches()
             for spec in self.specs:
-                cell = (spec.framework, spec.model)
+                cell = (spec.framework, spec.model, spec.point)
                 if not lacking[spec.run_id][0]:
                     continue
                 if self._cancelled:
@@ -318,7 +323,7 @@ class Engine(Pausable):
     def resolved(self) -> Resolved:
         """The plan as this session runs it (``Plan.resolve``): its placement, CPU threads and chosen
         batch sizes. The engine never changes the plan it was given."""
-        return self.plan.resolve(self.placement, self.cpu_threads, self.batch_choices)
+        return self.plan.resolve(self.placement, self.cpu_threads, self.batch_choices, self.point_batches)
 
     def _place(self, gpus: list[dict[str, Any]]) -> Placement:
         return place(self.plan.device, gpus, self.plan.devices, self.plan.device_ids)
@@ -349,17 +354,40 @@ class Engine(Pausable):
             return "incomplete"  # the user stopped or skipped runs: the plan was not carried out whole
         return "complete"
 
-    async def _search_batches(self) -> None:
-        """--batch-size auto: probe each (model, framework) for the largest batch that fits."""
-        upper = self.plan.batch_upper()
+    def searches(self) -> list[tuple[str, Point, list[str]]]:
+        """The batch searches the session makes before its runs: (model, point, frameworks) for every point
+        whose batch is ``auto`` (``--batch-size auto``: the one point of a plan without a sweep; a sweep's
+        ``batch=auto``; ``--best``'s best point), over the frameworks that run it (a framework's cell at a
+        point that is not its ``effective`` one reads another point's runs, and is not searched)."""
+        resolved = self.resolved
+        out: list[tuple[str, Point, list[str]]] = []
         for model in self.plan.models:
+            for point in self.plan.points():
+                fws = [
+                    fw
+                    for fw in self.plan.frameworks
+                    if self.plan.effective(point, fw, model) == point
+                    and resolved.at(point, fw, model).batch_auto
+                ]
+                if fws:
+                    out.append((model, point, fws))
+        return out
+
+    async def _search_batches(self) -> None:
+        """--batch-size auto: probe each (model, framework) for the largest batch that fits; at each sweep
+        point whose batch is ``auto``, under that point's settings (its precision changes what fits)."""
+        for model, point, fws in self.searches():
+            at = self.resolved.at(point, fws[0], model)
+            upper, policy = at.batch_upper(), at.batch_policy
             found: dict[str, int | None] = {}
-            for fw in self.plan.frameworks:
+            for fw in fws:
                 if self._cancelled or not catalog.available(fw, model)[0]:
                     continue
 
-                async def probe(batch: int, fw: str = fw, model: str = model) -> str:
-                    return await self._probe(fw, model, batch)
+                async def probe(batch: int, fw: str = fw, model: str = model, point: Point = point) -> str:
+                    return await (
+                        self._probe(fw, model, batch, point) if point else self._probe(fw, model, batch)
+                    )
 
                 start = min(catalog.MODELS[model].study_batch_size, upper)
                 result = await search_largest_batch(probe, start, upper)
@@ -369,21 +397,24 @@ class Engine(Pausable):
                 if result.best is None:
                     tried = ", ".join(f"{b}: {r}" for b, r in result.probes)
                     why = result.error or "even batch 1 ran out of memory"
-                    self._no_fit[(fw, model)] = f"no batch size trains ({why}; probes {tried})"
-            chosen = choose(found, self.plan.batch_policy)
+                    self._no_fit[(fw, model, point)] = f"no batch size trains ({why}; probes {tried})"
+            chosen = choose(found, policy)
             for fw, size in chosen.items():
-                key = model if self.plan.batch_policy == "min" else f"{fw}:{model}"
-                self.batch_choices[key] = size
+                if point:
+                    self.point_batches[(fw, model, point.key)] = size
+                else:
+                    self.batch_choices[model if policy == "min" else f"{fw}:{model}"] = size
             self._parent_event(
                 "batch_choice",
                 None,
                 model=model,
-                policy=self.plan.batch_policy,
+                policy=policy,
                 upper=upper,
                 found=found,
                 chosen=chosen,
+                **({"point": point.key} if point else {}),
             )
-        # The session records the plan it runs: the chosen sizes with it.
+        # The session records the plan it runs: the chosen sizes with it (a sweep point's: its batch_choice).
         self._write(self.writer.update_meta, plan=self.resolved.plan.to_dict())
 
     def _run_start(self, spec: RunSpec, python: str, pid: int | None = None) -> None:
@@ -406,10 +437,11 @@ class Engine(Pausable):
         and the environment that gives the runner exactly those (``Resolved.run_config``)."""
         return self.resolved.run_config(framework, model, run_id, devices)
 
-    async def _probe(self, framework: str, model: str, batch: int) -> str:
-        """One probe in a fresh process: "ok", "oom" or "error"."""
-        probe_id = f"probe-{framework}-{model}-{batch}"
-        config, env = self._config(framework, model, probe_id)
+    async def _probe(self, framework: str, model: str, batch: int, point: Point = NO_POINT) -> str:
+        """One probe in a fresh process, at sweep ``point``'s settings: "ok", "oom" or "error"."""
+        probe_id = f"probe-{framework}-{model}-{f'{point.tag}-' if point else ''}{batch}"
+        config, env = self.resolved.run_config(framework, model, probe_id, 1, point)
+        at = {"point": point.key} if point else {}
         config.batch_size, config.samples, config.epochs, config.mode = (
             batch,
             batch * config.probe_steps,
@@ -419,7 +451,7 @@ class Engine(Pausable):
         config.profile = False  # a probe only asks whether a batch fits: --profile is for the runs
         started = time.monotonic()
         self._parent_event(
-            "probe_start", None, probe=probe_id, framework=framework, model=model, batch_size=batch
+            "probe_start", None, probe=probe_id, framework=framework, model=model, batch_size=batch, **at
         )
         error: dict[str, Any] = {}
         done: dict[str, Any] = {}
@@ -483,6 +515,7 @@ class Engine(Pausable):
             reason=str(error.get("message", ""))[:300],
             peak_bytes=done.get("peak_bytes"),
             seconds=time.monotonic() - started,
+            **at,
         )
         return result
 

@@ -16,8 +16,9 @@ from benchtui.core.model.runs import RunState
 from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import status_style
 from benchtui.core.plan.devices import place
-from benchtui.core.plan.estimate import long_cpu_warning
+from benchtui.core.plan.estimate import long_cpu_warning, sweep_words
 from benchtui.core.plan.plan import Plan, PlanError, command_text
+from benchtui.core.plan.sweep import Point
 from benchtui.core.plan.threads import threads_words
 from benchtui.core.running.session_run import exit_code, start_session, stop_on_signals
 from benchtui.core.store.session import LoadedSession, SessionError, SessionFolder, SessionWriter
@@ -70,9 +71,11 @@ def _probe_line(event: dict[str, Any]) -> str:
         if event.get("peak_bytes")
         else _shown(event.get("reason", ""))
     )
+    at = Point.from_key(str(event.get("point") or "")).label
     return (
         f"[{style}]{_shown('probe ' + str(event['result'])):>11}[/] {_shown(event['framework'])} "
-        f"{_shown(event['model'])} batch {_shown(event['batch_size'])}  {detail} ({event['seconds']:.1f} s)"
+        f"{_shown(event['model'])}{_shown(' at ' + at) if at else ''} batch {_shown(event['batch_size'])}  "
+        f"{detail} ({event['seconds']:.1f} s)"
     )
 
 
@@ -94,9 +97,24 @@ def _long_on_cpu(plan: Plan, gpus: list[dict[str, Any]], measured: dict[str, Any
         placement = place(plan.device, gpus, plan.devices, plan.device_ids)
     except PlanError:
         return ""  # the engine says why when it starts
+    return long_cpu_warning(plan, _cores(measured)) if placement.kind == "cpu" else ""
+
+
+def _cores(measured: dict[str, Any] | None) -> float:
+    """The idle cores the engine measured (every usable core where it measured none)."""
     idle = (measured or {}).get("idle_cores")
-    cores = float(idle) if isinstance(idle, (int, float)) else usable_cores()
-    return long_cpu_warning(plan, cores) if placement.kind == "cpu" else ""
+    return float(idle) if isinstance(idle, (int, float)) else usable_cores()
+
+
+def _sweep_line(plan: Plan, gpus: list[dict[str, Any]], measured: dict[str, Any] | None) -> str:
+    """A sweep's size, and on a CPU its rough duration (``estimate.sweep_words``; '' without a sweep)."""
+    if not plan.sweep:
+        return ""
+    try:
+        on_gpu = place(plan.device, gpus, plan.devices, plan.device_ids).kind != "cpu"
+    except PlanError:
+        on_gpu = True  # the engine says why when it starts; no duration said meanwhile
+    return sweep_words(plan, _cores(measured), gpu=on_gpu)
 
 
 #: Shows the result at the end of a run: (the session as ``show`` would load it, its model the engine's; title).
@@ -137,6 +155,9 @@ def run_headless(
     say(f"[bold]benchtui[/] session [cyan]{_shown(writer.path)}[/] · {_shown(session.sampler.status)}")
     if measured is not None:
         say(f"[bold]plan[/] · {_shown(threads_words(measured))}")
+    swept = "" if watch else _sweep_line(plan, session.sampler.gpus(), measured)
+    if swept:
+        say(f"[bold]sweep[/] · {_shown(swept)}")
     if watch:
         what = command_text(plan.watch.get("command") or [])
         say(
@@ -166,8 +187,10 @@ def run_headless(
             chosen = ", ".join(
                 f"{catalog.FRAMEWORK_LABELS.get(fw, fw)} {b}" for fw, b in event["chosen"].items()
             )
+            at = Point.from_key(str(event.get("point") or "")).label
             say(
-                f"[bold]batch for {_shown(event['model'])}[/] ({_shown(event['policy'])}): "
+                f"[bold]batch for {_shown(event['model'])}{_shown(' at ' + at) if at else ''}[/] "
+                f"({_shown(event['policy'])}): "
                 f"{_shown(chosen or 'none fits')}"
             )
             return

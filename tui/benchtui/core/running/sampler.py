@@ -462,6 +462,11 @@ class Sampler:
                 out[-1]["memory_total"] = slice_.get("memory_total") or out[-1]["memory_total"]
             if self.inherited is not None:
                 out[-1]["inherited"] = f"{VISIBLE_ENV}={self.inherited}"
+            # The CUDA compute capability ("8.0"): which precisions it has (--best reads it); a MIG slice's
+            # is its card's. Left out where the binding or driver does not say.
+            cc = self._first(("nvmlDeviceGetCudaComputeCapability",), handle)
+            if isinstance(cc, (tuple, list)) and len(cc) == 2 and all(isinstance(x, int) for x in cc):
+                out[-1]["capability"] = f"{cc[0]}.{cc[1]}"
         return out
 
     def _first(self, names: tuple[str, ...], *args: Any) -> Any:
