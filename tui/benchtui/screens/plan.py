@@ -22,6 +22,7 @@ from textual.widgets.option_list import OptionDoesNotExist
 from textual.widgets.selection_list import Selection
 
 from benchtui.core import fmt
+from benchtui.core.plan import estimate, sweep
 from benchtui.core.plan.custom import check_sources, read_model_file
 from benchtui.core.plan.devices import default_preset
 from benchtui.core.plan.estimate import cpu_seconds, duration_words, preset_words
@@ -56,6 +57,7 @@ FORM_FIELDS = (
     "data",
     "channels_last",
     *CHOICES,
+    "sweep",  # a grid of settings is no preset's
 )
 #: What each setting does, shown under the settings while it has the focus (widget id -> help).
 FIELD_HELP = {
@@ -156,15 +158,23 @@ def custom_description(
     refused at its size are named, not counted."""
     refused = size_refusals(plan)
     able = runnable(plan)
-    pairs = sum(1 for m in able.models for fw in able.frameworks if catalog.available(fw, m)[0])
+    grid = plan.points()
+    # A sweep's cells whose axis changes nothing for them share another point's runs: counted once.
+    pairs = sum(
+        len({plan.effective(p, fw, m) for p in grid})
+        for m in able.models
+        for fw in able.frameworks
+        if catalog.available(fw, m)[0]
+    )
     runs = pairs * plan.runs * len(plan.device_counts())
     kinds = {catalog.MODELS[m].kind if m in catalog.MODELS else "image" for m in able.models}
     size = [f" at {plan.image_size} px"] if kinds - {"tokens"} else []
     if "tokens" in kinds:
         size.append(f" over {plan.seq_len:,} tokens" if plan.seq_len else " over the whole context")
+    points = f" × {plural(len(grid), 'point')}" if plan.sweep else ""
     text = (
         f"custom: {plural(runs, 'run')} ({plural(len(able.frameworks), 'framework')} × "
-        f"{plural(len(able.models), 'model')} × {plan.runs}), {plural(plan.epochs, 'epoch')} of "
+        f"{plural(len(able.models), 'model')}{points} × {plan.runs}), {plural(plan.epochs, 'epoch')} of "
         f"{plural(plan.samples, 'sample')}{','.join(size)}"
     )
     if refused:
@@ -223,6 +233,61 @@ def profile_hint(plan: Plan) -> str:
         f"profile: after the timed epochs, {plan.profile_steps} steps of each run captured with its "
         "framework's own profiler; raw traces in the session's traces/ folder"
     )
+
+
+#: The axes the sweep field takes (``settings`` is the "Best vs best" box).
+SWEEP_AXES = tuple(a for a in sweep.AXES if a != "settings")
+SWEEP_PLACEHOLDER = f"e.g. batch=4,8; channels-last=off,on · axes: {', '.join(SWEEP_AXES)}"
+BEST = "settings"  # the axis --best sweeps
+BEST_VALUES = list(sweep.SETTINGS)
+SWEEP_HELP = (
+    "AXIS=V1,V2 parts apart with ';': every combination of the values is a point, and every (framework, "
+    "model, point) a cell with its own runs and verdict; none: one point, the settings above"
+)
+
+
+def sweep_text(plan: Plan) -> str:
+    """A plan's sweep as the sweep field has it ('batch=4,8; channels-last=off,on'), without --best's axis."""
+    return "; ".join(f"{axis}={','.join(values)}" for axis, values in plan.sweep.items() if axis != BEST)
+
+
+def read_sweep(text: str, best: bool) -> dict[str, list[str]]:
+    """The sweep field's text (';'-separated AXIS=V1,V2 parts) and the --best box as a plan's ``sweep``
+    (PlanError: one line, as ``--sweep`` says it)."""
+    parsed = sweep.parse_sweeps(part for part in text.split(";") if part.strip())
+    if best and BEST not in parsed:
+        parsed[BEST] = list(BEST_VALUES)
+    return parsed
+
+
+def sweep_size(plan: Plan) -> str:
+    """A sweep's size in a line: '4 points × 2 frameworks × 2 runs = 14 runs' (the runs a cell whose axis
+    changes nothing for it shares are counted once); '' without a sweep."""
+    if not plan.sweep:
+        return ""
+    able = runnable(plan)
+    grid = plan.points()
+    pairs = [(fw, m) for m in able.models for fw in able.frameworks if catalog.available(fw, m)[0]]
+    per_run = sum(len({plan.effective(p, fw, m) for p in grid}) for fw, m in pairs)
+    runs = per_run * plan.runs * len(plan.device_counts())
+    text = (
+        f"{plural(len(grid), 'point')} × {plural(len(able.frameworks), 'framework')} × "
+        f"{plural(len(able.models), 'model')} × {plural(plan.runs, 'run')} = {plural(runs, 'run')}"
+    )
+    shared = len(grid) * len(pairs) - per_run
+    if shared:
+        text += (
+            f" ({plural(shared, 'cell')} share another point's runs: a setting that changes nothing there)"
+        )
+    return text
+
+
+def sweep_line(plan: Plan, cores: float) -> str:
+    """The sweep's size and rough duration (``estimate.sweep_words``); '' without a sweep."""
+    words = getattr(estimate, "sweep_words", None)
+    if words is not None:
+        return str(words(plan, cores))
+    return sweep_size(plan)
 
 
 @dataclass(frozen=True)
@@ -410,6 +475,17 @@ class PlanScreen(Screen):
             yield Static(SETTINGS_HELP, id="field-help", classes="hint")
             yield Tick("Profile (where step time goes)", plan.profile, compact=True, id="profile")
             yield Static(profile_hint(plan), id="profile-help", classes="hint")
+            yield Label("Sweep (a grid of settings: every point a cell)", classes="section")
+            with HorizontalGroup(classes="setting", id="sweep-row"):
+                yield Label("Sweep", classes="field-label")
+                yield Input(sweep_text(plan), placeholder=SWEEP_PLACEHOLDER, compact=True, id="sweep")
+            yield Tick(
+                "Best vs best (--best): each framework also at its recommended settings",
+                BEST in plan.sweep,
+                compact=True,
+                id="best",
+            )
+            yield Static(id="sweep-help", classes="hint")
             yield Label("Batch size per model", classes="section")
             yield Tick(
                 "auto: the largest that fits, probed in fresh processes before the runs",
@@ -570,11 +646,18 @@ class PlanScreen(Screen):
         """The preset's label and the hint under it, as the form now stands: the preset's while the form
         holds its values, else "custom" with a description of the plan's own; a warning when it is long."""
         try:
-            plan = self._read_form(own_model=False)
+            plan = self._read_form(own_model=False, with_sweep=False)
         except PlanError as exc:  # a field half typed: the label and the hint wait for a whole number
             if self.query_one("#plan-error", Static).display:
                 self.show_error(user_message(exc))  # an error shown is the form's error now
             return
+        help_line = self.query_one("#sweep-help", Static)
+        try:
+            plan.sweep = self._read_sweep()
+        except PlanError as exc:  # said under the field as it is typed; at Start, where every error is
+            help_line.update(Text(user_message(exc), style="yellow"))
+        else:
+            help_line.update(sweep_line(plan, self.cores) if plan.sweep else SWEEP_HELP)
         own = bool(self.query_one("#model-file", Input).value.strip())  # your model: never a preset's
         plan.preset = self.origin if self.origin and not own and matches_preset(plan, self.origin) else ""
         preset = self.query_one("#preset", Select)
@@ -616,6 +699,8 @@ class PlanScreen(Screen):
             self.query_one("#batch-auto", Checkbox).value = plan.batch_auto
             self.query_one("#profile", Checkbox).value = plan.profile
             self.query_one("#channels-last", Checkbox).value = plan.channels_last
+            self.query_one("#sweep", Input).value = sweep_text(plan)
+            self.query_one("#best", Checkbox).value = BEST in plan.sweep
             self.query_one("#profile-help", Static).update(profile_hint(plan))
             device = self.query_one("#device", Select)
             device.value = plan.device if plan.device in {v for _, v in device._options} else "auto"
@@ -633,8 +718,12 @@ class PlanScreen(Screen):
         except ValueError:
             raise PlanError(f"{label}: enter a whole number") from None
 
-    def _read_form(self, own_model: bool = True) -> Plan:
-        """The plan the form describes, not yet validated; ``own_model``: with the model file's network."""
+    def _read_sweep(self) -> dict[str, list[str]]:
+        return read_sweep(self.query_one("#sweep", Input).value, self.query_one("#best", Checkbox).value)
+
+    def _read_form(self, own_model: bool = True, with_sweep: bool = True) -> Plan:
+        """The plan the form describes, not yet validated; ``own_model``: with the model file's network;
+        ``with_sweep``: with the sweep field's grid (else none)."""
         # Settings the form does not show (the learning rate, shuffling, ...) come from the preset or
         # plan it started from.
         plan = Plan.from_dict(self.initial.to_dict())
@@ -665,6 +754,7 @@ class PlanScreen(Screen):
         plan.data = str(self.query_one("#data", Select).value)
         plan.profile = self.query_one("#profile", Checkbox).value
         plan.channels_last = self.query_one("#channels-last", Checkbox).value
+        plan.sweep = self._read_sweep() if with_sweep else {}
         for name in CHOICES:
             value = str(self.query_one(f"#{name}", Select).value)
             if name == "optimizer" and value != plan.optimizer:
