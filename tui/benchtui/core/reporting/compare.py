@@ -31,6 +31,7 @@ from benchtui.core.model.runs import RunState
 from benchtui.core.model.session_model import OTHER_LOAD_WARN_CORES, contention_part
 from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
 from benchtui.core.plan.plan import command_text
+from benchtui.core.plan.sweep import NO_POINT, Point
 from benchtui.core.store.session import LoadedSession, load_session
 
 #: Plan fields that change what an epoch is or how fast it runs: differences are pointed out, each by the
@@ -71,6 +72,14 @@ class CompareRow:
     note: str = ""
     #: Why the machine, not the sessions, may have decided B/A (the verdict's contention rule); None: it did not.
     unreliable: str | None = None
+    #: Its sweep point (``Point()``: a cell of a plan without a sweep); cells are matched by it too.
+    point: Point = NO_POINT
+
+    @property
+    def cell(self) -> str:
+        """The row in words: 'ResNet50 · PyTorch', a sweep's point after the model ('ResNet50 · batch 8 · PyTorch')."""
+        at = f" · {self.point.label}" if self.point else ""
+        return f"{model_label(self.model)}{at} · {framework_label(self.framework)}"
 
     @property
     def both(self) -> bool:
@@ -116,6 +125,7 @@ class CompareRow:
         return {
             "model": self.model,
             "framework": self.framework,
+            **({"point": self.point.to_json()} if self.point else {}),
             "status_a": self.status_a,
             "status_b": self.status_b,
             "time_a": self.time_a,
@@ -145,7 +155,8 @@ class Comparison:
 
     @property
     def common(self) -> list[tuple[str, str]]:
-        """The (model, framework) cells both sessions' plans have: what a comparison compares."""
+        """The (model, framework) cells both sessions' plans have (at the same sweep point): what a comparison
+        compares."""
         return [(r.model, r.framework) for r in self.rows if "absent" not in (r.status_a, r.status_b)]
 
     def gate(self, pct: float) -> str:
@@ -162,7 +173,7 @@ class Comparison:
         )
         failing = self.failing(pct)
         if failing:
-            names = ", ".join(f"{model_label(r.model)} · {framework_label(r.framework)}" for r in failing)
+            names = ", ".join(r.cell for r in failing)
             return f"FAIL: {rule}: {len(failing)} row(s) do ({names})"
         uncounted = [
             r
@@ -172,9 +183,7 @@ class Comparison:
         result = f"ok: {rule}: no row does"
         if uncounted:
             result += "; not counted, inside the noise or on a busy machine: " + ", ".join(
-                f"{model_label(r.model)} · {framework_label(r.framework)} {r.ratio.percent:+.1f}% ({_why_not(r)})"
-                for r in uncounted
-                if r.ratio is not None
+                f"{r.cell} {r.ratio.percent:+.1f}% ({_why_not(r)})" for r in uncounted if r.ratio is not None
             )
         return fmt.clean(result)
 
@@ -214,10 +223,10 @@ def _load(spec: str | os.PathLike[str] | LoadedSession) -> LoadedSession:
     return spec if isinstance(spec, LoadedSession) else load_session(spec)
 
 
-def _cell_status(loaded: LoadedSession, fw: str, m: str) -> str:
-    if fw not in loaded.plan.frameworks or m not in loaded.plan.models:
+def _cell_status(loaded: LoadedSession, fw: str, m: str, point: Point = NO_POINT) -> str:
+    if fw not in loaded.plan.frameworks or m not in loaded.plan.models or point not in loaded.plan.points():
         return "absent"
-    return loaded.model.row(fw, m).status
+    return loaded.model.row(fw, m, point).status
 
 
 def watch_text(watch: dict[str, Any]) -> str:
@@ -248,6 +257,16 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
             continue
         if va != vb:
             out.append(f"{flag}: {_value(key, va)} vs {_value(key, vb)}")
+    sa, sb = (_sweep_text(p.sweep) for p in (a.plan, b.plan))
+    if sa != sb:  # cells are matched by point: a sweep against another grid compares only the points shared
+        out.append(
+            f"--sweep: {sa} vs {sb} (cells are matched by framework, model and point: "
+            + (
+                "only the cells without a point are compared, and a sweep's cells each have one)"
+                if "none" in (sa, sb)
+                else "only the cells at a point both sessions ran are compared)"
+            )
+        )
     pa_, pb_ = a.meta.get("placement") or {}, b.meta.get("placement") or {}
     if pa_.get("kind") != pb_.get("kind") and pa_ and pb_:
         out.append(f"device: {pa_.get('kind')} vs {pb_.get('kind')}")
@@ -290,6 +309,13 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
             if va.get(lib) != vb.get(lib):
                 out.append(f"{framework_label(fw)} {lib}: {va.get(lib)} vs {vb.get(lib)}")
     return [fmt.clean(d) for d in out]
+
+
+def _sweep_text(sweep: dict[str, list[str]]) -> str:
+    """A plan's sweep in words, 'batch 4, 8 × channels-last off, on'; 'none' without one (a devices sweep is a
+    scaling session: no point)."""
+    axes = [f"{a} {', '.join(vs)}" for a, vs in sweep.items() if a != "devices"]
+    return " × ".join(axes) or "none"
 
 
 def _cpu(meta: dict[str, Any]) -> str:
@@ -366,12 +392,11 @@ def compare_sessions(
     one value a side it has none.
     """
     la, lb = _load(a), _load(b)
-    cells: list[tuple[str, str]] = []
+    cells: list[tuple[str, str, Point]] = []  # (model, framework, sweep point): a cell of either plan
     for loaded in (la, lb):
-        for m in loaded.plan.models:
-            for fw in loaded.plan.frameworks:
-                if (m, fw) not in cells:
-                    cells.append((m, fw))
+        for fw, m, point in loaded.model.grid():
+            if (m, fw, point) not in cells:
+                cells.append((m, fw, point))
     out = Comparison(
         la,
         lb,
@@ -379,10 +404,10 @@ def compare_sessions(
         verdicts_a=_cleaned(la.model.session_summary().ratios),
         verdicts_b=_cleaned(lb.model.session_summary().ratios),
     )
-    for m, fw in cells:
-        row = CompareRow(m, fw, _cell_status(la, fw, m), _cell_status(lb, fw, m))
-        runs_a = la.model.measured_runs(fw, m) if row.status_a != "absent" else []
-        runs_b = lb.model.measured_runs(fw, m) if row.status_b != "absent" else []
+    for m, fw, at in cells:
+        row = CompareRow(m, fw, _cell_status(la, fw, m, at), _cell_status(lb, fw, m, at), point=at)
+        runs_a = la.model.measured_runs(fw, m, at) if row.status_a != "absent" else []
+        runs_b = lb.model.measured_runs(fw, m, at) if row.status_b != "absent" else []
         mixed = mixed_devices(runs_a, runs_b) if runs_a and runs_b else None
         if runs_a:
             row.basis, row.time_a = _seconds_per_sample(runs_a)

@@ -6,7 +6,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from rich import box
 from rich.console import Console, Group
@@ -611,14 +611,12 @@ def comparison_table(cmp: Comparison) -> Table:
         title_justify="left",
         header_style="bold",
     )
-    for col, justify in (
-        ("Model", "left"),
-        ("Framework", "left"),
-        ("A (ms)", "right"),
-        ("B (ms)", "right"),
-        ("B/A", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    points = any(row.point for row in cmp.rows)  # a sweep: cells are matched by point, a column of it
+    columns: list[tuple[str, Literal["left", "right"]]] = [("Model", "left"), ("Framework", "left")]
+    columns += [("Point", "left")] if points else []
+    columns += [("A (ms)", "right"), ("B (ms)", "right"), ("B/A", "right")]
+    for col, justify in columns:
+        table.add_column(col, justify=justify)
     # The verdict is what a reader came for: it gets the room. The times compared ("epoch times excluding
     # the first") are a column only where rows differ in them, else said once under the table.
     table.add_column("B compared with A", min_width=20)
@@ -649,6 +647,7 @@ def comparison_table(cmp: Comparison) -> Table:
         table.add_row(
             _plain(marked(model_label(row.model), bool(flagged))),
             _plain(framework_label(row.framework)),
+            *([_plain(row.point.label or "–")] if points else []),
             _milliseconds(row.time_a),
             _milliseconds(row.time_b),
             ratio_text,
@@ -656,6 +655,11 @@ def comparison_table(cmp: Comparison) -> Table:
             *([_plain(_basis_text(row.basis))] if per_row else []),
         )
     return table
+
+
+def _at(point: Point) -> str:
+    """' · batch 8 · channels-last on' after a model's name: a sweep's point ('' for none)."""
+    return f" · {point.label}" if point else ""
 
 
 def _basis_text(basis: str) -> str:
@@ -677,7 +681,7 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
             verdict = report_model.verdict_of(r)  # styled as show styles it: unreliable, a warning
             console.print(
                 Text.assemble(
-                    fmt.clean(f"{side} {loaded.path.name} · {model_label(r.model)}: "),
+                    fmt.clean(f"{side} {loaded.path.name} · {model_label(r.model)}{_at(r.point)}: "),
                     (verdict.text, COMPARED_VERDICT_STYLES[verdict.mark]),
                 ),
                 highlight=False,
