@@ -425,3 +425,22 @@ def test_runner_cpu_counts_the_children_it_started_and_reaped() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_compute_capability_is_recorded_and_kept_in_the_placement() -> None:
+    """--best chooses a precision by the GPU's compute capability: the sampler records NVML's (8, 6) as "8.6",
+    the placement's GPU identity keeps it (what each run's config is given), and a driver that does not say
+    leaves it out (the plan then takes amp-fp16, which every GPU runs)."""
+    from benchtui.core.plan.devices import place
+    from benchtui.core.plan.sweep import best_precision
+
+    (info,) = _sampler(FakeNVML(capability=(8, 6))).gpus()
+    assert info["capability"] == "8.6"
+    placement = place("cuda", [info], inherited=None)
+    assert placement.gpu is not None and placement.gpu["capability"] == "8.6"
+    assert best_precision("torch", placement.gpu) == "amp-bf16"
+    (older,) = _sampler(FakeNVML(capability=None)).gpus()
+    assert "capability" not in older and "capability" not in (
+        place("cuda", [older], inherited=None).gpu or {}
+    )
+    assert best_precision("torch", place("cuda", [older], inherited=None).gpu) == "amp-fp16"
