@@ -13,18 +13,22 @@ from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.cell import CellSummary, Interval, SessionSummary
 from benchtui.core.model.parity import marked
 from benchtui.core.model.why import CATEGORY_LABELS, ms
+from benchtui.core.plan.sweep import Point
 from benchtui.core.reporting.folder import holds_file
 from benchtui.core.reporting.model import (
     ANSWER_TITLE,
     DEVICES_NOTE,
     Mark,
     Report,
+    SweepChart,
     Table,
     Verdict,
     Why,
     grouped_problems,
     row_flagged,
 )
+from benchtui.core.reporting.model.figures import point_column, point_text
+from benchtui.core.reporting.model.sweep import BEST_NOTE, BEST_TITLE, SAME_TITLE
 from benchtui.core.reporting.plots import (
     CATEGORY_COLORS,
     Band,
@@ -37,6 +41,7 @@ from benchtui.core.reporting.plots import (
     line_chart,
     run_dash,
     scaling_chart,
+    shade,
     stacked_bars,
 )
 from benchtui.core.wire.events import PROFILE_CATEGORIES
@@ -306,8 +311,11 @@ def _cores(value: Any) -> str:
 def _detail_table(summary: SessionSummary) -> str:
     """Per cell: batch, runs, median batch and its spread, peak memory, the CPU other processes used
     while its runs trained (the most of its runs' means), status."""
+    points = point_column(summary)  # a sweep: each row's point after its framework
     head = (
-        "<table><tr><th>Model</th><th>Framework</th><th>Batch</th><th>Runs</th><th>Median batch (s)</th>"
+        "<table><tr><th>Model</th><th>Framework</th>"
+        + ("<th>Point</th>" if points else "")
+        + "<th>Batch</th><th>Runs</th><th>Median batch (s)</th>"
         "<th>Batch IQR/median</th><th>Peak memory</th><th>Other processes' CPU</th><th>Status</th></tr>"
     )
     parts = [head]
@@ -318,7 +326,8 @@ def _detail_table(summary: SessionSummary) -> str:
         parts.append(
             f"<tr><td>{_text(marked(model_label(row.model), row_flagged(row)))}</td>"
             f"<td>{_text(framework_label(row.framework))}</td>"
-            f'<td class="num">{_text("–" if row.batch_size is None else row.batch_size)}</td>'
+            + (f"<td>{_text(point_text(row.point))}</td>" if points else "")
+            + f'<td class="num">{_text("–" if row.batch_size is None else row.batch_size)}</td>'
             f'<td class="num">{_text(row.runs)}/{_text(row.runs_planned)}</td>'
             f'<td class="num">{_text(median(batch.median if batch is not None else None))}</td>'
             f'<td class="num">{"–" if ratio is None else _text(f"{ratio:.1%}")}</td>'
@@ -356,6 +365,22 @@ def _answer(report: Report) -> str:
     if not answer.verdicts:
         return ""
     parts = [f"<h2>The answer</h2><h3>{_text(ANSWER_TITLE)}</h3>"]
+    if answer.sweep:  # a sweep: best vs best, then the verdict at each point
+        parts.append(f'<p class="facts"><b>Sweep</b> {_text(answer.sweep)}</p>')
+        if answer.best:
+            parts.append(f"<h3>{_text(BEST_TITLE)}</h3>")
+            parts.append("<table><tr><th>Model</th><th>Result</th><th>Chosen points</th><th>From</th></tr>")
+            for best in answer.best:
+                v = best.verdict
+                cls = verdict_class(v)
+                parts.append(
+                    f"<tr><td>{_text(v.label)}</td>"
+                    + (f'<td class="{cls}">' if cls else "<td>")
+                    + f"{_text(v.text)}</td><td>{'<br>'.join(_text(side) for side in best.sides)}</td>"
+                    + f"<td>{_text(v.basis or '–')}</td></tr>"
+                )
+            parts.append(f'</table><p class="note">{_text(BEST_NOTE)}</p>')
+        parts.append(f"<h3>{_text(SAME_TITLE)}</h3>")
     parts.append("<table><tr><th>Model</th><th>Result</th><th>From</th></tr>")
     for v in answer.verdicts:
         cls = verdict_class(v)
@@ -385,13 +410,14 @@ def _answer_chart(report: Report) -> str:
         return note
     frameworks = list(report.source.frameworks)
     groups: list[tuple[str, list[Bar]]] = []
-    for model in dict.fromkeys(v.model for v in verdicts):
-        mine = [v for v in verdicts if v.model == model]
+    for model, point in dict.fromkeys((v.model, v.point) for v in verdicts):  # a sweep: a group per point
+        mine = [v for v in verdicts if v.model == model and v.point == point]
         bars = [Bar(mine[0].base, 1.0)]
         for v in mine:
             low, high = v.ci if v.ci is not None else (None, None)
             bars.append(Bar(v.framework, v.ratio, low, high))
-        groups.append((mine[0].label, bars))
+        one_model = len({v.model for v in verdicts}) == 1
+        groups.append((mine[0].point if point and one_model else mine[0].label, bars))
     keys = list(dict.fromkeys(b.series for _, bars in groups for b in bars))
     colors = {fw: color_for(fw, frameworks.index(fw) if fw in frameworks else i) for i, fw in enumerate(keys)}
     labels = {fw: framework_label(fw) for fw in keys}
@@ -437,20 +463,21 @@ def _problems(report: Report) -> str:
 # -- plots ----------------------------------------------------------------------------
 def _bars(report: Report, name: str, title: str, y_label: str) -> str:
     frameworks = report.source.frameworks
-    cells = {(r.model, r.framework): r for r in report.summary.rows}
+    cells = {(r.model, r.framework, r.point): r for r in report.summary.rows}
+    points = list(dict.fromkeys(r.point for r in report.summary.rows)) or [Point()]
     groups = []
-    for m in report.source.models:
+    for m, p in [(m, p) for m in report.source.models for p in points]:  # a sweep: a group per point
         bars = []
         for fw in frameworks:
-            row = cells.get((m, fw))
+            row = cells.get((m, fw, p))
             value = row.figure(name) if row is not None else None
             stats = row.spread_of(name) if row is not None else None
-            ok = [r for r in report.cell_runs(fw, m) if r.status == "ok"]
+            ok = [r for r in report.cell_runs(fw, m, _ran_at(report, fw, m, p)) if r.status == "ok"]
             dots = [v for f in (r.figures for r in ok) if (v := f[name]) is not None] if len(ok) > 1 else []
             note = {"unavailable": "n/a", "failed": "failed"}.get(row.status if row is not None else "", "–")
             low, high = (stats.min, stats.max) if stats is not None else (None, None)
             bars.append(Bar(fw, value, low, high, dots, note))
-        groups.append((model_label(m), bars))
+        groups.append((model_label(m) + (f" · {p.label}" if p else ""), bars))
     colors = {fw: color_for(fw, i) for i, fw in enumerate(frameworks)}
     labels = {fw: framework_label(fw) for fw in frameworks}
     return bar_chart(
@@ -458,17 +485,109 @@ def _bars(report: Report, name: str, title: str, y_label: str) -> str:
     )
 
 
+def _ran_at(report: Report, framework: str, model: str, point: Point) -> Point | None:
+    """The point whose runs measure ``point`` for a cell (a setting that changes nothing for it: the runs of
+    the axis's first value, ``sweep.effective``); None without a sweep (every run of the cell)."""
+    if not point:
+        return None
+    ran = {r.point for r in report.runs if r.framework == framework and r.model == model}
+    if point in ran:
+        return point
+    for axis, _ in point.items:  # an axis that changes nothing for it: its runs are at the first value
+        values = dict(report.sweep.axes).get(axis, ()) if report.sweep is not None else ()
+        if values and (moved := point.with_value(axis, values[0])) in ran:
+            point = moved
+    return point
+
+
+def _sweep_gains(report: Report) -> str:
+    """A sweep: what each setting buys each framework (a table), why a setting has no effect."""
+    sweep = report.sweep
+    if sweep is None or sweep.gains is None:
+        return ""
+    return _table(sweep.gains, [*sweep.gains_notes, sweep.gains.note])
+
+
+def _chart_curves(chart: SweepChart, key: str, frameworks: list[str], scale: float = 1.0) -> list[Curve]:
+    """A sweep chart's series as lines of ``key`` (times ``scale``): a framework's colour, its other series
+    lighter shades of it."""
+    out = []
+    shades: dict[str, int] = {}
+    for s in chart.series:
+        fw = s.framework
+        shades[fw] = shades.get(fw, -1) + 1
+        color = shade(
+            color_for(fw, frameworks.index(fw) if fw in frameworks else len(frameworks)), shades[fw]
+        )
+        values = s.figures.get(key, ())
+        out.append(
+            Curve(
+                s.label,
+                list(s.xs),
+                [None if v is None else v * scale for v, _, _ in values],
+                [None if low is None else low * scale for _, low, _ in values],
+                [None if high is None else high * scale for _, _, high in values],
+                color,
+            )
+        )
+    return out
+
+
+def _sweep_curves(report: Report) -> str:
+    """A sweep over a numeric axis: per model, the table of its curve and its charts: throughput against the
+    axis, a line per framework and setting of the other axes; for inference, latency p50 and p99 too."""
+    sweep = report.sweep
+    if sweep is None or not sweep.curves:
+        return ""
+    frameworks = list(report.source.frameworks)
+    words = report.wording.plural
+    parts = ["<h2>Curves</h2>"]
+    for table, chart in zip(sweep.curves, sweep.charts, strict=False):
+        parts.append(_table(table, fit=True))
+        name, axis = model_label(chart.model), chart.axis
+        tip = f"at {axis} {{x}}"
+        charts = [
+            scaling_chart(
+                f"{name}: {words}/s against {axis}",
+                _chart_curves(chart, "images_per_s", frameworks),
+                f"{words}/s",
+                x_label=axis,
+                desc=f"throughput at each {axis}, a line per framework and setting of the other axes (lighter: "
+                "the framework's other settings); whiskers: 95% CI",
+                x_tip=tip,
+            )
+        ]
+        if any("latency_p50_s" in s.figures for s in chart.series):
+            for key, p in (("latency_p50_s", "p50"), ("latency_p99_s", "p99")):
+                charts.append(
+                    scaling_chart(
+                        f"{name}: latency {p} per batch against {axis}",
+                        _chart_curves(chart, key, frameworks, 1000.0),
+                        f"latency {p} (ms)",
+                        x_label=axis,
+                        desc=f"the {p} of the batch times at each {axis}; whiskers: 95% CI",
+                        x_tip=tip,
+                    )
+                )
+        parts.append(
+            ('<figure class="pair">' if len(charts) > 1 else "<figure>") + "".join(charts) + "</figure>"
+        )
+    parts.append(f'<p class="note">{_text(sweep.curves[0].note)}</p>')
+    return "".join(parts)
+
+
 def _batch_plots(report: Report) -> str:
     """Per model, the time of every batch of every run: a line per run, in its framework's colour, its runs
     told apart by their dashes (run 1 solid), a legend of the frameworks and of the dashes."""
     parts = []
-    for m in report.source.models:
+    points = list(dict.fromkeys(r.point for r in report.runs)) or [Point()]
+    for m, p in [(m, p) for m in report.source.models for p in points]:  # a sweep: a chart per point run
         series: list[Series] = []
         boundaries: list[float] = []
         colors: dict[str, str] = {}
         indices: set[int] = set()
         for i, fw in enumerate(report.source.frameworks):
-            for run in report.cell_runs(fw, m):
+            for run in report.cell_runs(fw, m, p if p else None):
                 ys = list(run.batch_seconds)
                 if not ys:
                     continue
@@ -490,7 +609,7 @@ def _batch_plots(report: Report) -> str:
         parts.append(
             "<figure>"
             + line_chart(
-                f"{model_label(m)}: time per batch over a run",
+                f"{model_label(m)}{f' · {p.label}' if p else ''}: time per batch over a run",
                 series,
                 "batch number in the run (dashed lines: epoch boundaries)",
                 "seconds per batch",
@@ -682,9 +801,11 @@ def render(report: Report) -> str:
         f"<h1>benchtui · {_text(title)}</h1>",
         f'<p class="facts">{facts}</p>',
         _answer(report),
+        _sweep_gains(report),
         warn_html,
         "<h2>Results</h2>",
         _study_tables(report),
+        _sweep_curves(report),
         "" if report.latency is None else _table(report.latency),
         _warmup(report),
         _efficiency_table(report),

@@ -466,6 +466,16 @@ class Curve:
     dashed: bool = False  # a reference (linear scaling): a dashed line without dots
 
 
+def shade(color: str, step: int) -> str:
+    """``color`` ('#e8590c') lightened ``step`` times towards white (a third each): a framework's other
+    series in its own colour, told apart (step 0: the colour itself)."""
+    if step <= 0 or len(color) != 7 or not color.startswith("#"):
+        return color
+    mix = 1 - (2 / 3) ** step
+    rgb = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * mix):02x}" for c in rgb)
+
+
 def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
@@ -479,11 +489,13 @@ def scaling_chart(
     height: int = 320,
     percent: bool = False,
     desc: str = "",
+    x_tip: str = "on {x} device(s)",
 ) -> str:
     """Lines over device counts, the counts evenly spaced (1, 2, 4, 8: a log₂ axis), each point a dot
     with its 95% CI as a whisker; dashed curves are references (linear scaling), drawn without dots.
 
-    ``percent``: the values are percentages (ticks and tips say so).
+    ``percent``: the values are percentages (ticks and tips say so). ``x_tip``: a dot's x in its tip ('at
+    batch {x}' for a sweep's curve against the batch).
     """
     fr = _Frame(width, height, left=58, top=56)
     counts = sorted({x for c in curves for x in c.xs if isinstance(x, int) and x > 0})
@@ -542,8 +554,8 @@ def scaling_chart(
                 )
             text = f"{y:.0f}%" if percent else value_label(y)
             parts.append(
-                f'<circle cx="{_coord(px)}" cy="{_coord(fr.py(y))}" r="4" fill="{color}"><title>{escape(c.label)} on {x} '
-                f"device(s): {text}</title></circle>"
+                f'<circle cx="{_coord(px)}" cy="{_coord(fr.py(y))}" r="4" fill="{color}"><title>{escape(c.label)} '
+                f"{escape(x_tip.format(x=x))}: {text}</title></circle>"
             )
     legend.sort(key=lambda item: item[2])  # the lines first, the reference after them
     _legend(parts, legend, fr.x1, 38)  # under the title: a chart this narrow has no room beside it

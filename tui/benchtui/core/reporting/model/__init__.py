@@ -100,6 +100,8 @@ from benchtui.core.reporting.model.types import Problem as Problem
 from benchtui.core.reporting.model.types import Report as Report
 from benchtui.core.reporting.model.types import Scaling as Scaling
 from benchtui.core.reporting.model.types import Source as Source
+from benchtui.core.reporting.model.types import SweepChart as SweepChart
+from benchtui.core.reporting.model.types import SweepSeries as SweepSeries
 from benchtui.core.reporting.model.types import SweepView as SweepView
 from benchtui.core.reporting.model.types import Table as Table
 from benchtui.core.reporting.model.types import Verdict as Verdict

@@ -11,7 +11,7 @@ from benchtui.core.model.cell import CellSummary, SessionSummary, SettingGain
 from benchtui.core.plan.sweep import AXES, Point
 from benchtui.core.reporting.model.columns import LATENCY_COLUMNS, study_columns, wording
 from benchtui.core.reporting.model.figures import cell_text, column_formatter, interval_text
-from benchtui.core.reporting.model.types import SweepView, Table
+from benchtui.core.reporting.model.types import SweepChart, SweepSeries, SweepView, Table
 
 #: The titles of a sweep's sections, in every view.
 BEST_TITLE = "Best vs best: each framework at its fastest point"
@@ -82,13 +82,14 @@ def curve_tables(
     axes: Sequence[tuple[str, tuple[str, ...]]],
     frameworks: Sequence[str],
     effective: Mapping[tuple[str, str, Point], Point],
-) -> list[Table]:
+) -> tuple[list[Table], list[SweepChart]]:
     """Per model and numeric axis with two values or more: a row per value, a column per framework and
     setting of the other axes (a framework's setting that changes nothing for it, left out): throughput for
     training; latency p50, p99 and throughput for inference. ``effective`` maps (framework, model, point) to
     the point whose runs measure it."""
     words = wording(rows)
     out = []
+    charts = []
     cells = {(r.model, r.framework, r.point): r for r in rows}
     throughput = next(c for c in study_columns(words) if c.key == "images_per_s")
     for model in dict.fromkeys(r.model for r in rows):
@@ -143,7 +144,50 @@ def curve_tables(
             what = f"latency per batch and {words.plural}/s" if words.inference else f"{words.plural}/s"
             title = f"{model_label(model)}: {what} against {axis}"
             out.append(Table(title, header, table_rows, ["r"] * len(header), CURVE_NOTE))
+            keys = [col.key for col in figures]
+            charts.append(
+                SweepChart(
+                    model,
+                    axis,
+                    tuple(
+                        SweepSeries(
+                            fw,
+                            label,
+                            tuple(int(n) for n in numbers),
+                            _figures(cells, model, fw, other, axis, numbers, axes, keys),
+                        )
+                        for fw, label, other in series
+                    ),
+                )
+            )
+    return out, charts
+
+
+def _figures(
+    cells: Mapping[tuple[str, str, Point], CellSummary],
+    model: str,
+    framework: str,
+    other: Point,
+    axis: str,
+    numbers: Sequence[str],
+    axes: Sequence[tuple[str, tuple[str, ...]]],
+    keys: Sequence[str],
+) -> dict[str, tuple[tuple[float | None, float | None, float | None], ...]]:
+    """A series' figures at each value of ``axis``: (value, CI low, high) per key."""
+    out = {}
+    for key in keys:
+        points = []
+        for n in numbers:
+            row = cells.get((model, framework, _at(other, axis, n, axes)))
+            value = row.figure(key) if row is not None else None
+            ci = (row.ci_of(key) if row is not None else None) or (None, None)
+            points.append((_number(value), _number(ci[0]), _number(ci[1])))
+        out[key] = tuple(points)
     return out
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _at(other: Point, axis: str, value: str, axes: Sequence[tuple[str, tuple[str, ...]]]) -> Point:
@@ -164,10 +208,12 @@ def sweep_view(
         return None
     sweep = summary.sweep
     axes = list(axes) or ([(a, tuple(v)) for a, v in sweep.axes.items()] if sweep is not None else [])
+    curves, charts = curve_tables(summary.rows, axes, frameworks, effective)
     gains, notes = gains_table(sweep.gains if sweep is not None else (), frameworks)
     return SweepView(
         axes=[(fmt.clean(a), tuple(fmt.clean(v) for v in vs)) for a, vs in axes],
         gains=gains,
         gains_notes=[fmt.clean(n) for n in notes],
-        curves=curve_tables(summary.rows, axes, frameworks, effective),
+        curves=curves,
+        charts=charts,
     )

@@ -206,6 +206,26 @@ class BestLine:
     verdict: Verdict
 
 
+@dataclass(frozen=True)
+class SweepSeries:
+    """One line of a sweep's chart: a framework at one setting of the other axes, a figure at each value of a
+    numeric axis: (value, 95% CI low, high) per figure key ("images_per_s", "latency_p50_s", ...)."""
+
+    framework: str
+    label: str  # 'PyTorch, channels-last on'
+    xs: tuple[int, ...]
+    figures: Mapping[str, tuple[tuple[float | None, float | None, float | None], ...]]
+
+
+@dataclass(frozen=True)
+class SweepChart:
+    """A model's figures against a numeric axis (batch, seq-len): a series per framework and other setting."""
+
+    model: str
+    axis: str
+    series: tuple[SweepSeries, ...]
+
+
 @dataclass
 class SweepView:
     """A sweep's sections: the axes, best vs best, each setting's speed-up, and the curves."""
@@ -219,6 +239,8 @@ class SweepView:
     gains_notes: list[str] = field(default_factory=list)
     #: Per model and numeric axis: the throughput (and latency, for inference) against it.
     curves: list[Table] = field(default_factory=list)
+    #: The same curves as data, for the html's charts.
+    charts: list[SweepChart] = field(default_factory=list)
 
     @property
     def axes_text(self) -> str:
