@@ -371,7 +371,9 @@ def make_session(
         frameworks=list(frameworks),
         models=list(models),
         image_size=image_size,
-        samples=max(batch_sizes.values()) * steps,
+        # Every point's batch fits ``steps`` batches an epoch (a sweep's largest batch too).
+        samples=max([*batch_sizes.values(), *(int(b) for b in (sweep or {}).get("batch", []) if b.isdigit())])
+        * steps,
         epochs=epochs,
         runs=runs,
         batch_sizes=batch_sizes,

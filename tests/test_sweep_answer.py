@@ -261,3 +261,35 @@ def test_live_figures_read_the_run_s_own_point(tmp_path: Path) -> None:
     assert figures.flops_per_step == pytest.approx(second.flops["per_step"])
     small = model.cell_runs("torch", "resnet50", point=Point.from_key("batch=4,channels-last=off"))
     assert figures.flops_per_step == pytest.approx(2 * small[0].flops["per_step"], rel=1e-6)
+
+
+def test_best_vs_best_refuses_cells_on_different_devices(tmp_path: Path) -> None:
+    model = _session(
+        tmp_path, point_speed=CHANNELS_LAST, cpu_frameworks=("tensorflow",)
+    )  # tf.keras on the CPU
+    answer = model.session_summary().sweep
+    assert answer is not None and answer.best == ()
+    (refused,) = answer.refused
+    assert refused.text.startswith(
+        "best vs best: no ratio between PyTorch at batch 8 · channels-last on and tf.keras at batch 8 · "
+        "channels-last off: they ran on different devices (PyTorch cuda, tf.keras cpu)"
+    )
+    data = model.session_summary().to_json()["sweep"]
+    assert SessionSummary.from_json({"sweep": data}).sweep == answer
+
+
+def test_settings_best_names_what_best_set_for_each_framework(tmp_path: Path) -> None:
+    faster = {("torch", "settings=best"): 0.35, ("tensorflow", "settings=best"): 0.5}
+    path = make_session(tmp_path, sweep={"settings": ["same", "best"]}, batch_size=4, point_speed=faster)
+    model = load_session(path).model
+    answer = model.session_summary().sweep
+    assert answer is not None
+    (best,) = answer.best
+    # On a CPU plan (no GPU identity): PyTorch's compiler and channels-last; Keras's own compiler default.
+    assert best.base.settings == "fp32, compile on, channels-last on, batch 4"
+    assert best.other.settings == "fp32, compile default, batch 4"
+    assert "PyTorch at its best (fp32, compile on, channels-last on, batch 4)" in best.text
+    gains = {g.framework: g for g in answer.gains}
+    assert gains["torch"].factor == pytest.approx(1 / 0.35, rel=0.03)
+    assert gains["torch"].text.startswith("best (fp32, compile on, channels-last on, batch 4): 2.")
+    assert gains["tensorflow"].factor == pytest.approx(2.0, rel=0.03)

@@ -938,13 +938,19 @@ class SweepAnswer:
     axes: Mapping[str, tuple[str, ...]]
     best: tuple[BestVerdict, ...] = ()
     gains: tuple[SettingGain, ...] = ()
+    #: Best vs best refused: the chosen cells ran on different kinds of device (the file has the key only
+    #: when there is one; its ``point`` is ``Point()``, its text names each side's settings).
+    refused: tuple[RefusedRatio, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "axes": {a: list(v) for a, v in self.axes.items()},
             "best": [b.to_json() for b in self.best],
             "gains": [g.to_json() for g in self.gains],
         }
+        if self.refused:
+            out["refused"] = [r.to_json() for r in self.refused]
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> SweepAnswer | None:
@@ -960,6 +966,7 @@ class SweepAnswer:
             axes=axes,
             best=listed("best", BestVerdict.from_json),
             gains=listed("gains", SettingGain.from_json),
+            refused=listed("refused", RefusedRatio.from_json),
         )
 
 

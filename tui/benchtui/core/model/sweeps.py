@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
@@ -71,12 +72,15 @@ def answer(model: SweepSource) -> SweepAnswer | None:
     if not axes:
         return None
     best: list[BestVerdict] = []
+    refused: list[RefusedRatio] = []
     gains: list[SettingGain] = []
     for m in plan.models:
-        best += best_verdicts(model, m)
+        verdicts, refusals = best_verdicts(model, m)
+        best += verdicts
+        refused += refusals
         for fw in plan.frameworks:
             gains += setting_gains(model, m, fw)
-    return SweepAnswer(axes=axes, best=tuple(best), gains=tuple(gains))
+    return SweepAnswer(axes=axes, best=tuple(best), gains=tuple(gains), refused=tuple(refused))
 
 
 # -- best vs best ---------------------------------------------------------------------------------
@@ -157,18 +161,48 @@ def verdict_bias(
     return math.fsum(leads) / len(leads) / observed - 1.0
 
 
-def settings_words(framework: str, model_id: str, point: Point) -> str:
-    """How a chosen point's settings read: its label, and for ``settings`` best what best set (the plan's
-    ``sweep.settings_words`` where it has one)."""
-    words = getattr(sweep_mod, "settings_words", None)
-    if callable(words) and point.get("settings") == "best":
+def ran_with(runs: Sequence[RunState], framework: str, model_id: str) -> str:
+    """What a cell's runs ran with, as their runners echoed it (their config): "amp-bf16, compile on,
+    channels-last on, batch 256" (channels-last only where it changes something); '' when none said."""
+    for run in runs:
+        config = run.hello.get("config")
+        if not isinstance(config, dict):
+            continue
+        words = []
+        if isinstance(config.get("precision"), str):
+            words.append(config["precision"])
+        compiled = config.get("compile")
+        if isinstance(compiled, bool):  # before benchtui 0.3 compile was on/off
+            compiled = "on" if compiled else "off"
+        if isinstance(compiled, str):
+            words.append(f"compile {compiled}")
+        if (
+            isinstance(config.get("channels_last"), bool)
+            and sweep_mod.applies("channels-last", framework, model_id) is None
+        ):
+            words.append(f"channels-last {'on' if config['channels_last'] else 'off'}")
+        if (size := analysis.config_batch(run)) is not None:
+            words.append(f"batch {size}")
+        if words:
+            return ", ".join(words)
+    return ""
+
+
+def settings_words(
+    model: SweepSource, framework: str, model_id: str, point: Point, runs: Sequence[RunState] = ()
+) -> str:
+    """How a chosen point's settings read: its label; for ``settings`` best, what best set for this
+    framework (what its runs ran with, else the plan's ``sweep.settings_words``)."""
+    if point.get("settings") != "best":
+        return point.label
+    said = ran_with(runs, framework, model_id)
+    if not said:
         try:
-            said = words(point, framework, model_id)
-        except TypeError:
-            said = None
-        if isinstance(said, str) and said:
-            return said
-    return point.label
+            said = sweep_mod.settings_words(model.plan, point, framework, model_id, None)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            said = ""
+    others = point.without("settings").label
+    return ", ".join(w for w in (said or point.label, others) if w)
 
 
 def best_point(
@@ -180,13 +214,13 @@ def best_point(
         return None
     speeds = [analysis.throughput(runs) or 0.0 for _, runs in found]
     i = max(range(len(found)), key=lambda k: (speeds[k], -k))  # ties: the plan's earlier point
-    point, _ = found[i]
+    point, chosen = found[i]
     groups = [runs for _, runs in found]
     return (
         BestPoint(
             framework=framework,
             point=point,
-            settings=settings_words(framework, model_id, point),
+            settings=settings_words(model, framework, model_id, point, chosen),
             images_per_s=speeds[i],
             points=len(found),
             bias=point_bias(groups, speeds[i]),
@@ -223,30 +257,36 @@ def bias_words(base: BestPoint, other: BestPoint, bias: float | None) -> str:
 
 
 def side_name(point: BestPoint) -> str:
-    """'PyTorch at batch 8 · channels-last on' (no settings: the framework alone)."""
+    """'PyTorch at batch 8 · channels-last on', 'PyTorch at its best (amp-bf16, compile on, ...)' (no
+    settings: the framework alone)."""
     label = analysis.framework_label(point.framework)
+    if point.point.get("settings") == "best" and point.settings:
+        return f"{label} at its best ({point.settings})"
     return f"{label} at {point.settings}" if point.settings else label
 
 
-def best_verdicts(model: SweepSource, model_id: str) -> list[BestVerdict]:
+def best_verdicts(model: SweepSource, model_id: str) -> tuple[list[BestVerdict], list[RefusedRatio]]:
     """Best vs best for one model: every framework's fastest point against the plan's first framework's
-    that has results; pairs the verdict refuses (different kinds of device) have none."""
+    that has results; a pair whose chosen cells ran on different kinds of device gets a refusal instead."""
     sides = [(fw, found) for fw in model.plan.frameworks if (found := best_point(model, fw, model_id))]
-    if len(sides) < 2:
-        return []
     out: list[BestVerdict] = []
+    refused: list[RefusedRatio] = []
+    if len(sides) < 2:
+        return out, refused
     base_fw, (base, base_groups) = sides[0]
     base_runs = finished(model, base_fw, model_id, base.point)
     for fw, (other, groups) in sides[1:]:
         runs = finished(model, fw, model_id, other.point)
         names = {base_fw: side_name(base), fw: side_name(other)}
         verdict = model.pair_verdict(model_id, (base_fw, base_runs), (fw, runs), Point(), names)
+        if isinstance(verdict, RefusedRatio):
+            refused.append(replace(verdict, text=f"best vs best: {verdict.text}"))
         if not isinstance(verdict, FrameworkRatio):
-            continue  # refused (different devices: the per-point refusals say it) or no times
+            continue
         bias = verdict_bias(base_groups, groups, verdict.factor, verdict.faster)
         text = f"best vs best: {verdict.text}; {bias_words(base, other, bias)}"
         out.append(BestVerdict(model=model_id, base=base, other=other, verdict=verdict, bias=bias, text=text))
-    return out
+    return out, refused
 
 
 # -- what each setting buys ----------------------------------------------------------------------
@@ -276,8 +316,16 @@ def _gain(
 ) -> SettingGain:
     words = value_words(axis, value)
     if axis == "settings" and value == "best":
-        said = settings_words(framework, model_id, Point((("settings", "best"),)))
-        words = f"best ({said})" if said and said != Point((("settings", "best"),)).label else "best"
+        best = next(
+            (
+                p
+                for p in model.plan.points()
+                if p.get("settings") == "best" and finished(model, framework, model_id, p)
+            ),
+            None,
+        )
+        said = ran_with(finished(model, framework, model_id, best), framework, model_id) if best else ""
+        words = f"best ({said})" if said else "best"
     make = partial(
         SettingGain, model=model_id, framework=framework, axis=axis, value=value, baseline=baseline
     )
