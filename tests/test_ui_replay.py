@@ -549,7 +549,7 @@ async def test_unreliable_verdicts_read_as_warnings_and_about_the_same_as_neutra
     same_entry["about_same"] = True
     unreliable, same = FrameworkRatio.from_json(unreliable_entry), FrameworkRatio.from_json(same_entry)
     shown: list[FrameworkRatio] = [unreliable]
-    fake = lambda model, model_id: (list(shown), [])  # noqa: E731
+    fake = lambda model, model_id, point=None: (list(shown), [])  # noqa: E731
     monkeypatch.setattr(live, "model_verdicts", fake)
     monkeypatch.setattr(comparison, "model_verdicts", fake)
     assert verdict_style(unreliable) == "bold yellow" and verdict_style(same) == ""

@@ -24,18 +24,21 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
+from benchtui.core import fmt
 from benchtui.core.fmt import clean
-from benchtui.core.model import eta, scaling
+from benchtui.core.model import eta, scaling, sweeps
 from benchtui.core.model.analysis import model_label
-from benchtui.core.model.cell import ScalingCurve
+from benchtui.core.model.cell import ScalingCurve, SweepAnswer
 from benchtui.core.model.eta import clock
 from benchtui.core.model.parity import differences_text, marked
 from benchtui.core.model.session_model import model_verdicts
 from benchtui.core.model.status import CautionKind, RunStatus, status_style
+from benchtui.core.plan.sweep import Point, applies
 from benchtui.core.reporting import registry
-from benchtui.widgets.comparison import BatchComparison, focus_model, verdict_lines
+from benchtui.widgets.comparison import BatchComparison, focus_model, verdict_lines, verdict_style
 from benchtui.widgets.log_pane import RunLog
 from benchtui.widgets.results_table import LIVE, CellCache, ResultsTable, cell_values, rate_text, row_key
+from benchtui.widgets.sweep_view import CurveLine, CurvePoint, SweepView, curve_axis, setting_words
 from benchtui.widgets.telemetry import MAX_STRIPS, GpuStrips, TelemetryPanel
 from benchtui.widgets.why_view import WhyView
 from benchtui_runners import catalog
@@ -60,6 +63,9 @@ ENDED_WORDS = (
     RunStatus.SKIPPED,
 )
 FINISHED = frozenset({"complete", "failed", "interrupted", "incomplete"})
+#: A sweep's answer (best vs best, what each setting buys) bootstraps over every point's runs: while runs go
+#: on, it is computed again at most this often (and once more when the session ends).
+SWEEP_EVERY_S = 2.0
 
 
 def eta_text(
@@ -69,9 +75,10 @@ def eta_text(
     return eta.eta_text(eta.plan_eta(model, now, prior))
 
 
-def _label(framework: str, model: str) -> str:
+def _label(framework: str, model: str, point: Point | None = None) -> str:
     info = catalog.MODELS.get(model)
-    return f"{info.label if info else model} · {catalog.FRAMEWORK_LABELS.get(framework, framework)}"
+    at = f" · {point.label}" if point else ""
+    return f"{info.label if info else model}{at} · {catalog.FRAMEWORK_LABELS.get(framework, framework)}"
 
 
 def _watched(run: RunState, plan: Plan) -> str:
@@ -278,6 +285,9 @@ class LiveScreen(Screen):
         # Scaling curves per (framework, model) and the successful runs they were computed from:
         # each bootstraps its intervals, so only a run that finishes well computes one again.
         self._curves: dict[tuple[str, str], tuple[tuple[str, ...], ScalingCurve]] = {}
+        # A sweep's answer and the finished runs it was computed from, and when (``SWEEP_EVERY_S``).
+        self._sweep: tuple[tuple[Any, ...], SweepAnswer | None] | None = None
+        self._sweep_at = 0.0
 
     @property
     def model(self) -> SessionModel:
@@ -318,6 +328,7 @@ class LiveScreen(Screen):
             yield ResultsTable(id="results")
             yield Static(id="notes")
             yield ScalingView(id="scaling", classes="panel")
+            yield SweepView(id="sweep", classes="panel")
             yield WhyView(id="why", classes="panel")
             with Horizontal(id="panels"):
                 yield BatchComparison(id="comparison")
@@ -330,6 +341,7 @@ class LiveScreen(Screen):
         table.border_title = "Results · times in seconds"
         self.query_one("#log", RunLog).display = False
         self.query_one(ScalingView).display = bool(self.model.plan.scaling)
+        self.query_one(SweepView).display = curve_axis(self.model.plan.sweep) is not None
         self.query_one(WhyView).display = bool(self.model.plan.profile)
         self._fit_table(self.app.size.width)
         self._ticker = self.set_interval(TICK_S, self.tick, name="live-tick")
@@ -355,6 +367,7 @@ class LiveScreen(Screen):
             self.query_one(ResultsTable),
             self.query_one("#notes"),
             self.query_one(ScalingView),
+            self.query_one(SweepView),
         )
         room = body.size.height - sum(
             w.outer_size.height for w in (*above, self.query_one(WhyView)) if w.display
@@ -441,14 +454,18 @@ class LiveScreen(Screen):
             table = self.query_one(ResultsTable)
             with self.app.batch_update():
                 compact = table.compact
+                # A sweep's point only in a sweep's rows: a plan without one keeps its keys and columns.
                 rows = {
-                    row_key(fw, m): cell_values(model, fw, m, self._cache, compact) for fw, m in model.cells()
+                    row_key(fw, m, p): cell_values(model, fw, m, self._cache, compact, p or None)
+                    for fw, m, p in model.grid()
                 }
                 table.show(rows)
                 self.query_one(BatchComparison).update_from(model)
-                self._update_answer()
+                answer = self._sweep_answer()
+                self._update_answer(answer)
                 self._update_notes()
                 self._update_scaling()
+                self._update_sweep(answer)
                 if self.model.plan.profile:
                     self.query_one(WhyView).update_from(model)
             self.call_after_refresh(self._fit_strips)  # measured once the new rows are laid out
@@ -504,28 +521,50 @@ class LiveScreen(Screen):
         """True while the tick is paused because nothing on screen can change."""
         return self._asleep
 
-    def _update_answer(self) -> None:
+    def _sweep_answer(self) -> SweepAnswer | None:
+        """A sweep's answer (``sweeps.answer``: best vs best, what each setting buys), computed again when a
+        run has finished since, at most every ``SWEEP_EVERY_S`` while runs go on (it bootstraps); None
+        without a sweep."""
+        if curve_axis(self.model.plan.sweep) is None:
+            return None
+        key = (self.finished, self._finished_runs())
+        if self._sweep is not None and self._sweep[0] == key:
+            return self._sweep[1]
+        now = time.monotonic()
+        if self._sweep is not None and not self.finished and now - self._sweep_at < SWEEP_EVERY_S:
+            self._dirty = True  # the next tick comes back for it
+            return self._sweep[1]
+        self._sweep, self._sweep_at = (key, sweeps.answer(self.model)), now
+        return self._sweep[1]
+
+    def _finished_runs(self) -> tuple[tuple[str, RunStatus], ...]:
+        return tuple((run_id, r.status) for run_id, r in self.model.runs.items() if r.finished)
+
+    def _update_answer(self, sweep: SweepAnswer | None = None) -> None:
         """The answer first: each model's verdict (the words of every view) above the table, once both
-        frameworks have finished a run of it; recomputed only when a run has finished since."""
-        key = (
-            self.finished,
-            tuple((run_id, r.status) for run_id, r in self.model.runs.items() if r.finished),
-        )
+        frameworks have finished a run of it; recomputed only when a run has finished since. A sweep's: the
+        verdict at each point (same settings), best vs best, and what each setting buys each framework."""
+        key = (self.finished, self._finished_runs(), id(sweep))
         if key == self._answer_key:
             return
         self._answer_key = key
         lines: list[Text] = []
+        points = self.model.plan.points() if sweep is not None else [None]
         for m in self.model.plan.models:
-            verdicts, refused = model_verdicts(self.model, m)
             entry = self.model.parity(m)
-            label = marked(model_label(m), bool(entry and entry.flagged))
-            for i, (text, style) in enumerate(verdict_lines(verdicts, refused, label)):
-                if i < len(verdicts):
-                    line = Text(clean(f"{label}: "), style="bold")
-                    line.append(text, style=style)
-                    lines.append(line)
-                else:  # a pair refused: the whole line its colour
-                    lines.append(Text(clean(f"{label}: ") + text, style=style))
+            name = marked(model_label(m), bool(entry and entry.flagged))
+            for point in points:
+                verdicts, refused = model_verdicts(self.model, m, point)
+                label = f"{name} · {point.label}" if point else name
+                for i, (text, style) in enumerate(verdict_lines(verdicts, refused, label)):
+                    if i < len(verdicts):
+                        line = Text(clean(f"{label}: "), style="bold")
+                        line.append(text, style=style)
+                        lines.append(line)
+                    else:  # a pair refused: the whole line its colour
+                        lines.append(Text(clean(f"{label}: ") + text, style=style))
+            if sweep is not None:
+                lines += self._sweep_lines(sweep, m, name)
         answer = self.query_one("#answer", Static)
         answer.display = bool(lines)
         if lines:
@@ -533,6 +572,32 @@ class LiveScreen(Screen):
                 "The answer" if self.finished else "The answer so far (finished runs)", style="bold underline"
             )
             answer.update(Group(head, *lines))
+
+    def _sweep_lines(self, sweep: SweepAnswer, model_id: str, name: str) -> list[Text]:
+        """A model's best vs best, and a line per setting with its speed-up in each framework side by side
+        ('channels-last on buys: PyTorch 1.41×, tf.keras no effect'; the sweep view has their CIs)."""
+        lines = []
+        for best in sweep.best:
+            if best.model == model_id:
+                line = Text(clean(f"{name}: "), style="bold")
+                line.append(clean(best.text), style=verdict_style(best.verdict))
+                lines.append(line)
+        settings: dict[tuple[str, str], list[str]] = {}
+        for gain in sweep.gains:
+            if gain.model != model_id:
+                continue
+            label = catalog.FRAMEWORK_LABELS.get(gain.framework, gain.framework)
+            said = (
+                "no effect"
+                if gain.no_effect
+                else ("not measured yet" if gain.factor is None else f"{gain.factor:.2f}×")
+            )
+            settings.setdefault((gain.axis, gain.value), []).append(f"{label} {said}")
+        for (axis, value), each in settings.items():
+            line = Text(clean(f"{name} · {setting_words(axis, value)} buys: "), style="bold")
+            line.append(clean(", ".join(each)))
+            lines.append(line)
+        return lines
 
     def _update_notes(self) -> None:
         lines = self.model.search_lines() + self._watch_notes()
@@ -542,16 +607,16 @@ class LiveScreen(Screen):
             if entry is not None and entry.flagged:
                 twin = f"; {entry.twin} is the same on both" if entry.twin else ""
                 lines.append(f"≠ {model_label(m)}: not the same network: {differences_text(entry)}{twin}")
-        for fw, m in self.model.cells():
-            cached = self._cache.get(row_key(fw, m))
+        for fw, m, p in self.model.grid():
+            cached = self._cache.get(row_key(fw, m, p))
             if cached is None:
                 continue
             row = cached.row
             said = row.status in ("failed", "unavailable", "incomplete") or self.model.plan.watch
             if said and row.reason:
-                lines.append(f"{_label(fw, m)}: {row.status}: {row.reason}")
+                lines.append(f"{_label(fw, m, p)}: {row.status}: {row.reason}")
             lines += [
-                f"{_label(fw, m)}: caution: {w['message']}"
+                f"{_label(fw, m, p)}: caution: {w['message']}"
                 for w in row.warnings
                 if w["kind"] in (CautionKind.CPU_CONTENTION, CautionKind.GPU_SHARING)
             ]
@@ -612,6 +677,66 @@ class LiveScreen(Screen):
             label = catalog.FRAMEWORK_LABELS.get(framework, framework)
             lines.append((label, scaling_segments(cached[1], levels, doing, unit, tokens)))
         self.query_one(ScalingView).show(model_id, unit, lines)
+
+    def _update_sweep(self, answer: SweepAnswer | None) -> None:
+        """A sweep session: the curve of the model being run (or the last run) against the swept axis, per
+        framework and setting of the other axes; its best vs best and what each setting buys."""
+        model = self.model
+        plan = model.plan
+        axis = curve_axis(plan.sweep)
+        if axis is None:
+            return
+        model_id = focus_model(model) or plan.models[0]
+        info = catalog.MODELS.get(model_id)
+        tokens = (
+            catalog.tokens_per_sample(model_id, plan.seq_len or info.context)
+            if info is not None and info.kind == "tokens"
+            else 0
+        )
+        best = {
+            b.framework: b.point
+            for v in (answer.best if answer else ())
+            if v.model == model_id
+            for b in (v.base, v.other)
+        }
+        lines: list[CurveLine] = []
+        grid = plan.points()
+        for i, framework in enumerate(plan.frameworks):
+            seen: set[tuple[Point, ...]] = set()
+            rests: dict[Point, list[Point]] = {}
+            for point in grid:
+                rests.setdefault(point.without(axis), []).append(point)
+            for rest, points in rests.items():
+                effective = tuple(plan.effective(p, framework, model_id) for p in points)
+                if effective in seen:  # an axis that changes nothing here: the same runs, said once
+                    continue
+                seen.add(effective)
+                curve = []
+                for point, at in zip(points, effective, strict=True):
+                    cached = self._cache.get(row_key(framework, model_id, point))
+                    rate = cached.row.images_per_s if cached is not None else None
+                    runs = model.cell_runs(framework, model_id, point=point)
+                    if rate is not None:
+                        text = rate_text(rate, tokens, False)
+                    elif any(r.status in LIVE for r in runs):
+                        text = "running"
+                    else:
+                        text = "–"
+                    curve.append(CurvePoint(str(point.get(axis)), rate, text, best.get(framework) == at))
+                said = Point(tuple((a, v) for a, v in rest.items if applies(a, framework, model_id) is None))
+                lines.append(CurveLine(framework, said, tuple(curve), fmt.color_for(framework, i)))
+        verdicts = [
+            (b, verdict_style(b.verdict)) for b in (answer.best if answer else ()) if b.model == model_id
+        ]
+        self.query_one(SweepView).show(
+            model_id,
+            axis,
+            "tok/s" if tokens else "img/s",
+            plan.frameworks,
+            lines,
+            verdicts,
+            answer.gains if answer else (),
+        )
 
     def _status_line(self) -> Text:
         model, source = self.model, self.source

@@ -260,34 +260,10 @@ def read_sweep(text: str, best: bool) -> dict[str, list[str]]:
     return parsed
 
 
-def sweep_size(plan: Plan) -> str:
-    """A sweep's size in a line: '4 points × 2 frameworks × 2 runs = 14 runs' (the runs a cell whose axis
-    changes nothing for it shares are counted once); '' without a sweep."""
-    if not plan.sweep:
-        return ""
-    able = runnable(plan)
-    grid = plan.points()
-    pairs = [(fw, m) for m in able.models for fw in able.frameworks if catalog.available(fw, m)[0]]
-    per_run = sum(len({plan.effective(p, fw, m) for p in grid}) for fw, m in pairs)
-    runs = per_run * plan.runs * len(plan.device_counts())
-    text = (
-        f"{plural(len(grid), 'point')} × {plural(len(able.frameworks), 'framework')} × "
-        f"{plural(len(able.models), 'model')} × {plural(plan.runs, 'run')} = {plural(runs, 'run')}"
-    )
-    shared = len(grid) * len(pairs) - per_run
-    if shared:
-        text += (
-            f" ({plural(shared, 'cell')} share another point's runs: a setting that changes nothing there)"
-        )
-    return text
-
-
-def sweep_line(plan: Plan, cores: float) -> str:
-    """The sweep's size and rough duration (``estimate.sweep_words``); '' without a sweep."""
-    words = getattr(estimate, "sweep_words", None)
-    if words is not None:
-        return str(words(plan, cores))
-    return sweep_size(plan)
+def sweep_line(plan: Plan, gpu: bool, cores: float) -> str:
+    """The sweep's size and rough duration (``estimate.sweep_words``) of the runs that can run; '' without a
+    sweep."""
+    return estimate.sweep_words(runnable(plan), cores, gpu=runs_on_gpu(plan, gpu))
 
 
 @dataclass(frozen=True)
@@ -657,7 +633,7 @@ class PlanScreen(Screen):
         except PlanError as exc:  # said under the field as it is typed; at Start, where every error is
             help_line.update(Text(user_message(exc), style="yellow"))
         else:
-            help_line.update(sweep_line(plan, self.cores) if plan.sweep else SWEEP_HELP)
+            help_line.update(sweep_line(plan, self.probe.found, self.cores) if plan.sweep else SWEEP_HELP)
         own = bool(self.query_one("#model-file", Input).value.strip())  # your model: never a preset's
         plan.preset = self.origin if self.origin and not own and matches_preset(plan, self.origin) else ""
         preset = self.query_one("#preset", Select)

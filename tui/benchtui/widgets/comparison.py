@@ -16,6 +16,7 @@ from benchtui.core.model.runs import RunState
 from benchtui.core.model.session_model import SessionModel, model_verdicts
 from benchtui.core.model.stats import warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
+from benchtui.core.plan.sweep import Point
 from benchtui.widgets.spark import tall_strip
 from benchtui_runners import catalog
 
@@ -44,9 +45,11 @@ def steady_tail(run: RunState, n: int = RATIO_WINDOW) -> list[float]:
     return seconds[start:].tolist()
 
 
-def latest_run(model: SessionModel, framework: str, model_id: str) -> RunState | None:
-    """The run of (framework, model) that started last and has a batch, or the one running."""
-    runs = [r for r in model.cell_runs(framework, model_id) if r.started_t is not None]
+def latest_run(
+    model: SessionModel, framework: str, model_id: str, point: Point | None = None
+) -> RunState | None:
+    """The run of (framework, model) at sweep ``point`` that started last and has a batch, or the one running."""
+    runs = [r for r in model.cell_runs(framework, model_id, point=point) if r.started_t is not None]
     with_batches = [r for r in runs if r.batch_seconds or r.status in ("starting", "building", "running")]
     if not with_batches:
         return None
@@ -97,7 +100,12 @@ def verdict_style(verdict: FrameworkRatio) -> str:
     return style
 
 
-def ratio_line(series: list[Series], model: SessionModel | None = None, model_id: str | None = None) -> Text:
+def ratio_line(
+    series: list[Series],
+    model: SessionModel | None = None,
+    model_id: str | None = None,
+    point: Point | None = None,
+) -> Text:
     """The verdict for the model on screen: the one every view prints (``model_verdicts``).
 
     It comes from the finished runs, as the results table's figures do, so the two never
@@ -115,7 +123,7 @@ def ratio_line(series: list[Series], model: SessionModel | None = None, model_id
             + ")",
             style="bold red",
         )
-    verdicts, refused = model_verdicts(model, model_id) if model is not None and model_id else ([], [])
+    verdicts, refused = model_verdicts(model, model_id, point) if model is not None and model_id else ([], [])
     if refused:
         return Text(*verdict_lines([], refused[:1])[0])
     if verdicts:
@@ -130,7 +138,7 @@ def ratio_line(series: list[Series], model: SessionModel | None = None, model_id
         return Text("ratio: one framework only", style="dim")
     missing, waiting = [], []
     for s in series:
-        runs = model.cell_runs(s.framework, model_id or "") if model is not None else []
+        runs = model.cell_runs(s.framework, model_id or "", point=point) if model is not None else []
         if any(r.status == "ok" for r in runs):
             continue
         if runs and all(r.finished for r in runs):  # nothing will come: failed, unavailable, stopped
@@ -211,6 +219,19 @@ def focus_devices(model: SessionModel, model_id: str) -> int:
     return max(started, key=lambda r: r.started_t or 0.0).spec.devices
 
 
+def focus_point(model: SessionModel, model_id: str) -> Point | None:
+    """The sweep point of the run on screen (None: a plan without a sweep, or its first point before any
+    run of the model): the strips and the verdict under them are that point's."""
+    if not model.plan.sweep:
+        return None
+    if model.current is not None and model.runs[model.current].spec.model == model_id:
+        return model.runs[model.current].spec.point
+    started = [r for r in model.runs.values() if r.spec.model == model_id and r.started_t is not None]
+    if not started:
+        return None
+    return max(started, key=lambda r: r.started_t or 0.0).spec.point
+
+
 def _value_style(runs: list[RunStrip]) -> str:
     """A line of one run: its words in the colour of how it ended when that was not well; dim while queued."""
     if len(runs) != 1 or runs[0].run.status in (RunStatus.OK, RunStatus.RUNNING):
@@ -239,6 +260,7 @@ class BatchComparison(Widget):
         super().__init__(id=id, classes=classes)
         self.model_id: str | None = None
         self._model: SessionModel | None = None
+        self.point: Point | None = None  # a sweep's point on screen (``focus_point``)
         self.series: list[Series] = []  # per framework, its latest run: the verdict and settings lines
         self.strips: dict[str, list[RunStrip]] = {}  # per framework, every run of the model, in order
         self.ceiling: float | None = None
@@ -264,13 +286,14 @@ class BatchComparison(Widget):
         self._model = model
         series: list[Series] = []
         strips: dict[str, list[RunStrip]] = {}
+        self.point = focus_point(model, self.model_id) if self.model_id is not None else None
         if self.model_id is not None:
             devices = focus_devices(model, self.model_id)
             for framework in model.plan.frameworks:
                 strips[framework] = [
-                    self._strip(r) for r in model.cell_runs(framework, self.model_id, devices)
+                    self._strip(r) for r in model.cell_runs(framework, self.model_id, devices, self.point)
                 ]
-                run = latest_run(model, framework, self.model_id)
+                run = latest_run(model, framework, self.model_id, self.point)
                 if run is None:
                     series.append(Series(framework, None))
                     continue
@@ -295,6 +318,8 @@ class BatchComparison(Widget):
             label = marked(label, bool(same and same.flagged))
             if model.plan.multi_device:
                 label += f" ×{focus_devices(model, self.model_id)}"
+            if self.point:
+                label += f" · {self.point.label}"
         clipped = ", 1st clipped" if self.clipped else ""
         scale = f" (0–{fmt.seconds(self.ceiling)} s{clipped})" if self.ceiling else ""
         self.border_title = f"{label} · time per batch{scale}" if label else "Time per batch"
@@ -332,7 +357,7 @@ class BatchComparison(Widget):
         rows = self._rows()
         if not rows:
             return [Text("No batches yet.", style="dim")]
-        after = [ratio_line(self.series, self._model, self.model_id)]
+        after = [ratio_line(self.series, self._model, self.model_id, self.point)]
         how = settings_line(self.series)
         if how.plain:
             after.append(how)

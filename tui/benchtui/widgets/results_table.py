@@ -1,4 +1,5 @@
-"""The results table: one row per (model, framework), redrawn by diff from the session model."""
+"""The results table: one row per (model, framework), or per (model, sweep point, framework), redrawn by diff
+from the session model."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from benchtui.core.model.runs import RunState
 from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.stats import quantile, warmup_cut
 from benchtui.core.model.status import RunStatus, status_style
+from benchtui.core.plan.sweep import Point
 from benchtui_runners import catalog
 
 LIVE = frozenset({"starting", "building", "running"})
@@ -28,6 +30,7 @@ MEDIAN_WINDOW = 4096  # batches of a live run the running median looks at (bound
 # a data-parallel session's rows "devices" (devices × per-device batch = the global batch).
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("model", "Model\n", True),
+    ("point", "Point\n", True),  # a sweep's: the header names the axes, a cell their values (``point_text``)
     ("framework", "Framework\n", True),
     ("devices", "Devices\n× batch", True),
     ("state", "State\n", True),
@@ -43,6 +46,10 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
 )
 #: Not a column: the unit of the FLOP rate column, the same in every row (the header says it).
 UNIT_KEY = "tflops_unit"
+#: Not a column: a sweep's Point column header (the axes swept), the same in every row.
+AXES_KEY = "point_axes"
+#: Columns of words, left-aligned; the figures are right-aligned.
+LEFT = ("model", "point", "framework", "state")
 
 Cell = tuple[str, str]  # (text, style): compared as plain data, turned into Text when changed
 #: The throughput column's header by the kinds of model in the table: images, tokens, or both
@@ -106,8 +113,22 @@ class CellCache:
     row: CellSummary
 
 
-def row_key(framework: str, model: str) -> str:
-    return f"{model}|{framework}"
+def row_key(framework: str, model: str, point: Point | None = None) -> str:
+    """'resnet50|torch'; a sweep's cell adds its point's key: 'resnet50|torch|batch=8,channels-last=on'."""
+    return f"{model}|{framework}|{point.key}" if point else f"{model}|{framework}"
+
+
+def point_header(axes: list[str]) -> str:
+    """The Point column's header: the swept axes, over its two lines ('batch ·\nchannels-last')."""
+    if len(axes) < 2:
+        return f"{axes[0] if axes else 'Point'}\n"
+    cut = (len(axes) + 1) // 2
+    return " · ".join(axes[:cut]) + " ·\n" + " · ".join(axes[cut:])
+
+
+def point_text(point: Point) -> str:
+    """A point in its row, the axes' values in the header's order: '8 · on'."""
+    return " · ".join(value for _, value in point.items)
 
 
 def _median_tail(values: Any, n: int) -> float | None:
@@ -118,10 +139,13 @@ def _median_tail(values: Any, n: int) -> float | None:
 
 
 def run_batch_size(run: RunState, model: SessionModel, model_id: str) -> int:
-    """The batch size the runner says it used (its hello), else the cell's (``SessionModel.batch_size``)."""
+    """The batch size the runner says it used (its hello), else the cell's at the run's point
+    (``SessionModel.batch_size``)."""
     config = run.hello.get("config")
     size = config.get("batch_size") if isinstance(config, dict) else None
-    return size if isinstance(size, int) and size > 0 else model.batch_size(run.spec.framework, model_id)
+    if isinstance(size, int) and size > 0:
+        return size
+    return model.batch_size(run.spec.framework, model_id, run.spec.point)
 
 
 def run_state_label(run: RunState, compact: bool = False) -> str:
@@ -172,30 +196,40 @@ def cell_state(runs: list[RunState], compact: bool = False) -> str:
 
 
 def cell_values(
-    model: SessionModel, framework: str, model_id: str, cache: dict[str, CellCache], compact: bool = False
+    model: SessionModel,
+    framework: str,
+    model_id: str,
+    cache: dict[str, CellCache],
+    compact: bool = False,
+    point: Point | None = None,
 ) -> dict[str, Cell]:
     """The displayed text of one row. Finished runs come from ``SessionModel.row`` (cached
     until a run of the cell changes status); a live run adds its figures so far.
 
     Token models show tokens/s; inference shows latency per batch (p50/p90/p99 ms) instead
     of the median batch, and, compact, without the mean epoch time to fit 80 columns; so does a
-    data-parallel session, whose rows say their devices and batch.
+    data-parallel session, whose rows say their devices and batch, and a sweep, whose rows say their point.
     """
-    values = _cell_values(model, framework, model_id, cache, compact)
-    if compact and ("latency" in values or "devices" in values):
+    values = _cell_values(model, framework, model_id, cache, compact, point)
+    if compact and ("latency" in values or "devices" in values or "point" in values):
         values.pop("epoch", None)
     return values
 
 
 def _cell_values(
-    model: SessionModel, framework: str, model_id: str, cache: dict[str, CellCache], compact: bool
+    model: SessionModel,
+    framework: str,
+    model_id: str,
+    cache: dict[str, CellCache],
+    compact: bool,
+    point: Point | None = None,
 ) -> dict[str, Cell]:
-    runs = model.cell_runs(framework, model_id)
-    key = row_key(framework, model_id)
+    runs = model.cell_runs(framework, model_id, point=point)
+    key = row_key(framework, model_id, point)
     statuses = tuple(r.status for r in runs)
     cached = cache.get(key)
     if cached is None or cached.key != statuses:
-        cached = CellCache(statuses, model.row(framework, model_id))
+        cached = CellCache(statuses, model.row(framework, model_id, point))
         cache[key] = cached
     row = cached.row
     live = next((r for r in runs if r.status in LIVE), None)
@@ -215,6 +249,9 @@ def _cell_values(
         "framework": (catalog.FRAMEWORK_LABELS.get(framework, framework), ""),
         "state": (state, status_style(state.split(" ")[0], "bold cyan" if live or elsewhere else "")),
     }
+    if point:
+        values["point"] = (point_text(point), "")
+        values[AXES_KEY] = (point_header([axis for axis, _ in point.items]), "")
     if model.plan.multi_device:
         devices = int(row.devices or model.plan.devices)
         per_device = int(row.batch_size or model.plan.batch_size(model_id, framework))
@@ -315,10 +352,11 @@ class ResultsTable(DataTable):
         self._columns_built = False
         # What the rows carry (their keys) and the throughput header for their models.
         self._keys: frozenset[str] = frozenset(
-            key for key, _, _ in COLUMNS if key not in ("latency", "devices")
+            key for key, _, _ in COLUMNS if key not in ("latency", "devices", "point")
         )
         self._rate_header = "img/s\n"
         self._flop_header = flop_header("TFLOP/s")
+        self._point_header = "Point\n"
 
     @property
     def compact(self) -> bool:
@@ -339,8 +377,12 @@ class ResultsTable(DataTable):
         self._shown.clear()
         for key, label, _ in COLUMNS:
             if key in self.columns_shown:
-                justify: JustifyMethod = "left" if key in ("model", "framework", "state") else "right"
-                header = {"ips": self._rate_header, "tflops": self._flop_header}.get(key, label)
+                justify: JustifyMethod = "left" if key in LEFT else "right"
+                header = {
+                    "ips": self._rate_header,
+                    "tflops": self._flop_header,
+                    "point": self._point_header,
+                }.get(key, label)
                 self.add_column(Text(header, justify=justify), key=key)
         self._columns_built = True
 
@@ -352,11 +394,18 @@ class ResultsTable(DataTable):
         """
         if rows:
             first = next(iter(rows.values()))
-            keys = frozenset(first) - {UNIT_KEY}
+            keys = frozenset(first) - {UNIT_KEY, AXES_KEY}
             header = rate_header([key.split("|", 1)[0] for key in rows])
             flops = flop_header(first[UNIT_KEY][0]) if UNIT_KEY in first else self._flop_header
-            if keys != self._keys or header != self._rate_header or flops != self._flop_header:
+            axes = first[AXES_KEY][0] if AXES_KEY in first else self._point_header
+            if (keys, header, flops, axes) != (
+                self._keys,
+                self._rate_header,
+                self._flop_header,
+                self._point_header,
+            ):
                 self._keys, self._rate_header, self._flop_header = keys, header, flops
+                self._point_header = axes
                 self._columns_built = False
         if not self._columns_built:
             self._build_columns()
@@ -391,5 +440,5 @@ class ResultsTable(DataTable):
 
 def _text(cell: Cell, column: str) -> Text:
     text, style = cell
-    justify: JustifyMethod = "left" if column in ("model", "framework", "state") else "right"
+    justify: JustifyMethod = "left" if column in LEFT else "right"
     return Text(fmt.clean(text), style=style, justify=justify)  # runner reasons, labels from files
