@@ -374,3 +374,21 @@ def test_curves_of_an_inference_sweep_have_latency_and_leave_out_words(report: R
     ]
     assert len(charts[0].series) == 4  # every setting measured here (no effective point elsewhere)
     assert charts[0].series[0].figures["latency_p99_s"][0][0] == 0.02
+
+
+def test_best_vs_best_refused_is_said_as_a_warning(report: Report) -> None:
+    data = _sweep(report).to_json()
+    refusal = {
+        "model": "resnet50",
+        "base": "torch",
+        "framework": "tensorflow",
+        "devices": {"torch": ["cuda"], "tensorflow": ["cpu"]},
+        "text": "no best vs best between PyTorch at batch 8 and tf.keras at batch 4: they ran on different devices",
+    }
+    summary = SessionSummary.from_json(
+        {**report.summary.to_json(), "sweep": {**data, "best": [], "refused": [refusal]}}
+    )
+    (line,) = answer(summary).best
+    assert line.sides == () and line.verdict.mark is Mark.REFUSED and line.verdict.text == refusal["text"]
+    out = shown(build_report(load_session(report.source.path), summary))
+    assert f"ResNet50: {refusal['text']}" in flat(out)

@@ -376,7 +376,7 @@ def _answer(report: Report) -> str:
                 parts.append(
                     f"<tr><td>{_text(v.label)}</td>"
                     + (f'<td class="{cls}">' if cls else "<td>")
-                    + f"{_text(v.text)}</td><td>{'<br>'.join(_text(side) for side in best.sides)}</td>"
+                    + f"{_text(v.text)}</td><td>{'<br>'.join(_text(side) for side in best.sides) or '–'}</td>"
                     + f"<td>{_text(v.basis or '–')}</td></tr>"
                 )
             parts.append(f'</table><p class="note">{_text(BEST_NOTE)}</p>')

@@ -123,7 +123,7 @@ def answer_lines(report: Report) -> list[str]:
             ]
             for best in answer.best:
                 v = best.verdict
-                sides = "<br>".join(md_escape(side) for side in best.sides)
+                sides = "<br>".join(md_escape(side) for side in best.sides) or "–"
                 out.append(
                     f"| {md_escape(v.label)} | {verdict_md(v)} | {sides} | {md_escape(v.basis or '–')} |"
                 )

@@ -231,4 +231,8 @@ def answer(given: SessionSummary | Mapping[str, Any]) -> Answer:
     if sweep is None:
         return Answer(out, note, words.singular)
     grid = " × ".join(f"{fmt.clean(a)} {', '.join(fmt.clean(v) for v in vs)}" for a, vs in sweep.axes.items())
-    return Answer(out, note, words.singular, best_lines(sweep.best, flagged, words.plural), grid)
+    best = best_lines(sweep.best, flagged, words.plural)
+    for r in sweep.refused:  # best vs best refused: the chosen cells ran on different kinds of device
+        label = fmt.clean(marked(model_label(r.model), r.model in flagged))
+        best.append(BestLine(fmt.clean(r.model), label, (), refusal_of(r, label)))
+    return Answer(out, note, words.singular, best, grid)
