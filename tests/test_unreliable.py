@@ -456,3 +456,17 @@ def test_a_sessions_thread_totals_are_recorded_per_framework(tmp_path: Path) -> 
         "text": "1 thread per rank × 2 ranks (2 in all)",
     }
     assert env["tensorflow"]["threads"]["total"] == 2 and env["tensorflow"]["threads"]["text"] == "2 threads"
+
+
+def test_compare_of_a_sweep_with_a_session_without_one_says_the_points_are_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cells match by (framework, model, point): the same models and frameworks, one side a sweep, share no cell,
+    and the one line says the points are the difference."""
+    common = {"models": ("resnet50_v1_5",), "runs": 1, "epochs": 2, "steps": 3, "batch_size": 4}
+    a = make_session(tmp_path, name="plain", **common)  # type: ignore[arg-type]
+    b = make_session(tmp_path, name="grid", sweep={"batch": ["4", "8"]}, **common)  # type: ignore[arg-type]
+    assert main(["compare", str(a), str(b)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("benchtui: error: no cell in common: A ")
+    assert "ResNet50 v1.5 with PyTorch, tf.keras; B " in line and line.endswith("at 2 points (batch 4, 8)")

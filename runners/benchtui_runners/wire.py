@@ -398,6 +398,7 @@ class ProbeStartEvent(_Event, total=False):
     framework: Annotated[str, TEXT, REQUIRED]
     model: Annotated[str, TEXT, REQUIRED]
     batch_size: Annotated[int, POSITIVE, REQUIRED]
+    point: Annotated[str, TEXT]  # a sweep's point (``Point.key``) the probe searches at; none without a sweep
 
 
 class ProbeEvent(ProbeStartEvent, total=False):
@@ -417,6 +418,7 @@ class BatchChoiceEvent(_Event, total=False):
     upper: Annotated[int, COUNT]
     found: Annotated[dict[str, int | None], DICT]  # framework -> the largest batch that trained
     chosen: Annotated[dict[str, int], DICT]  # framework -> the batch its runs use
+    point: Annotated[str, TEXT]  # a sweep's point (``Point.key``) it chose for; none without a sweep
 
 
 class SessionEndEvent(_Event, total=False):

@@ -105,4 +105,8 @@ def _cells(loaded: LoadedSession) -> str:
     """A session's plan in a few words: its models and frameworks."""
     models = ", ".join(model_label(m) for m in loaded.plan.models) or "no model"
     frameworks = ", ".join(framework_label(f) for f in loaded.plan.frameworks) or "no framework"
-    return f"{models} with {frameworks}"
+    grid = loaded.plan.points()
+    if not grid[0]:
+        return f"{models} with {frameworks}"
+    axes = " × ".join(f"{a} {', '.join(vs)}" for a, vs in loaded.plan.sweep.items() if a != "devices")
+    return f"{models} with {frameworks} at {len(grid)} points ({axes})"
