@@ -62,14 +62,21 @@ def real_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return record_session(tmp_path_factory.mktemp("fuzz"))
 
 
-def record_session(tmp: Path) -> Path:
-    """A session written by the real engine, through a stand-in runner (2 frameworks x 2 runs x 3 epochs)."""
+@pytest.fixture(scope="module")
+def sweep_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return record_session(tmp_path_factory.mktemp("fuzz-sweep"), sweep=("batch=4,8", "channels-last=off,on"))
+
+
+def record_session(tmp: Path, sweep: Sequence[str] = ()) -> Path:
+    """A session written by the real engine, through a stand-in runner (2 frameworks x 2 runs x 3 epochs);
+    ``sweep``: its --sweep options (then no --batch-size: the sweep's batch axis sets it)."""
     tmp.mkdir(parents=True, exist_ok=True)
     python = tmp / "python"
     python.write_text(f'#!/bin/sh\nexec {sys.executable} {HOSTILE} "$@"\n')
     python.chmod(0o755)
     args = ["run", "--headless", "--frameworks", "torch,tensorflow", "--models", "resnet50"]
-    args += ["--image-size", "32", "--samples", "24", "--batch-size", "8", "--epochs", "3", "--runs", "2"]
+    args += ["--image-size", "32", "--samples", "24", "--epochs", "3", "--runs", "2"]
+    args += [f"--sweep={s}" for s in sweep] or ["--batch-size", "8"]
     args += ["--device", "cpu", "--no-nvml", "--interval", "0.05", "--sessions-dir", str(tmp / "s")]
     args += [f"--python={fw}={python}" for fw in ("torch", "tensorflow")]
     proc = benchtui(*args)
@@ -237,6 +244,45 @@ def test_wrong_types_in_every_session_json_field(
         if 2 not in codes and where == "meta" and key != "plan":
             # A field views read, of the wrong type: ignored with a warning, the figures as they were.
             assert run_figures(path) == figures, (key, value)
+        shutil.rmtree(path.parent)
+
+
+def test_a_sweep_session_reads_clean_and_survives_cuts(
+    sweep_session: Path, tmp_path: Path, cases: Sample
+) -> None:
+    """A sweep's session (4 points, tf.keras sharing its channels-last runs): every reader, its answer
+    recomputable, and cut between any two lines, read as any other session."""
+    loaded = load_session(sweep_session)
+    assert loaded.warnings == [] and len(loaded.model.runs) == 12
+    summary = json.loads((sweep_session / "summary.json").read_text())
+    assert summary["sweep"]["best"] and summary["sweep"]["gains"]
+    assert json.loads(json.dumps(loaded.model.summary())) == summary
+    assert every_reader(sweep_session, sweep_session) == [0] * 8
+    lines = lines_of(sweep_session)
+    figures = run_figures(sweep_session)
+    for k in cases(range(0, len(lines), 3)):
+        path = _copy(sweep_session, tmp_path / f"cut{k}")
+        (path / "events.jsonl").write_bytes(b"".join(lines[:k]))
+        check(path, sweep_session, {run_of(raw) for raw in lines[k:]}, figures, warn=True)
+        shutil.rmtree(path.parent)
+
+
+def test_a_sweep_s_plan_of_the_wrong_shape_reads(sweep_session: Path, tmp_path: Path, cases: Sample) -> None:
+    """session.json's sweep given what no writer writes: read as no sweep or as its valid part, never a crash."""
+    shapes: list[Any] = [*WRONG, {"batch": "4,8"}, {"batch": [4, 8]}, {"warp": ["1", "2"]}, {"batch": []}]
+    shapes += [
+        {"batch": ["4", "4"]},
+        {"batch": ["0"]},
+        {"channels-last": ["on", "sideways"]},
+        {"devices": ["1", "2"]},
+    ]
+    for n, shape in cases(list(enumerate(shapes))):
+        path = _copy(sweep_session, tmp_path / f"sweep{n}")
+        meta = json.loads((path / "session.json").read_text())
+        meta["plan"]["sweep"] = shape
+        (path / "session.json").write_text(json.dumps(meta))
+        codes = every_reader(path, sweep_session)
+        assert set(codes) <= {0, 2}, (shape, codes)
         shutil.rmtree(path.parent)
 
 
