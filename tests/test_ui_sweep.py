@@ -6,16 +6,30 @@ the live screen as ``benchtui replay`` does.
 
 from __future__ import annotations
 
+import io
+import json
+import math
 from pathlib import Path
 
 import pytest
-from textual.widgets import Checkbox, Input
+from rich.console import Console
+from textual.widgets import Checkbox, Input, Static
 
 from benchtui.app import make_app
+from benchtui.core import fmt
+from benchtui.core.model.cell import SessionSummary
+from benchtui.core.model.session_model import model_verdicts
 from benchtui.core.plan.plan import from_preset, run_order
 from benchtui.core.store.session import load_session
+from benchtui.screens.live import LiveScreen
 from benchtui.screens.plan import GpuProbe, PlanScreen
+from benchtui.screens.sessions import SessionsScreen
+from benchtui.widgets.results_table import ResultsTable, row_key
+from benchtui.widgets.sweep_view import SweepView
 from sessionfactory import make_session
+from test_ui_replay import finished
+from test_ui_sessions import wait_for
+from test_ui_snapshots import until_replayed
 
 NO_GPU = GpuProbe((), "NVML unavailable: test", cpus=2)
 SWEEP = {"batch": ["4", "8"], "channels-last": ["off", "on"]}
@@ -112,3 +126,164 @@ async def test_a_sweep_session_s_plan_fills_the_form_and_comes_back_the_same(tmp
         screen.fill(best)  # --best is the box, not text in the field
         assert screen.query_one("#sweep", Input).value == "" and screen.query_one("#best", Checkbox).value
         assert screen.build_plan().sweep == best.sweep
+
+
+# -- a sweep session in the live screen ------------------------------------------------------------------
+#: PyTorch gains from channels-last (it is channels-last at every setting in tf.keras: no effect there), and
+#: tf.keras is slowed at batch 8: its best is batch 4, PyTorch's batch 8 · channels-last on.
+SPEED = {
+    ("torch", "batch=4,channels-last=on"): 0.8,
+    ("torch", "batch=8,channels-last=on"): 0.7,
+    ("tensorflow", "batch=8,channels-last=off"): 1.6,
+}
+
+
+def sweep_session(root: Path, folder: str = "sweep") -> Path:
+    return make_session(root, sweep=SWEEP, batch_size=4, point_speed=SPEED, folder=folder)
+
+
+def written_summary(path: Path) -> SessionSummary:
+    return SessionSummary.from_json(json.loads((path / "summary.json").read_text(encoding="utf-8")))
+
+
+def answer_lines(app) -> list[str]:
+    group = app.screen.query_one("#answer").content
+    return [" ".join(r.plain.split()) for r in group.renderables[1:]]
+
+
+@pytest.mark.asyncio
+async def test_a_sweep_session_has_a_row_per_point_and_both_verdicts(tmp_path: Path) -> None:
+    path = sweep_session(tmp_path)
+    app = make_app(replay=path, speed=math.inf)
+    async with app.run_test(size=(120, 45)) as pilot:
+        await finished(pilot, app)
+        model = app.screen.model
+        summary = written_summary(path)
+        assert summary is not None and summary.sweep is not None
+        table = app.screen.query_one(ResultsTable)
+        keys = [row_key(fw, m, p) for fw, m, p in model.grid()]
+        assert list(table._shown) == keys and len(keys) == 8  # 4 points × 2 frameworks, the grid's order
+        assert "resnet50|torch|batch=8,channels-last=on" in keys
+        assert "point" in table.columns_shown
+        header = str(table.columns["point"].label)
+        assert header.split() == ["batch", "·", "channels-last"]
+        for row in summary.rows:  # each row's figure is its point's, as summary.json has it
+            key = row_key(row.framework, row.model, row.point)
+            assert table.cell_text(key, "point") == " · ".join(v for _, v in row.point.items)
+            assert table.cell_text(key, "ips") == fmt.rate(row.images_per_s)
+        # tf.keras is channels-last at every setting: its "on" rows are its "off" runs
+        on, off = (f"resnet50|tensorflow|batch=4,channels-last={v}" for v in ("on", "off"))
+        assert table.cell_text(on, "ips") == table.cell_text(off, "ips")
+        assert table.cell_text(on, "ips") != table.cell_text("resnet50|torch|batch=4,channels-last=on", "ips")
+
+        lines = answer_lines(app)
+        for point in model.plan.points():  # same settings: the verdict at every point, in every view's words
+            (verdict,), _ = model_verdicts(model, "resnet50", point)
+            assert f"ResNet50 · {point.label}: {' '.join(verdict.text.split())}" in lines
+        (best,) = summary.sweep.best
+        assert best.base.point != best.other.point  # each framework at its own best
+        assert f"ResNet50: {' '.join(best.text.split())}" in lines
+        assert best.text.startswith("best vs best: PyTorch at batch 8 · channels-last on")
+        assert "ResNet50 · channels-last on buys: PyTorch 1." in " ".join(lines)
+        assert "tf.keras no effect" in [x for x in lines if "channels-last on buys" in x][0]
+
+
+@pytest.mark.asyncio
+async def test_the_sweep_view_draws_each_framework_s_curve_and_what_each_setting_buys(tmp_path: Path) -> None:
+    path = sweep_session(tmp_path)
+    app = make_app(replay=path, speed=math.inf)
+    async with app.run_test(size=(120, 45)) as pilot:
+        await finished(pilot, app)
+        view = app.screen.query_one(SweepView)
+        assert view.display and str(view.border_title) == "Sweep · ResNet50 · img/s by batch"
+        summary = written_summary(path)
+        assert summary is not None
+        rate = {(r.framework, r.point.key): fmt.rate(r.images_per_s) for r in summary.rows}
+        curve = [" ".join(line.split()) for line in view.curve_texts(110)]
+        # A line per framework and setting of the other axis; tf.keras's channels-last changes nothing: one.
+        assert [line.split(" batch ")[0] for line in curve] == [
+            "PyTorch · channels-last off",
+            "PyTorch · channels-last on",
+            "tf.keras",
+        ]
+        assert curve[1].endswith(f"batch 8 ████████ {rate[('torch', 'batch=8,channels-last=on')]} ◆")
+        assert "batch 4 " in curve[2] and curve[2].split(" · ")[0].endswith(
+            f"{rate[('tensorflow', 'batch=4,channels-last=off')]} ◆"
+        )  # tf.keras's best is batch 4: the mark is on its first point
+        assert curve[0].count("◆") == 0
+        texts = [" ".join(t.split()) for t in view.texts(110)]
+        assert texts[texts.index("What each setting buys PyTorch tf.keras") + 2].startswith(
+            "channels-last on 1."
+        )
+        assert texts[-1].endswith("no effect")
+        # Narrower, the axis's name goes, then the bars: the rates stay.
+        narrower = [" ".join(line.split()) for line in view.curve_texts(60)]
+        assert all(" batch " not in line and "█" in line for line in narrower)
+        narrowest = [" ".join(line.split()) for line in view.curve_texts(48)]
+        assert all("█" not in line and len(line) <= 48 for line in narrowest)
+        assert narrowest[1].endswith(f"8 {rate[('torch', 'batch=8,channels-last=on')]} ◆")
+
+
+@pytest.mark.asyncio
+async def test_a_session_without_a_sweep_has_no_sweep_view_and_no_point_column(tmp_path: Path) -> None:
+    path = make_session(tmp_path)
+    app = make_app(replay=path, speed=math.inf)
+    async with app.run_test(size=(120, 35)) as pilot:
+        await finished(pilot, app)
+        assert not app.screen.query_one(SweepView).display
+        table = app.screen.query_one(ResultsTable)
+        assert "point" not in table.columns_shown
+        assert list(table._shown) == ["resnet50|torch", "resnet50|tensorflow"]
+
+
+@pytest.mark.asyncio
+async def test_a_sweep_session_opened_from_the_sessions_screen_replays_with_its_view(tmp_path: Path) -> None:
+    sweep_session(tmp_path, folder="20261126T1200Z_sweep")
+    app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.shown is not None)
+        summary = screen.query_one("#sessions-summary", Static)
+        console = Console(width=120, record=True, file=io.StringIO())
+        console.print(summary.content)
+        assert "best vs best" in console.export_text()  # the report's sweep answer, as show prints it
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("enter")  # at once
+        await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
+        await finished(pilot, app)
+        assert app.screen.query_one(SweepView).display
+        assert len(app.screen.query_one(ResultsTable)._shown) == 8
+
+
+# -- snapshots -----------------------------------------------------------------------------------------
+@pytest.fixture
+def relative_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The sweep session, named relative to the working folder: the screen shows no tmp path."""
+    sweep_session(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    return Path("sweep")
+
+
+def scrolled_to(selector: str):
+    async def run_before(pilot) -> None:
+        await until_replayed(pilot)
+        screen = pilot.app.screen
+        screen.query_one("#body").scroll_to_widget(screen.query_one(selector), animate=False, top=True)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_sweep_view_120x40(snap_compare, relative_sweep: Path) -> None:
+    """The sweep view: each framework's curve against batch, best vs best, what each setting buys."""
+    app = make_app(replay=relative_sweep, speed=math.inf)
+    assert snap_compare(app, terminal_size=(120, 40), run_before=scrolled_to("#sweep"))
+
+
+def test_sweep_rows_80x24(snap_compare, relative_sweep: Path) -> None:
+    """A row per (model, point, framework) on 80 columns: the Point column names the axes."""
+    app = make_app(replay=relative_sweep, speed=math.inf)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=scrolled_to("#results"))

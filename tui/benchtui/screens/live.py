@@ -776,7 +776,7 @@ class LiveScreen(Screen):
             return text
         if current is not None:
             text.append(f"Run {done + 1} of {total}: ", style="bold")
-            text.append(_label(current.spec.framework, current.spec.model))
+            text.append(_label(current.spec.framework, current.spec.model, current.spec.point))
             if model.plan.multi_device:  # a scaling session goes through several counts
                 n = current.spec.devices
                 text.append(f" · {n} device{'s' if n > 1 else ''}")
