@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from benchtui.core.model.runs import RunState
@@ -235,12 +236,19 @@ def compare_cells(base: Sequence[RunState], other: Sequence[RunState]) -> tuple[
     """
     a, _ = figure_groups(base, "images_per_s")
     b, _ = figure_groups(other, "images_per_s")
-    ratio = ratio_ci(a, b)
+    ratio = _cell_ratio(tuple(map(tuple, a)), tuple(map(tuple, b)))
     if ratio is None:
         return None
     several = all(len(epochs_of(r)) > 1 for r in (*base, *other))
     basis = "epoch" if several else "single-epoch"
     return basis, ratio
+
+
+@lru_cache(maxsize=1024)
+def _cell_ratio(a: tuple[tuple[float, ...], ...], b: tuple[tuple[float, ...], ...]) -> Ratio | None:
+    # Cached (seeded: the same values give the same interval): a sweep compares each cell with several
+    # (its frameworks' at its point, its own at other points), and a summary is made more than once.
+    return ratio_ci(a, b)
 
 
 def cell_warnings(

@@ -22,7 +22,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import Protocol
 
 from benchtui.core.model import analysis
@@ -107,49 +107,50 @@ def candidates(model: SweepSource, framework: str, model_id: str) -> list[tuple[
     return out
 
 
-def _groups(runs: Sequence[RunState]) -> list[list[float]]:
-    """A cell's seconds per sample, by run: what its throughput and every verdict rest on."""
-    return analysis.figure_groups(runs, "images_per_s")[0]
+#: Per point, per run, its seconds per sample (epochs after the first): what a choice among points rests on.
+Values = tuple[tuple[tuple[float, ...], ...], ...]
 
 
-def resampled_best(
-    points: Sequence[Sequence[RunState]], rng: random.Random, resamples: int = BIAS_RESAMPLES
-) -> list[float]:
+def values_of(points: Sequence[Sequence[RunState]]) -> Values:
+    """The seconds per sample of each point's runs (``analysis.figure_groups``: what its throughput and every
+    verdict rest on)."""
+    return tuple(tuple(tuple(g) for g in analysis.figure_groups(runs, "images_per_s")[0]) for runs in points)
+
+
+def resampled_best(points: Values, rng: random.Random, resamples: int = BIAS_RESAMPLES) -> list[float]:
     """Per resample, the best throughput over ``points`` (each point's runs resampled, then the epochs
     within them; samples per second)."""
     best = [0.0] * resamples
-    for runs in points:
-        reps = hierarchical_replicates(_groups(runs), resamples, rng=rng)
+    for groups in points:
+        reps = hierarchical_replicates(groups, resamples, rng=rng)
         for i, seconds in enumerate(reps):
-            if seconds > 0:
-                best[i] = max(best[i], 1.0 / seconds)
+            if seconds > 0 and 1.0 / seconds > best[i]:
+                best[i] = 1.0 / seconds
     return best
 
 
-def _resamplable(points: Sequence[Sequence[RunState]]) -> bool:
+def _resamplable(points: Values) -> bool:
     """Whether a choice among ``points`` has a bias to measure: several points, and a point of several runs."""
-    return len(points) >= 2 and any(len(_groups(runs)) >= 2 for runs in points)
+    return len(points) >= 2 and any(len(groups) >= 2 for groups in points)
 
 
-def point_bias(points: Sequence[Sequence[RunState]], observed: float | None) -> float | None:
+@lru_cache(maxsize=256)
+def point_bias(points: Values, observed: float | None) -> float | None:
     """How much choosing the fastest of ``points`` overstates its throughput (a fraction; None: one point,
-    or one run a point, or no throughput)."""
+    or one run a point, or no throughput). Seeded, and cached as the intervals are (a summary is made more
+    than once)."""
     if not observed or not _resamplable(points):
         return None
     best = resampled_best(points, random.Random(SEED))
     return math.fsum(best) / len(best) / observed - 1.0
 
 
-def verdict_bias(
-    base: Sequence[Sequence[RunState]],
-    other: Sequence[Sequence[RunState]],
-    observed: float,
-    other_faster: bool,
-) -> float | None:
+@lru_cache(maxsize=256)
+def verdict_bias(base: Values, other: Values, observed: float, other_faster: bool) -> float | None:
     """How much choosing each side's best overstates the winner's lead: the mean over resamples of the
     winner's best over the loser's best, over ``observed`` (that ratio as measured, at least 1), less 1
     (below 0: the loser's choice flattered it more). None where neither side chose (one point each) or no
-    point has several runs."""
+    point has several runs. Seeded and cached."""
     if not (_resamplable(base) or _resamplable(other)) or observed <= 0:
         return None
     rng = random.Random(SEED)
@@ -205,17 +206,16 @@ def settings_words(
     return ", ".join(w for w in (said or point.label, others) if w)
 
 
-def best_point(
-    model: SweepSource, framework: str, model_id: str
-) -> tuple[BestPoint, list[list[RunState]]] | None:
-    """A framework's fastest point of a model, and the runs of every point it was chosen among."""
+def best_point(model: SweepSource, framework: str, model_id: str) -> tuple[BestPoint, Values] | None:
+    """A framework's fastest point of a model, and what it was chosen among (the values of every point
+    with finished runs)."""
     found = candidates(model, framework, model_id)
     if not found:
         return None
     speeds = [analysis.throughput(runs) or 0.0 for _, runs in found]
     i = max(range(len(found)), key=lambda k: (speeds[k], -k))  # ties: the plan's earlier point
     point, chosen = found[i]
-    groups = [runs for _, runs in found]
+    values = values_of([runs for _, runs in found])
     return (
         BestPoint(
             framework=framework,
@@ -223,9 +223,9 @@ def best_point(
             settings=settings_words(model, framework, model_id, point, chosen),
             images_per_s=speeds[i],
             points=len(found),
-            bias=point_bias(groups, speeds[i]),
+            bias=point_bias(values, speeds[i]),
         ),
-        groups,
+        values,
     )
 
 
