@@ -457,10 +457,10 @@ def make_session(
                 **({"compile": at.compile, "channels_last": at.channels_last} if spec.point else {}),
                 "run_id": rid,
                 "task": task,
-                "seq_len": seq_len,
+                "seq_len": at.seq_len,
             }
             info = catalog.MODELS[model]
-            tokens = catalog.tokens_per_sample(model, seq_len or info.context)
+            tokens = catalog.tokens_per_sample(model, at.seq_len or info.context)  # a point's own seq-len
             settings = _settings(fw)
             if task != "train" or tokens or timing:  # what runners with these workloads record
                 settings.update(task=task, kind=info.kind, tokens_per_sample=tokens)

@@ -293,3 +293,28 @@ def test_settings_best_names_what_best_set_for_each_framework(tmp_path: Path) ->
     assert gains["torch"].factor == pytest.approx(1 / 0.35, rel=0.03)
     assert gains["torch"].text.startswith("best (fp32, compile on, channels-last on, batch 4): 2.")
     assert gains["tensorflow"].factor == pytest.approx(2.0, rel=0.03)
+
+
+def test_a_token_model_s_sequence_lengths_are_workloads_not_settings(tmp_path: Path) -> None:
+    # tf.keras is twice as fast at batch 8 with 64 tokens; a step takes as long at 32 tokens as at 64.
+    path = make_session(
+        tmp_path,
+        models=("gpt2_mini",),
+        sweep={"batch": ["4", "8"], "seq-len": ["32", "64"]},
+        batch_size=4,
+        point_speed={("tensorflow", "batch=8,seq-len=64"): 0.5},
+    )
+    model = load_session(path).model
+    answer = model.session_summary().sweep
+    assert answer is not None
+    # Best vs best at each length: never PyTorch at 32 tokens against tf.keras at 64.
+    short, long = answer.best
+    assert {short.base.point.get("seq-len"), short.other.point.get("seq-len")} == {"32"}
+    assert {long.base.point.get("seq-len"), long.other.point.get("seq-len")} == {"64"}
+    assert long.verdict.faster_framework == "tensorflow" and short.verdict.faster_framework == "torch"
+    # What a longer sequence buys, in tokens/s: as many samples/s with twice the tokens each.
+    (tokens,) = [g for g in answer.gains if g.framework == "torch" and g.axis == "seq-len"]
+    assert tokens.factor == pytest.approx(2.0, rel=0.03) and " tokens/s" in tokens.text
+    rows = {(r.framework, r.point.key): r for r in model.rows()}
+    assert rows[("torch", "batch=4,seq-len=64")].tokens_per_sample == 64
+    assert rows[("torch", "batch=4,seq-len=32")].tokens_per_sample == 32

@@ -614,7 +614,8 @@ class SessionModel:
         ]
         tokens = next((t for t in said if isinstance(t, int) and t > 0), 0)
         if not tokens and info is not None:
-            tokens = catalog.tokens_per_sample(model, self.plan.seq_len or info.context)
+            at = self.plan.at(Point.of(row.get("point")))  # a seq-len sweep's point: its own length
+            tokens = catalog.tokens_per_sample(model, at.seq_len or info.context)
         row["tokens_per_sample"] = tokens if row["kind"] == "tokens" else 0
         row["params"] = ident["params"] if ident else None
         row["trainable_params"] = ident["trainable_params"] if ident else None

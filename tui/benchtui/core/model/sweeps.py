@@ -91,12 +91,26 @@ def finished(model: SweepSource, framework: str, model_id: str, point: Point) ->
     return [r for r in model.cell_runs(framework, model_id, point=point) if r.status is RunStatus.OK]
 
 
-def candidates(model: SweepSource, framework: str, model_id: str) -> list[tuple[Point, list[RunState]]]:
+def workloads(model: SweepSource, model_id: str) -> list[str | None]:
+    """The workloads best vs best keeps apart: a token model's swept sequence lengths (tokens per sample
+    are the work itself, not a setting: a shorter sequence is not a faster framework); [None]: one."""
+    values = model.plan.sweep.get("seq-len") or []
+    if len(values) >= 2 and sweep_mod.applies("seq-len", "", model_id) is None:
+        return list(values)
+    return [None]
+
+
+def candidates(
+    model: SweepSource, framework: str, model_id: str, seq_len: str | None = None
+) -> list[tuple[Point, list[RunState]]]:
     """The points a framework's fastest is chosen among: each distinct effective point with finished runs
-    (tf.keras's channels-last on is its off: one point, not two), in the plan's order."""
+    (tf.keras's channels-last on is its off: one point, not two), in the plan's order; at ``seq_len``
+    only, where given (``workloads``)."""
     out: list[tuple[Point, list[RunState]]] = []
     seen: set[Point] = set()
     for point in model.plan.points():
+        if seq_len is not None and point.get("seq-len") != seq_len:
+            continue
         at = model.plan.effective(point, framework, model_id)
         if at in seen:
             continue
@@ -206,10 +220,12 @@ def settings_words(
     return ", ".join(w for w in (said or point.label, others) if w)
 
 
-def best_point(model: SweepSource, framework: str, model_id: str) -> tuple[BestPoint, Values] | None:
-    """A framework's fastest point of a model, and what it was chosen among (the values of every point
-    with finished runs)."""
-    found = candidates(model, framework, model_id)
+def best_point(
+    model: SweepSource, framework: str, model_id: str, seq_len: str | None = None
+) -> tuple[BestPoint, Values] | None:
+    """A framework's fastest point of a model (at ``seq_len``, where given), and what it was chosen among
+    (the values of every point with finished runs)."""
+    found = candidates(model, framework, model_id, seq_len)
     if not found:
         return None
     speeds = [analysis.throughput(runs) or 0.0 for _, runs in found]
@@ -267,8 +283,23 @@ def side_name(point: BestPoint) -> str:
 
 def best_verdicts(model: SweepSource, model_id: str) -> tuple[list[BestVerdict], list[RefusedRatio]]:
     """Best vs best for one model: every framework's fastest point against the plan's first framework's
-    that has results; a pair whose chosen cells ran on different kinds of device gets a refusal instead."""
-    sides = [(fw, found) for fw in model.plan.frameworks if (found := best_point(model, fw, model_id))]
+    that has results (a token model's: at each swept sequence length); a pair whose chosen cells ran on
+    different kinds of device gets a refusal instead."""
+    out: list[BestVerdict] = []
+    refused: list[RefusedRatio] = []
+    for seq_len in workloads(model, model_id):
+        verdicts, refusals = _best_verdicts(model, model_id, seq_len)
+        out += verdicts
+        refused += refusals
+    return out, refused
+
+
+def _best_verdicts(
+    model: SweepSource, model_id: str, seq_len: str | None
+) -> tuple[list[BestVerdict], list[RefusedRatio]]:
+    sides = [
+        (fw, found) for fw in model.plan.frameworks if (found := best_point(model, fw, model_id, seq_len))
+    ]
     out: list[BestVerdict] = []
     refused: list[RefusedRatio] = []
     if len(sides) < 2:
@@ -352,11 +383,17 @@ def _gain(
         if compared is None or compared[1].value <= 0:
             continue
         ratio = compared[1]  # time per sample at value over at baseline: its inverse is the speed-up
+        # A token model's sequence length: its speed in tokens/s (a sample of a longer sequence is more work).
+        k = (
+            int(value) / int(baseline)
+            if axis == "seq-len" and value.isdigit() and baseline.isdigit()
+            else 1.0
+        )
         speedups.append(
             (
-                1.0 / ratio.value,
-                1.0 / ratio.high if ratio.high else None,
-                1.0 / ratio.low if ratio.low else None,
+                k / ratio.value,
+                k / ratio.high if ratio.high else None,
+                k / ratio.low if ratio.low else None,
             )
         )
     if not speedups:
@@ -373,7 +410,7 @@ def _gain(
     highs = [hi for _, _, hi in speedups]
     low = min(lows) if all(v is not None for v in lows) else None  # type: ignore[type-var]
     high = max(highs) if all(v is not None for v in highs) else None  # type: ignore[type-var]
-    text = f"{words}: {factor:.2f}×"
+    text = f"{words}: {factor:.2f}×" + (" tokens/s" if axis == "seq-len" else "")
     if low is not None and high is not None:
         text += (
             f" (95% CI {low:.2f}–{high:.2f})"
