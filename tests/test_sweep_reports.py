@@ -392,3 +392,23 @@ def test_best_vs_best_refused_is_said_as_a_warning(report: Report) -> None:
     assert line.sides == () and line.verdict.mark is Mark.REFUSED and line.verdict.text == refusal["text"]
     out = shown(build_report(load_session(report.source.path), summary))
     assert f"ResNet50: {refusal['text']}" in flat(out)
+
+
+def test_a_token_models_best_vs_best_at_each_length_and_its_tokens_curve(tmp_path: Path) -> None:
+    path = make_session(
+        tmp_path,
+        name="tokens",
+        frameworks=("torch", "tensorflow"),
+        models=("gpt2_mini",),
+        sweep={"seq-len": ["32", "64"], "batch": ["4", "8"]},
+        batch_size=8,
+        runs=2,
+        folder="tokens",
+    )
+    rep = build_report(load_session(path))
+    labels = [b.verdict.label for b in rep.answer.best]
+    assert labels == ["GPT-2 mini · seq-len 32", "GPT-2 mini · seq-len 64"]  # one best vs best per length
+    assert rep.sweep is not None
+    curve = next(t for t in rep.sweep.curves if t.title.endswith("against seq-len"))
+    assert curve.title == "GPT-2 mini: sequences/s and tokens/s against seq-len"
+    assert "Tokens/s · PyTorch, batch 8" in curve.header

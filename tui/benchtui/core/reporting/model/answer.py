@@ -69,6 +69,9 @@ def best_lines(best: Sequence[BestVerdict], flagged: set[str], unit: str) -> lis
     out = []
     for b in best:
         label = fmt.clean(marked(model_label(b.model), b.model in flagged))
+        length = b.base.point.get("seq-len")
+        if length is not None and length == b.other.point.get("seq-len"):  # best vs best at each length
+            label += fmt.clean(f" · seq-len {length}")
         verdict = verdict_of(b.verdict, label)
         text = fmt.clean(b.text) or verdict.text
         out.append(

@@ -9,7 +9,7 @@ from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.cell import CellSummary, SessionSummary, SettingGain
 from benchtui.core.plan.sweep import AXES, Point
-from benchtui.core.reporting.model.columns import LATENCY_COLUMNS, study_columns, wording
+from benchtui.core.reporting.model.columns import LATENCY_COLUMNS, TOKENS_COLUMN, study_columns, wording
 from benchtui.core.reporting.model.figures import cell_text, column_formatter, interval_text
 from benchtui.core.reporting.model.types import SweepChart, SweepSeries, SweepView, Table
 
@@ -117,7 +117,7 @@ def curve_tables(
                 [*(c for c in LATENCY_COLUMNS if c.key in ("latency_p50_s", "latency_p99_s")), throughput]
                 if words.inference
                 else [throughput]
-            )
+            ) + ([TOKENS_COLUMN] if words.tokens else [])  # a token model: tokens/s too (seq-len's curve)
             formats = {
                 (col.key, s): column_formatter(
                     col,
@@ -142,6 +142,7 @@ def curve_tables(
                     line += [cell_text(at, col.key, formats[(col.key, s)]) for col in figures]
                 table_rows.append(line)
             what = f"latency per batch and {words.plural}/s" if words.inference else f"{words.plural}/s"
+            what += " and tokens/s" if words.tokens else ""
             title = f"{model_label(model)}: {what} against {axis}"
             out.append(Table(title, header, table_rows, ["r"] * len(header), CURVE_NOTE))
             keys = [col.key for col in figures]
