@@ -318,3 +318,21 @@ def test_a_token_model_s_sequence_lengths_are_workloads_not_settings(tmp_path: P
     rows = {(r.framework, r.point.key): r for r in model.rows()}
     assert rows[("torch", "batch=4,seq-len=64")].tokens_per_sample == 64
     assert rows[("torch", "batch=4,seq-len=32")].tokens_per_sample == 32
+
+
+def test_the_search_s_lines_name_their_point(tmp_path: Path) -> None:
+    loaded = _session(tmp_path, sweep={"batch": ["4", "auto"], "channels-last": ["off", "on"]}, runs=1)
+    model = SessionModel(loaded.plan)
+    for point, chosen in (("batch=auto,channels-last=off", 32), ("batch=auto,channels-last=on", 48)):
+        for size, result in ((32, "ok"), (64, "oom")):
+            probe = {"model": "resnet50", "framework": "torch", "batch_size": size, "point": point}
+            model.apply({"type": "probe", **probe, "result": "ok" if size <= chosen else result})
+        model.apply(
+            {"type": "batch_choice", "model": "resnet50", "point": point, "chosen": {"torch": chosen}}
+        )
+    name = analysis.model_label("resnet50")
+    assert model.search_lines() == [
+        f"largest batch, {name} · PyTorch · batch auto · channels-last off: 32 ok, 64 oom → batch 32",
+        f"largest batch, {name} · PyTorch · batch auto · channels-last on: 32 ok, 64 oom → batch 48",
+    ]
+    assert model.batch_size("torch", "resnet50", Point.from_key("batch=auto,channels-last=on")) == 48

@@ -124,8 +124,7 @@ class SessionModel:
         if kind == "batch_choice":
             point = event.get("point")
             if point:  # a sweep's auto point: its own choice (by the point's key)
-                key = Point.of(point).key if isinstance(point, dict) else str(point)
-                self.point_choices[(str(event.get("model")), key)] = event
+                self.point_choices[(str(event.get("model")), _key(point))] = event
             else:
                 self.batch_choices[str(event.get("model"))] = event
             return
@@ -785,19 +784,21 @@ class SessionModel:
 
     def search_lines(self) -> list[str]:
         """The largest-batch search in words, one line per (model, framework) probed."""
-        cells: dict[tuple[str, str], list[str]] = {}
+        cells: dict[tuple[str, str, str], list[str]] = {}
         for probe in self.probes:
-            cells.setdefault((probe["model"], probe["framework"]), []).append(
+            cells.setdefault((probe["model"], probe["framework"], _key(probe.get("point"))), []).append(
                 f"{probe['batch_size']} {probe['result']}"
             )
         if self.probing is not None:
-            cells.setdefault((self.probing["model"], self.probing["framework"]), []).append(
-                f"{self.probing['batch_size']} …"
-            )
+            at = (self.probing["model"], self.probing["framework"], _key(self.probing.get("point")))
+            cells.setdefault(at, []).append(f"{self.probing['batch_size']} …")
         lines = []
-        for (model, fw), tried in cells.items():
-            chosen = self.batch_choices.get(model, {}).get("chosen", {}).get(fw)
+        for (model, fw, key), tried in cells.items():
+            choice = self.point_choices.get((model, key), {}) if key else self.batch_choices.get(model, {})
+            chosen = (choice.get("chosen") or {}).get(fw)
             label = f"{catalog.MODELS[model].label} · {catalog.FRAMEWORK_LABELS.get(fw, fw)}"
+            if key:  # a sweep's point: the search ran under its settings
+                label += f" · {Point.from_key(key).label}"
             end = f" → batch {chosen}" if chosen else ""
             lines.append(f"largest batch, {label}: {', '.join(tried)}{end}")
         return lines
@@ -805,6 +806,13 @@ class SessionModel:
     @property
     def done_runs(self) -> int:
         return sum(1 for r in self.runs.values() if r.finished)
+
+
+def _key(point: Any) -> str:
+    """A point's key as an event gives it: its key ('batch=auto,precision=amp-bf16'), or {axis: value}."""
+    if isinstance(point, dict):
+        return Point.of(point).key
+    return str(point) if point else ""
 
 
 @dataclass(frozen=True)
