@@ -308,7 +308,7 @@ def test_gains_table_of_several_models_names_them() -> None:
         ["ResNet50", "precision amp-bf16 (vs fp32)", "no effect", "2.90× [2.70×–3.10×]"],
         ["VGG16", "precision amp-bf16 (vs fp32)", "–", "2.40× [2.70×–3.10×]"],
     ]
-    assert notes == ["Keras/JAX · precision: no effect (not on this device)"]
+    assert notes == ["ResNet50 · Keras/JAX · precision: no effect (not on this device)"]
     assert gains_table([], ["torch"]) == (None, [])
 
 

@@ -33,13 +33,8 @@ CURVE_NOTE = (
 )
 
 
-def swept(rows: Sequence[CellSummary]) -> bool:
-    """Whether the rows are a sweep's (each has its point)."""
-    return any(r.point for r in rows)
-
-
 def gain_cell(gain: SettingGain | None) -> str:
-    """A setting's speed-up for one framework: '2.90× [2.71–3.08]', 'no effect', or '–'."""
+    """A setting's speed-up for one framework: '2.90× [2.71×–3.08×]', 'no effect', or '–'."""
     if gain is None:
         return "–"
     if gain.no_effect:
@@ -67,7 +62,8 @@ def gains_table(gains: Sequence[SettingGain], frameworks: Sequence[str]) -> tupl
         rows.append(row)
     notes = list(
         dict.fromkeys(
-            f"{framework_label(g.framework)} · {g.axis}: no effect ({g.no_effect})"
+            (f"{model_label(g.model)} · " if several else "")
+            + f"{framework_label(g.framework)} · {g.axis}: no effect ({g.no_effect})"
             for g in gains
             if g.no_effect
         )
