@@ -20,13 +20,16 @@ from benchtui.core import fmt
 from benchtui.core.model.cell import SessionSummary
 from benchtui.core.model.session_model import model_verdicts
 from benchtui.core.plan.plan import from_preset, run_order
+from benchtui.core.plan.sweep import Point
 from benchtui.core.store.session import load_session
 from benchtui.screens.live import LiveScreen
 from benchtui.screens.plan import GpuProbe, PlanScreen
 from benchtui.screens.sessions import SessionsScreen
+from benchtui.widgets.comparison import BatchComparison
 from benchtui.widgets.results_table import ResultsTable, row_key
 from benchtui.widgets.sweep_view import SweepView
 from sessionfactory import make_session
+from support import QuietApp, small_plan
 from test_ui_replay import finished
 from test_ui_sessions import wait_for
 from test_ui_snapshots import until_replayed
@@ -287,3 +290,39 @@ def test_sweep_rows_80x24(snap_compare, relative_sweep: Path) -> None:
     """A row per (model, point, framework) on 80 columns: the Point column names the axes."""
     app = make_app(replay=relative_sweep, speed=math.inf)
     assert snap_compare(app, terminal_size=(80, 24), run_before=scrolled_to("#results"))
+
+
+# -- a sweep run live ---------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_a_sweep_run_live_fills_a_row_per_point_and_n_brings_its_plan_back(quiet_app: QuietApp) -> None:
+    """The engine runs the grid (the fake runner); each framework's runs land in their point's rows, the
+    strips follow the point being run, and the plan screen it goes back to holds the sweep."""
+    plan = small_plan(epochs=2, runs=1, device="cpu", sweep=dict(SWEEP))
+    app = quiet_app(plan, runner=("--batch-s", "0.0"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, LiveScreen))
+        assert app.engine is not None
+        await wait_for(pilot, lambda: not app.runs_going)
+        await pilot.pause(0.5)
+        screen = app.screen
+        model = app.engine.model
+        assert len(model.runs) == 6  # tf.keras's channels-last points are not run twice
+        table = screen.query_one(ResultsTable)
+        assert list(table._shown) == [row_key(fw, m, p) for fw, m, p in model.grid()]
+        assert {table.cell_text(key, "state") for key in table._shown} == {"done"}
+        for key in table._shown:  # each row's batch is its point's (the runner's echo)
+            _, fw, at = key.split("|")
+            runs = model.cell_runs(fw, "resnet50", point=Point.from_key(at))
+            assert {r.hello["config"]["batch_size"] for r in runs} == {
+                int(Point.from_key(at).get("batch") or 0)
+            }
+        assert screen.query_one(SweepView).display
+        last = max(model.runs.values(), key=lambda r: r.started_t or 0.0)
+        assert screen.query_one(BatchComparison).point == last.spec.point
+        assert last.spec.point.label in str(screen.query_one(BatchComparison).border_title)
+        assert any(line.startswith("ResNet50: best vs best: ") for line in answer_lines(app))
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        form = app.screen
+        assert form.query_one("#sweep", Input).value == "batch=4,8; channels-last=off,on"
+        assert form.build_plan().sweep == SWEEP
