@@ -82,6 +82,20 @@ async def test_the_plan_screen_makes_a_sweep_and_says_its_size_before_it_starts(
 
 
 @pytest.mark.asyncio
+async def test_a_devices_sweep_is_the_scaling_session_as_on_the_command_line(tmp_path: Path) -> None:
+    app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one("#sweep", Input).value = "devices=1,2"
+        await pilot.pause()
+        plan = screen.build_plan()
+        assert plan.sweep == {"devices": ["1", "2"]} and plan.points() == [Point()]
+        assert (plan.devices, plan.scaling, plan.device_counts()) == (2, True, [1, 2])
+        assert sweep_help(screen).startswith("2 device counts × 2 frameworks")
+
+
+@pytest.mark.asyncio
 async def test_a_bad_sweep_value_is_one_error_line_and_nothing_starts(tmp_path: Path) -> None:
     app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
     started: list = []
@@ -225,6 +239,26 @@ async def test_the_sweep_view_draws_each_framework_s_curve_and_what_each_setting
         narrowest = [" ".join(line.split()) for line in view.curve_texts(48)]
         assert all("█" not in line and len(line) <= 48 for line in narrowest)
         assert narrowest[1].endswith(f"8 {rate[('torch', 'batch=8,channels-last=on')]} ◆")
+
+
+@pytest.mark.asyncio
+async def test_an_inference_sweep_s_curve_says_each_batch_s_latency_where_it_fits(tmp_path: Path) -> None:
+    path = make_session(tmp_path, sweep={"batch": ["4", "8", "16"]}, batch_size=4, task="inference")
+    app = make_app(replay=path, speed=math.inf)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await finished(pilot, app)
+        view = app.screen.query_one(SweepView)
+        assert str(view.border_title) == "Sweep · ResNet50 · img/s (latency p50/p99) by batch"
+        rows = {(r.framework, r.point.get("batch")): r for r in written_summary(path).rows}
+        wide = [" ".join(line.split()) for line in view.curve_texts(200)]
+        for line, fw in zip(wide, ("torch", "tensorflow"), strict=True):
+            for batch in ("4", "8", "16"):
+                row = rows[(fw, batch)]
+                p50, p99 = (fmt.seconds(v * 1000) for v in (row.latency_p50_s, row.latency_p99_s))
+                assert f"batch {batch} " in line and f"{fmt.rate(row.images_per_s)} {p50}/{p99} ms" in line
+        assert wide[0].endswith(" ms ◆")  # the largest batch is the fastest here
+        narrow = view.curve_texts(70)
+        assert all(" ms" not in line and len(line) <= 70 for line in narrow)  # no room: the rates alone
 
 
 @pytest.mark.asyncio

@@ -582,6 +582,10 @@ class LiveScreen(Screen):
                 line = Text(clean(f"{name}: "), style="bold")
                 line.append(clean(best.text), style=verdict_style(best.verdict))
                 lines.append(line)
+        for refused in sweep.refused:  # the chosen cells ran on different kinds of device
+            if refused.model == model_id:
+                ((text, style),) = verdict_lines([], [refused], name)
+                lines.append(Text(clean(f"{name}: best vs best: ") + text, style=style))
         settings: dict[tuple[str, str], list[str]] = {}
         for gain in sweep.gains:
             if gain.model != model_id:
@@ -693,12 +697,15 @@ class LiveScreen(Screen):
             if info is not None and info.kind == "tokens"
             else 0
         )
+        # Each framework's chosen points (one per sequence length where seq-len is swept: a workload, not a
+        # setting).
         best = {
-            b.framework: b.point
+            (b.framework, b.point)
             for v in (answer.best if answer else ())
             if v.model == model_id
             for b in (v.base, v.other)
         }
+        inference = plan.task == "inference"  # latency p50/p99 beside the throughput
         lines: list[CurveLine] = []
         grid = plan.points()
         for i, framework in enumerate(plan.frameworks):
@@ -715,6 +722,14 @@ class LiveScreen(Screen):
                 for point, at in zip(points, effective, strict=True):
                     cached = self._cache.get(row_key(framework, model_id, point))
                     rate = cached.row.images_per_s if cached is not None else None
+                    p50, p99 = (
+                        (cached.row.latency_p50_s, cached.row.latency_p99_s) if cached else (None, None)
+                    )
+                    latency = (
+                        f"{fmt.seconds(p50 * 1000)}/{fmt.seconds(p99 * 1000)} ms"
+                        if inference and p50 is not None and p99 is not None
+                        else ""
+                    )
                     runs = model.cell_runs(framework, model_id, point=point)
                     if rate is not None:
                         text = rate_text(rate, tokens, False)
@@ -722,16 +737,19 @@ class LiveScreen(Screen):
                         text = "running"
                     else:
                         text = "–"
-                    curve.append(CurvePoint(str(point.get(axis)), rate, text, best.get(framework) == at))
+                    curve.append(
+                        CurvePoint(str(point.get(axis)), rate, text, (framework, at) in best, latency)
+                    )
                 said = Point(tuple((a, v) for a, v in rest.items if applies(a, framework, model_id) is None))
                 lines.append(CurveLine(framework, said, tuple(curve), fmt.color_for(framework, i)))
         verdicts = [
             (b, verdict_style(b.verdict)) for b in (answer.best if answer else ()) if b.model == model_id
         ]
+        unit = "tok/s" if tokens else "img/s"
         self.query_one(SweepView).show(
             model_id,
             axis,
-            "tok/s" if tokens else "img/s",
+            f"{unit} (latency p50/p99)" if inference else unit,
             plan.frameworks,
             lines,
             verdicts,

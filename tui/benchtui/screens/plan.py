@@ -731,6 +731,9 @@ class PlanScreen(Screen):
         plan.profile = self.query_one("#profile", Checkbox).value
         plan.channels_last = self.query_one("#channels-last", Checkbox).value
         plan.sweep = self._read_sweep() if with_sweep else {}
+        if "devices" in plan.sweep:  # a scaling session, as --sweep devices makes it: its largest count
+            counts = sorted({int(v) for v in plan.sweep["devices"]})
+            plan.devices, plan.device_ids, plan.scaling = counts[-1], [], len(counts) > 1
         for name in CHOICES:
             value = str(self.query_one(f"#{name}", Select).value)
             if name == "optimizer" and value != plan.optimizer:

@@ -50,6 +50,7 @@ class CurvePoint:
     rate: float | None
     text: str  # the rate as said ('41.2', or '–', or what its runs are doing)
     best: bool = False  # the framework's fastest point (best vs best's choice)
+    latency: str = ""  # inference: the batch's latency, p50/p99 ms ('12.1/15.3 ms'); shown where it fits
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,8 @@ class SweepView(Widget):
     and marked ◆;
     then best vs best, and a table of what each setting buys each framework.
 
-    ``show`` takes plain data; the drawing picks the most detailed of three forms that fits the width
-    (axis names, bars and rates; bars and rates; rates).
+    ``show`` takes plain data; the drawing picks the most detailed form that fits the width (the axis's
+    name, bars, rates and, for inference, latencies; shorter bars; no latency; the rates alone).
     """
 
     DEFAULT_CSS = """
@@ -196,19 +197,24 @@ class SweepView(Widget):
         count = max(len(line.points) for line in self.lines)
         value_w = max(len(p.value) for line in self.lines for p in line.points)
         rate_w = max(len(p.text) for line in self.lines for p in line.points)
+        latency_w = max(len(p.latency) for line in self.lines for p in line.points)
 
         def segment(p: CurvePoint, form: int) -> str:
+            """Form 0: the axis's name, a bar, the rate, the latency; 1: the value, a short bar, the rate,
+            the latency; 2: as 1 without the latency; 3: the value and the rate."""
             figure = f"{p.text:>{rate_w}}"
+            latency = f" {p.latency:<{latency_w}}" if latency_w and form < 2 else ""
             if form == 0:
-                return f"{self.axis} {p.value:<{value_w}} {bar(p.rate, top)} {figure}"
-            if form == 1:
-                return f"{p.value:<{value_w}} {bar(p.rate, top, BAR_W // 2)} {figure}"
+                return f"{self.axis} {p.value:<{value_w}} {bar(p.rate, top)} {figure}{latency}"
+            if form < 3:
+                return f"{p.value:<{value_w}} {bar(p.rate, top, BAR_W // 2)} {figure}{latency}"
             return f"{p.value:<{value_w}} {figure}"
 
         # The most detailed form whose lines fit; the same form on every line, so they line up.
-        for form in range(3):
-            widths = [len(segment(line.points[0], form)) for line in self.lines[:1]]
-            if label_w + count * (widths[0] + 3) - 3 + 2 <= width:  # and the best's mark
+        forms = (0, 1, 2, 3) if latency_w else (0, 2, 3)
+        for form in forms:
+            seg_w = len(segment(self.lines[0].points[0], form))
+            if label_w + count * (seg_w + 3) - 3 + 2 <= width:  # and the best's mark
                 break
         out = []
         for line in self.lines:
@@ -219,7 +225,7 @@ class SweepView(Widget):
                     text.append(" · ", style="dim")
                 style = "bold" if p.best else ("dim" if p.rate is None else "")
                 words = segment(p, form)
-                drawn = bar(p.rate, top, BAR_W if form == 0 else BAR_W // 2) if form < 2 else ""
+                drawn = bar(p.rate, top, BAR_W if form == 0 else BAR_W // 2) if form < 3 else ""
                 if drawn and drawn in words:  # the bar in its framework's colour, the words around it plain
                     before, after = words.split(drawn, 1)
                     text.append(before, style=style)
