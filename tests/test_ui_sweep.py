@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,35 @@ async def test_an_inference_sweep_s_curve_says_each_batch_s_latency_where_it_fit
         assert wide[0].endswith(" ms ◆")  # the largest batch is the fastest here
         narrow = view.curve_texts(70)
         assert all(" ms" not in line and len(line) <= 70 for line in narrow)  # no room: the rates alone
+
+
+@pytest.mark.asyncio
+async def test_the_sweep_answer_is_computed_again_sparingly_while_runs_finish_and_once_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It bootstraps: while runs finish it waits SWEEP_EVERY_S, or ten times what it took; the end's is
+    computed at once, so the answer shown is the session's."""
+    from benchtui.core.model import sweeps
+    from benchtui.screens import live
+
+    calls: list[bool] = []
+    real = sweeps.answer
+
+    def slow(model):  # as a long sweep's answer takes
+        time.sleep(0.3)
+        calls.append(app.replayer is not None and app.replayer.status not in ("pending", "running"))
+        return real(model)
+
+    path = sweep_session(tmp_path)
+    app = make_app(replay=path, speed=25.0)  # 12 runs finishing over about 3 s
+    monkeypatch.setattr(live.sweeps, "answer", slow)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await finished(pilot, app, timeout=60)
+        await pilot.pause(0.5)
+        assert calls[-1]  # the last one after the session ended
+        assert 2 <= len(calls) <= 4, calls  # not one a finished run: at most every 3 s (10 × 0.3 s)
+        (best,) = written_summary(path).sweep.best  # type: ignore[union-attr]
+        assert f"ResNet50: {' '.join(best.text.split())}" in answer_lines(app)
 
 
 @pytest.mark.asyncio
