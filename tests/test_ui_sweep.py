@@ -106,7 +106,7 @@ async def test_a_bad_sweep_value_is_one_error_line_and_nothing_starts(tmp_path: 
         screen = app.screen
         screen.query_one("#sweep", Input).value = "batch=4,eight"
         await pilot.pause()
-        said = "--sweep batch takes whole numbers from 1 or auto, got 'eight'"
+        said = "Sweep batch takes whole numbers from 1 or auto, got 'eight'"  # the field's name, not the flag
         assert sweep_help(screen) == said  # under the field as it is typed
         await pilot.press("ctrl+r")
         await pilot.pause()
@@ -114,10 +114,17 @@ async def test_a_bad_sweep_value_is_one_error_line_and_nothing_starts(tmp_path: 
         assert not started
         screen.query_one("#sweep", Input).value = "colour=red"
         await pilot.pause()
-        assert error_text(screen).startswith("--sweep: unknown axis 'colour'")
+        assert error_text(screen).startswith("Sweep: unknown axis 'colour'")
         screen.query_one("#sweep", Input).value = "batch=4,8"
         await pilot.pause()
         assert error_text(screen) == ""  # fixed: the error goes
+        screen.query_one("#best", Checkbox).value = True  # --best picks each framework's batch itself
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert error_text(screen).startswith(
+            "--best chooses each framework's largest batch: drop Sweep batch"
+        )
+        assert not started
 
 
 @pytest.mark.asyncio

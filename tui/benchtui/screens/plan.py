@@ -40,7 +40,7 @@ PRESET_HELP = {
     "64 tokens); a few minutes",
 }
 # Flags in PlanError messages, as the fields of this screen are labelled.
-FIELD_NAMES = FORM_LABELS
+FIELD_NAMES = {**FORM_LABELS, "--sweep": "Sweep"}  # a sweep's errors name the field they are about
 #: The protocol's choices the form shows as drop-downs: plan field -> (label, choices).
 CHOICES = FORM_CHOICES
 #: The protocol's counts the form shows as number fields: plan field -> label.
