@@ -24,6 +24,7 @@ from benchtui.core.plan.plan import from_preset, run_order
 from benchtui.core.plan.sweep import Point
 from benchtui.core.store.session import load_session
 from benchtui.screens.live import LiveScreen
+from benchtui.screens.live import _label as live_label
 from benchtui.screens.plan import GpuProbe, PlanScreen
 from benchtui.screens.sessions import SessionsScreen
 from benchtui.widgets.comparison import BatchComparison
@@ -392,6 +393,11 @@ async def test_a_sweep_run_live_fills_a_row_per_point_and_n_brings_its_plan_back
         assert screen.query_one(BatchComparison).point == last.spec.point
         assert last.spec.point.label in str(screen.query_one(BatchComparison).border_title)
         assert any(line.startswith("ResNet50: best vs best: ") for line in answer_lines(app))
+        # The status line's run: the point after the framework, so a narrow screen cuts the point first.
+        assert (
+            live_label("torch", "resnet50", last.spec.point)
+            == "ResNet50 · PyTorch · batch 8 · channels-last on"
+        )
         await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
         form = app.screen

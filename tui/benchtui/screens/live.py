@@ -80,7 +80,8 @@ def eta_text(
 def _label(framework: str, model: str, point: Point | None = None) -> str:
     info = catalog.MODELS.get(model)
     at = f" · {point.label}" if point else ""
-    return f"{info.label if info else model}{at} · {catalog.FRAMEWORK_LABELS.get(framework, framework)}"
+    # The point last: a narrow status line cuts it, not the framework.
+    return f"{info.label if info else model} · {catalog.FRAMEWORK_LABELS.get(framework, framework)}{at}"
 
 
 def _watched(run: RunState, plan: Plan) -> str:
