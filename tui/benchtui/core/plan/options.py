@@ -282,7 +282,8 @@ OPTIONS: tuple[Option, ...] = (
         "scaling",
         action="store_true",
         default=None,
-        help="also run 1, 2, 4 ... devices up to --devices: throughput and scaling efficiency per count",
+        help="also run 1, 2, 4 ... devices up to --devices: throughput and scaling efficiency per count "
+        "(--sweep devices=1,2,3 names the counts)",
         shapes=True,
     ),
     Option(
