@@ -62,9 +62,14 @@ async def test_the_plan_screen_makes_a_sweep_and_says_its_size_before_it_starts(
         field = screen.query_one("#sweep", Input)
         assert "batch" in str(field.placeholder) and "channels-last" in str(field.placeholder)
         assert "points" not in sweep_help(screen)  # no sweep: no size line
+        assert screen.query_one("#batch-sizes").display and not screen.query_one("#batch-swept").display
         field.value = "batch=4,8; channels-last=off,on"
         await pilot.pause()
+        # The sweep sets every point's batch: no sizes to type, and one left half typed is no error.
+        assert not screen.query_one("#batch-sizes").display and screen.query_one("#batch-swept").display
+        screen.query_one("#bs-resnet50_v1_5", Input).value = ""
         plan = screen.build_plan()
+        assert plan.batch_sizes == {"resnet50_v1_5": from_preset("quick").batch_size("resnet50_v1_5")}
         assert plan.sweep == SWEEP and len(plan.points()) == 4
         assert plan.preset == ""  # a grid is no preset's plan
         line = sweep_help(screen)
@@ -73,6 +78,9 @@ async def test_the_plan_screen_makes_a_sweep_and_says_its_size_before_it_starts(
         assert runs == 4 * 2 + 2 * 2 == 12
         assert line.startswith("4 points × 2 frameworks") and f"= {runs} runs" in line, line
         field.value = ""  # --best chooses the batch and the layout itself: it sweeps alone
+        await pilot.pause()
+        assert screen.query_one("#batch-sizes").display and not screen.query_one("#batch-swept").display
+        screen.query_one("#bs-resnet50_v1_5", Input).value = "16"
         screen.query_one("#best", Checkbox).value = True
         await pilot.pause()
         best = screen.build_plan()

@@ -480,6 +480,9 @@ class PlanScreen(Screen):
                             id=f"bs-{m}",
                             classes="number",
                         )
+            yield Static(
+                "the sweep sets each point's batch, for every model", id="batch-swept", classes="hint"
+            )
         yield Static(id="plan-error")
         with HorizontalGroup(id="plan-actions"):
             yield Button("Start (ctrl+r)", id="start", variant="primary", compact=True)
@@ -592,6 +595,8 @@ class PlanScreen(Screen):
         self._show_preset()
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "sweep":
+            self._show_batch_fields()
         self._show_preset()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -612,9 +617,19 @@ class PlanScreen(Screen):
             FIELD_HELP[node.id] if node and node.id else SETTINGS_HELP
         )
 
+    def _batch_swept(self) -> bool:
+        """Whether the sweep field sets the batch (each point's for every model: no sizes to type)."""
+        try:
+            return "batch" in self._read_sweep()
+        except PlanError:  # half typed: the fields stay as they were
+            return not self.query_one("#batch-sizes").display
+
     def _show_batch_fields(self) -> None:
         chosen = set(self.query_one("#models", SelectionList).selected)
         auto = self.query_one("#batch-auto", Checkbox).value  # the search decides: no sizes to type
+        swept = self._batch_swept()
+        self.query_one("#batch-sizes").display = not swept
+        self.query_one("#batch-swept").display = swept
         for m in catalog.MODEL_ORDER:
             self.query_one(f"#bsf-{m}").display = m in chosen and not auto
 
@@ -717,11 +732,15 @@ class PlanScreen(Screen):
         for name, label in NUMBERS.items():
             setattr(plan, name, self._number(name, label))
         plan.batch_auto = self.query_one("#batch-auto", Checkbox).value
+        # A batch sweep sets every point's batch: the sizes it hides keep the plan's where not whole numbers.
+        swept = with_sweep and not self.query_one("#batch-sizes").display
         plan.batch_sizes = (
             {}
             if plan.batch_auto
             else {
                 m: self._number(f"bs-{m}", f"Batch size of {catalog.MODELS[m].label}")
+                if not swept or self.query_one(f"#bs-{m}", Input).value.strip().isdigit()
+                else self.initial.batch_size(m)
                 for m in plan.models
                 if m in catalog.BUILTIN_MODELS  # your own model's is its model file's
             }
