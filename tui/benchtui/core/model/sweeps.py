@@ -207,7 +207,9 @@ def settings_words(
     model: SweepSource, framework: str, model_id: str, point: Point, runs: Sequence[RunState] = ()
 ) -> str:
     """How a chosen point's settings read: its label; for ``settings`` best, what best set for this
-    framework (what its runs ran with, else the plan's ``sweep.settings_words``)."""
+    framework (what its runs ran with, else the plan's ``sweep.settings_words``). An axis that changes nothing
+    for this framework's model is left unsaid (tf.keras 'at batch 8', never 'channels-last off')."""
+    point = Point(tuple((a, v) for a, v in point.items if sweep_mod.applies(a, framework, model_id) is None))
     if point.get("settings") != "best":
         return point.label
     said = ran_with(runs, framework, model_id)
