@@ -50,6 +50,15 @@ if TYPE_CHECKING:
     from benchtui.core.plan.plan import Plan
     from benchtui.core.running.source import SessionSource
 
+
+def tokens_of(plan: Plan, model_id: str) -> int:
+    """Tokens per sample of a token model under ``plan`` (0: a model that takes no tokens)."""
+    info = catalog.MODELS.get(model_id)
+    if info is None or info.kind != "tokens":
+        return 0
+    return catalog.tokens_per_sample(model_id, plan.seq_len or info.context)
+
+
 TICK_S = 0.25  # redraw period: 4 Hz is smooth for people and cheap at any event rate
 COMPACT_BELOW = 100  # terminal columns under which the table drops three columns
 SHORT_BELOW = 30  # terminal rows under which a data-parallel session's GPU strips are capped lower
@@ -659,12 +668,7 @@ class LiveScreen(Screen):
         if not plan.scaling:
             return
         model_id = focus_model(model) or plan.models[0]
-        info = catalog.MODELS.get(model_id)
-        tokens = (
-            catalog.tokens_per_sample(model_id, plan.seq_len or info.context)
-            if info is not None and info.kind == "tokens"
-            else 0
-        )
+        tokens = tokens_of(plan, model_id)
         unit = "tok/s" if tokens else "img/s"
         levels = plan.device_counts()
         lines = []
@@ -698,12 +702,7 @@ class LiveScreen(Screen):
         if axis is None:
             return
         model_id = focus_model(model) or plan.models[0]
-        info = catalog.MODELS.get(model_id)
-        tokens = (
-            catalog.tokens_per_sample(model_id, plan.seq_len or info.context)
-            if info is not None and info.kind == "tokens"
-            else 0
-        )
+        tokens = tokens_of(plan, model_id)
         # Each framework's chosen points (one per sequence length where seq-len is swept: a workload, not a
         # setting).
         best = {
