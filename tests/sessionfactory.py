@@ -11,6 +11,7 @@ Everything is deterministic for a given seed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -178,6 +179,28 @@ def profile_event(
     return {**event, **spec.get("raw", {})}
 
 
+def _wire_loss(value: float) -> float | str:
+    """A loss as the wire carries it: a number, or "nan" / "inf" / "-inf" (JSON has no NaN)."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _diverged(losses: list[float] | None, steps: int) -> str | None:
+    """What the engine records of a run with these epoch losses: its reason when it diverged, else None."""
+    if not losses:
+        return None
+    for epoch, value in enumerate(losses, 1):
+        if not math.isfinite(value):
+            word = "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+            return f"diverged: loss {word} at epoch {epoch}"
+    if len(set(losses)) == 1 and steps * len(losses) > 1:
+        return f"diverged: loss did not change over its {steps * len(losses)} steps ({losses[0]:.4f})"
+    return None
+
+
 def _dumps(event: dict[str, Any]) -> str:
     return json.dumps(event, separators=(",", ":"))
 
@@ -339,6 +362,7 @@ def make_session(
     gpu_counters: dict[str, dict[str, float]] | None = None,
     sweep: dict[str, list[str]] | None = None,
     point_speed: dict[tuple[str, str], float] | None = None,
+    loss: dict[tuple[str, str, int], list[float]] | None = None,
 ) -> Path:
     """Write a finished session folder under ``root`` and return its path.
 
@@ -364,6 +388,9 @@ def make_session(
     records, as the engine does. ``sweep``: the plan's (``{"batch": ["4", "8"], ...}``, as ``--sweep`` keeps
     it); a point's batch is its ``batch`` value (a step's time scales as batch**0.8 from ``batch_size``), and
     ``point_speed`` maps (framework, point key 'batch=8,channels-last=on') to a factor on its step time.
+    ``loss`` maps (framework, model, run index) to each epoch's loss (NaN and infinities allowed), sent in
+    its epoch events as the runners send them ("nan", "inf", "-inf" as strings); a run whose loss goes
+    non-finite or never changes ends "diverged" (the session "failed"), as the engine records it.
     """
     root = Path(root)
     batch_sizes = {m: batch_size or catalog.MODELS[m].study_batch_size for m in models}
@@ -541,7 +568,9 @@ def make_session(
                 if crashed:
                     break
                 t += 0.002
-                tl.runner(t, rid).epoch(epoch, t - epoch_start, n_steps * bs)
+                losses = (loss or {}).get((fw, model, index))
+                said = {"loss": _wire_loss(losses[epoch - 1])} if losses and epoch <= len(losses) else {}
+                tl.runner(t, rid).epoch(epoch, t - epoch_start, n_steps * bs, **said)
                 tl.runner(t, rid).memory(epoch=epoch, peak_bytes=int(12.5 * GIB), source=source)
             tl.busy = False
             wanted = (profile or {}).get((fw, model, index)) or (profile or {}).get((fw, model))
@@ -594,12 +623,14 @@ def make_session(
                     else None
                 )
                 means = {name: total / n for name, (total, n) in tl.counter_sums.items() if n}
+                diverged = _diverged((loss or {}).get((fw, model, index)), n_steps)
+                failed_any = failed_any or diverged is not None
                 tl.parent(
                     t,
                     "run_end",
                     rid,
-                    status="ok",
-                    reason="",
+                    status="diverged" if diverged else "ok",
+                    reason=diverged or "",
                     returncode=0,
                     malformed=0,
                     **({"per_gpu": per_gpu} if per_gpu else {}),

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple, TypeVar, cast
 
+from benchtui.core.model.runs import parse_loss, wire_loss
 from benchtui.core.model.status import Caution, CautionKind, CellStatus
 from benchtui.core.model.why import WhyTable
 from benchtui.core.plan.sweep import Point
@@ -185,6 +186,10 @@ def _caution(value: Any) -> Caution:
     return {"kind": cast(CautionKind, ""), "message": str(value)}
 
 
+def _wire_loss(value: float | None) -> float | str | None:
+    return None if value is None else wire_loss(value)
+
+
 def _status(value: Any) -> CellStatus:
     try:
         return CellStatus(value)
@@ -260,6 +265,10 @@ class CellSummary:
     straggler: float | None = None  # the slowest rank's step time over the fastest's
     epochs: int = 0
     run_ids: tuple[str, ...] = ()
+    #: The first and last epoch's mean training loss (a mean over the runs that trained; NaN or an
+    #: infinity kept): None when no run sent a loss (older runners, inference), and the file has no key.
+    loss_first: float | None = None
+    loss_last: float | None = None
     #: Its sweep point (``Point()``: a plan without a sweep; the file then has no key).
     point: Point = Point()
 
@@ -351,6 +360,9 @@ class CellSummary:
         if self.per_device is not None:
             out["per_device"] = [d.to_json() for d in self.per_device]
             out["straggler"] = self.straggler
+        if self.loss_first is not None or self.loss_last is not None:
+            out["loss_first"] = _wire_loss(self.loss_first)
+            out["loss_last"] = _wire_loss(self.loss_last)
         out["epochs"] = self.epochs
         if late:
             out["reason"] = self.reason
@@ -428,6 +440,8 @@ class CellSummary:
             epochs=get("epochs", 0),
             run_ids=tuple(get("run_ids") or ()),
             point=Point.of(get("point")),
+            loss_first=parse_loss(get("loss_first")),
+            loss_last=parse_loss(get("loss_last")),
         )
 
 

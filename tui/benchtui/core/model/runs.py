@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,11 @@ class RunState:
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
     epoch_times: dict[int, float] = field(default_factory=dict)
     epoch_samples: dict[int, int] = field(default_factory=dict)
+    # Each epoch's mean training loss and, where the runner sent them, its smallest and largest step loss
+    # (NaN and infinities kept as such): runners since issue 36; none for older runs and inference.
+    losses: dict[int, float] = field(default_factory=dict)
+    loss_mins: dict[int, float] = field(default_factory=dict)
+    loss_maxs: dict[int, float] = field(default_factory=dict)
     # Seconds from each epoch's start to its first batch's step, by epoch, as the runner said (optional).
     to_first_batch: dict[int, float] = field(default_factory=dict)
     batch_seconds: array[float] = field(default_factory=lambda: array("d"))
@@ -155,6 +161,25 @@ class RunState:
             return None
         return float((e[last] - e[start]) / 1000.0 / (samples * (last - start)))
 
+    def divergence(self) -> str | None:
+        """Why the run did not train (``"diverged: loss NaN at epoch 2"``), or None: an epoch whose loss
+        (or smallest or largest step loss) is NaN or infinite, the first such epoch; or a loss that never
+        changed over more than one step (every epoch's the same and, where sent, each epoch's min == max)."""
+        for epoch in sorted(self.losses.keys() | self.loss_mins.keys() | self.loss_maxs.keys()):
+            for values in (self.losses, self.loss_mins, self.loss_maxs):
+                value = values.get(epoch)
+                if value is not None and not math.isfinite(value):
+                    return f"diverged: loss {loss_word(value)} at epoch {epoch}"
+        if not self.losses:
+            return None
+        seen = set(self.losses.values())
+        flat = all(self.loss_mins.get(e, v) == v == self.loss_maxs.get(e, v) for e, v in self.losses.items())
+        steps = self.steps_per_epoch or 0
+        total = steps * len(self.losses) if steps else len(self.batch_seconds) or len(self.losses)
+        if len(seen) == 1 and flat and total > 1:
+            return f"diverged: loss did not change over its {total} steps ({next(iter(seen)):.4f})"
+        return None
+
     def phase_seconds(self, name: str) -> float | None:
         edges = self.phases.get(name, {})
         if "start" in edges and "end" in edges:
@@ -193,3 +218,26 @@ class RunState:
             "images_per_s": images_per_s,
             "time_to_first_batch_s": self.phase_seconds("first_batch"),
         }
+
+
+def loss_word(value: float) -> str:
+    """A non-finite loss as a reason says it: "NaN", "inf", "-inf"."""
+    return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def parse_loss(value: object) -> float | None:
+    """A loss as the wire carries it: a JSON number, or one of the strings "nan", "inf", "-inf"; None else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if value in ("nan", "inf", "-inf"):
+        return float(str(value))
+    return None
+
+
+def wire_loss(value: float) -> float | str:
+    """A loss as the wire and the JSON files write it: a number, or "nan" / "inf" / "-inf"."""
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")

@@ -25,7 +25,7 @@ from benchtui.core.model.cell import (
     ScalingCurve,
     SessionSummary,
 )
-from benchtui.core.model.runs import GPU_COUNTERS, RunState
+from benchtui.core.model.runs import GPU_COUNTERS, RunState, parse_loss
 from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
 from benchtui.core.plan.plan import Plan, run_order
@@ -259,6 +259,9 @@ class SessionModel:
         run.epoch_samples[epoch] = int(event.get("samples") or 0)
         # From the epoch's start to its first batch's step (runners since issue 30; older ones omit it):
         # a stall at an epoch's start (a data iterator rebuilt, a thread pool resized) shows as such.
+        for key, into in (("loss", run.losses), ("loss_min", run.loss_mins), ("loss_max", run.loss_maxs)):
+            if (loss := parse_loss(event.get(key))) is not None:
+                into[epoch] = loss
         waited = event.get("to_first_batch_s")
         if isinstance(waited, (int, float)) and not isinstance(waited, bool) and math.isfinite(waited):
             if waited >= 0:
@@ -306,6 +309,10 @@ class SessionModel:
         run.status = RunStatus.parse(event.get("status", "failed"))
         if event.get("reason"):
             run.reason = str(event["reason"])
+        if run.status is RunStatus.OK and (diverged := run.divergence()) is not None:
+            # Decided from the epochs folded, the engine's run_end or not: a session recorded before the
+            # engine knew the word still shows its run as such.
+            run.status, run.reason = RunStatus.DIVERGED, diverged
         run.malformed = int(event.get("malformed") or 0)
         run.log_problem = str(event.get("log_problem") or "")
         if isinstance(event.get("other_cpu_cores"), (int, float)):
@@ -394,6 +401,7 @@ class SessionModel:
         ok = [r for r in runs if r.status is RunStatus.OK]
         failed = [r for r in runs if r.status is RunStatus.FAILED]
         unavailable = [r for r in runs if r.status is RunStatus.UNAVAILABLE]
+        diverged = [r for r in runs if r.status is RunStatus.DIVERGED]
         row: dict[str, Any] = {
             "framework": framework,
             "model": model,
@@ -407,10 +415,14 @@ class SessionModel:
             row["status"], row["reason"] = CellStatus.UNAVAILABLE, unavailable[0].reason
         elif failed:
             row["status"], row["reason"] = CellStatus.FAILED, failed[0].reason or "runner failed"
+        elif diverged and not ok:
+            row["status"], row["reason"] = CellStatus.DIVERGED, _diverged_reason(diverged, runs)
         elif ok:
             row["status"] = CellStatus.OK
             unfinished = [r for r in runs if r.status is not RunStatus.OK]
-            if unfinished:
+            if diverged:  # the runs that trained give the figures; the cell says which did not
+                row["reason"] = _diverged_reason(diverged, runs)
+            elif unfinished:
                 row["reason"] = (
                     f"{len(unfinished)} of {len(runs)} runs did not finish ({unfinished[0].status})"
                 )
@@ -471,6 +483,20 @@ class SessionModel:
                     f"before they stopped ({done}); not the plan's full protocol",
                 ),
             )
+        if diverged:
+            row["warnings"].insert(
+                0,
+                caution(
+                    CautionKind.DIVERGED,
+                    f"{_diverged_reason(diverged, runs)}: left out of the figures, the verdict and the ratios",
+                ),
+            )
+        # Each epoch's loss (runners since issue 36): the first and last epoch's, a mean over the runs
+        # that trained (over the diverged ones when none did: what the cell did say).
+        with_loss = [r for r in ok if r.losses] or [r for r in diverged if r.losses]
+        if with_loss:
+            row["loss_first"] = _mean_loss([r.losses[min(r.losses)] for r in with_loss])
+            row["loss_last"] = _mean_loss([r.losses[max(r.losses)] for r in with_loss])
         gaps = [(r, r.missing_epochs()) for r in ok]
         gaps = [(r, missing) for r, missing in gaps if missing or r.missing_steps]
         if gaps:
@@ -1115,3 +1141,20 @@ def per_flop_verdict(
         flops_per_sample={base_fw: flops_base, fw: flops_other},
         text=text,
     )
+
+
+def _diverged_reason(diverged: list[RunState], runs: list[RunState]) -> str:
+    """ "1 of 3 runs diverged: loss NaN at epoch 2" (the first diverged run's reason, its word dropped)."""
+    why = diverged[0].reason.removeprefix("diverged: ")
+    if len(runs) == 1:
+        return f"diverged: {why}"
+    return f"{len(diverged)} of {len(runs)} runs diverged: {why}"
+
+
+def _mean_loss(values: list[float]) -> float:
+    """The mean of the runs' losses; NaN where any is NaN, an infinity where any is one (never a warning)."""
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    if any(math.isinf(v) for v in values):
+        return next(v for v in values if math.isinf(v))
+    return mean(values)

@@ -23,6 +23,9 @@ class RunStatus(str, Enum):
     STOPPED = "stopped"
     SKIPPED = "skipped"
     INTERRUPTED = "interrupted"
+    # It ran to its end, but its loss went NaN/infinite or never changed: it did not train, and its
+    # times are not a result (kept out of every figure, verdict and ratio).
+    DIVERGED = "diverged"
 
     @classmethod
     def parse(cls, value: object, default: RunStatus | None = None) -> RunStatus:
@@ -48,6 +51,7 @@ FINAL = frozenset(
         RunStatus.STOPPED,
         RunStatus.SKIPPED,
         RunStatus.INTERRUPTED,
+        RunStatus.DIVERGED,
     }
 )
 #: Runs that ended early without failing: their cell is "incomplete", not "failed".
@@ -62,6 +66,7 @@ class CellStatus(str, Enum):
     UNAVAILABLE = "unavailable"
     INCOMPLETE = "incomplete"
     PENDING = "pending"
+    DIVERGED = "diverged"  # every run of the cell diverged: no figures
 
     def __str__(self) -> str:
         return self.value
@@ -108,6 +113,7 @@ class CautionKind(str, Enum):
     FLOPS_REFUSED = "flops-refused"  # a FLOP count that would put the run above its device's peak
     # A sweep's cell whose runs are another point's (an axis that changes nothing for it): a note, not a doubt.
     SAME_RUNS = "same-runs"
+    DIVERGED = "diverged"  # a run's loss went NaN/infinite or never changed: left out of the figures
 
     def __str__(self) -> str:
         return self.value
@@ -134,6 +140,7 @@ STATUS_STYLE: dict[str, str] = {
     "done": "green",  # a results-table cell whose runs are all ok
     "complete": "bold green",
     "failed": "bold red",
+    "diverged": "bold red",
     "unavailable": "yellow",
     "incomplete": "bold yellow",
     "interrupted": "bold magenta",

@@ -350,6 +350,11 @@ class Engine(Pausable):
             return "interrupted"
         if "failed" in states:
             return "failed"
+        diverged = [r for r in self.model.runs.values() if r.status is RunStatus.DIVERGED]
+        if diverged:  # its result is unusable, as a failed run's: the session says which and why
+            more = f" (and {len(diverged) - 1} other run(s))" if len(diverged) > 1 else ""
+            self.writer.meta["failure"] = f"run {diverged[0].spec.run_id} {diverged[0].reason}{more}"
+            return "failed"
         if "stopped" in states or "skipped" in states:
             return "incomplete"  # the user stopped or skipped runs: the plan was not carried out whole
         return "complete"
@@ -580,6 +585,8 @@ class Engine(Pausable):
             status, reason = "interrupted", "session interrupted"
         elif state.status in ("failed", "unavailable"):
             status, reason = state.status, state.reason
+        elif state.done and (diverged := state.divergence()) is not None:
+            status, reason = "diverged", diverged  # it ran to its end, but its loss says it did not train
         elif state.done:
             status, reason = "ok", ""
         else:
