@@ -222,8 +222,9 @@ class _Core:
         self.samples += samples
         self.clock.step_end(self.feed.step)
 
-    def end(self, memory: Callable[[], dict[str, Any]]) -> float:
-        """Close the open epoch: its seconds, synchronised; its epoch and memory events if it had steps."""
+    def end(self, memory: Callable[[], dict[str, Any]], loss: dict[str, float] | None = None) -> float:
+        """Close the open epoch: its seconds, synchronised; its epoch and memory events if it had steps
+        (``loss``: the epoch's loss fields, where the hook has them)."""
         assert self.clock is not None and self.proc.writer is not None
         epoch, self.epoch = self.epoch, 0
         seconds = self.clock.epoch_end()
@@ -234,7 +235,7 @@ class _Core:
                 self.proc.epochs -= 1
             return seconds
         # KerasTimer marks when each epoch's first step begins; StepTimer, called after a step, cannot.
-        self.proc.writer.epoch(epoch, seconds, self.samples, **self.clock.epoch_fields())
+        self.proc.writer.epoch(epoch, seconds, self.samples, **self.clock.epoch_fields(), **(loss or {}))
         self.proc.writer.memory(epoch=epoch, **memory())
         return seconds
 
@@ -444,9 +445,9 @@ def _keras_timer_class() -> type:
             self._close()  # fit validates: the epoch's training is over
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            self._close()
+            self._close(logs)
 
-        def _close(self) -> None:
+        def _close(self, logs: Any = None) -> None:
             core = self._core
             if not core.live or not core.epoch:
                 return
@@ -455,7 +456,7 @@ def _keras_timer_class() -> type:
                     steps = self._last_steps(self._begun)
                     core.ended(steps, steps * core.batch_size)
                     self._begun = None
-                core.end(self._memory)
+                core.end(self._memory, _epoch_loss(logs))
             except (Exception, ParentGone) as exc:
                 core.fail(exc)
 
@@ -489,6 +490,16 @@ def _keras_timer_class() -> type:
     KerasTimer.__module__ = __name__
     KerasTimer.__qualname__ = "KerasTimer"
     return KerasTimer
+
+
+def _epoch_loss(logs: Any) -> dict[str, float] | None:
+    """The epoch's mean training loss from ``model.fit``'s epoch logs, which Keras has already made Python
+    numbers when ``on_epoch_end`` is called (no wait of the hook's); None without one (an epoch that fit
+    validates is closed at ``on_test_begin``, before its logs exist: it sends no loss)."""
+    value = logs.get("loss") if isinstance(logs, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return {"loss": float(value)}
 
 
 def __getattr__(name: str) -> Any:

@@ -939,7 +939,7 @@ class KerasBackend:
     def stepping(self) -> AbstractContextManager[Any]:
         return lifecycle.nothing()
 
-    def epochs(self, clock: StepClock, epochs: int, epoch_done: Callable[[int], None]) -> None:
+    def epochs(self, clock: StepClock, epochs: int, epoch_done: lifecycle.EpochDone) -> None:
         if self.inference:
             _infer(self.model, clock, self.config, self.pool, self.x_host, epochs, epoch_done)
         else:
@@ -1048,7 +1048,7 @@ def _fit(
     y_host: Any,
     backend: str,
     epochs: int,
-    epoch_done: Callable[[int], None],
+    epoch_done: lifecycle.EpochDone,
     mirrored: bool = False,
 ) -> None:
     """Train with ``model.fit``, timed by ``clock`` from a callback (``mirrored``: under tf.distribute)."""
@@ -1079,9 +1079,21 @@ def _fit(
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             if self.begun:
                 clock.step_end(self.begun)
-            epoch_done(epoch + 1)
+            epoch_done(epoch + 1, epoch_loss(logs))
 
     _fit_on(model, config, pool, x_host, y_host, backend, mirrored, epochs, None, [Timing()])
+
+
+def epoch_loss(logs: Any) -> lifecycle.LossReading | None:
+    """How to read the epoch's loss from ``model.fit``'s epoch logs: their ``loss``, the mean of the epoch's
+    step losses (Keras's loss tracker; under tf.distribute, over every replica). Keras has made them Python
+    numbers before it calls ``on_epoch_end`` (its own wait at the epoch's end, there whatever the callbacks),
+    so reading them waits for nothing; None when the logs have no loss. The step losses themselves are not
+    kept (a step's logs hold the running mean, and reading them would wait each step): no min or max."""
+    if not isinstance(logs, dict) or logs.get("loss") is None:
+        return None
+    value = logs["loss"]
+    return lambda: {"loss": float(value)}
 
 
 def _fit_on(
@@ -1155,7 +1167,7 @@ def _infer(
     pool: list[tuple[Any, Any]],
     x_host: Any,
     epochs: int,
-    epoch_done: Callable[[int], None],
+    epoch_done: lifecycle.EpochDone,
 ) -> None:
     """Inference: ``model.predict_on_batch`` on every batch, as a loop serving requests does.
 

@@ -3,7 +3,7 @@
 ``run(config, writer, backend)`` sends, in this order::
 
     phase import end -> hello -> phase data (start, end) -> phase build (start, end) -> settings
-    -> per epoch: batch windows, epoch, memory -> profile -> flops -> done
+    -> per epoch: batch windows, epoch (with its loss, training), memory -> profile -> flops -> done
 
 and what happens between them is the backend's: one :class:`Backend` per framework family
 (``torch_runner.TorchBackend`` for PyTorch, ``keras_runner.KerasBackend`` for Keras 3 and tf.keras
@@ -46,6 +46,18 @@ class Device(Protocol):
 
     def info(self) -> dict[str, Any]:
         """The device's record (the hello's ``device``): type, name, index and what is known of it."""
+
+
+#: A reading of the epoch's training loss, called once the epoch's end has waited for the device: the
+#: epoch event's ``loss`` and, where the backend has them, ``loss_min`` / ``loss_max`` (floats; NaN as it is).
+LossReading = Callable[[], dict[str, float]]
+
+
+class EpochDone(Protocol):
+    """What a backend calls when an epoch's last step has ended: ``losses`` reads the epoch's loss (None:
+    none, as inference has), after the clock's wait at the epoch's end, so reading it waits for nothing."""
+
+    def __call__(self, epoch: int, losses: LossReading | None = None) -> None: ...
 
 
 class Window(Protocol):
@@ -101,9 +113,10 @@ class Backend(Protocol):
     def stepping(self) -> AbstractContextManager[Any]:
         """Around the timed epochs and the profiled steps (no gradients, for inference)."""
 
-    def epochs(self, clock: StepClock, epochs: int, epoch_done: Callable[[int], None]) -> None:
+    def epochs(self, clock: StepClock, epochs: int, epoch_done: EpochDone) -> None:
         """Run ``epochs`` epochs timed by ``clock`` (``epoch_begin``, ``step_begin``, ``step_end``),
-        calling ``epoch_done(epoch)`` when each epoch's last step has ended."""
+        calling ``epoch_done(epoch, losses)`` when each epoch's last step has ended (``losses``: how to read
+        the epoch's training loss, or None)."""
 
     def profile_steps(self, window: Window, warmup: int, count: int) -> None:
         """``warmup`` steps, ``window.open()``, ``count`` steps (in ``window.steps``), ``window.close()``."""
@@ -152,9 +165,11 @@ def run(config: RunConfig, writer: EventWriter, backend: Backend) -> None:
             writer, device.sync, backend.step_samples, config.timing, config.window_s, gather=backend.gather
         )
 
-        def epoch_done(epoch: int) -> None:
+        def epoch_done(epoch: int, losses: LossReading | None = None) -> None:
             seconds = clock.epoch_end()
-            writer.epoch(epoch, seconds, config.samples_per_epoch, **clock.epoch_fields())
+            # The loss is read after the clock's wait: the device has finished the epoch's steps.
+            loss = losses() if losses is not None and not inference else {}
+            writer.epoch(epoch, seconds, config.samples_per_epoch, **clock.epoch_fields(), **loss)
             writer.memory(epoch=epoch, **device.peak_memory())
 
         epochs = 0 if config.mode == "count" else config.epochs_to_run

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchtui_runners.wire import WIRE_VERSION
+from benchtui_runners.wire import LOSS_FIELDS, WIRE_VERSION, loss_wire
 
 __all__ = ["FD_ENV", "FIFO_ENV", "WIRE_VERSION", "EventWriter", "ParentGone", "die_with_parent"]
 
@@ -141,6 +141,10 @@ class EventWriter:
         self.emit("batch", epoch=epoch, step=step, seconds=seconds, samples=samples, steps=steps)
 
     def epoch(self, epoch: int, seconds: float, samples: int, **fields: Any) -> None:
+        """``loss``, ``loss_min``, ``loss_max`` among ``fields`` go as the wire carries a loss (NaN as "nan")."""
+        for name in LOSS_FIELDS:
+            if name in fields:
+                fields[name] = loss_wire(fields[name])
         self.emit("epoch", epoch=epoch, seconds=seconds, samples=samples, **fields)
 
     def memory(self, **fields: Any) -> None:

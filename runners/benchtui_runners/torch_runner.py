@@ -11,7 +11,7 @@ import contextlib
 import itertools
 import os
 import platform
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -500,16 +500,22 @@ class TorchBackend:
         # Inference: no gradients anywhere (inference_mode also skips version counting), eval mode.
         return torch.inference_mode() if self.inference else lifecycle.nothing()
 
-    def epochs(self, clock: StepClock, epochs: int, epoch_done: Callable[[int], None]) -> None:
+    def epochs(self, clock: StepClock, epochs: int, epoch_done: lifecycle.EpochDone) -> None:
         # A step's time runs from the previous step's end, so the loader's fetch and the copy to the
-        # device are in it, as tf.data's are on the Keras side.
+        # device are in it, as tf.data's are on the Keras side. Training: each step's loss stays on the
+        # device (LossTally), read once the epoch's end has waited for its last step. Data parallel:
+        # rank 0's own losses (the only rank that sends).
+        keep = not self.inference and self.rank == 0
         for epoch in range(1, epochs + 1):
+            tally = LossTally() if keep else None
             clock.epoch_begin(epoch)
             for step, (x, y) in enumerate(self.batches(), start=1):
                 clock.step_begin()  # the epoch's first: its time to first batch (loader start-up)
-                self.train_step(x, y)
+                loss = self.train_step(x, y)
+                if tally is not None:
+                    tally.add(loss)
                 clock.step_end(step)
-            epoch_done(epoch)
+            epoch_done(epoch, tally.read if tally is not None else None)
 
     def profile_steps(self, window: lifecycle.Window, warmup: int, count: int) -> None:
         from torch.profiler import record_function
@@ -549,8 +555,58 @@ class TorchBackend:
         )
 
 
+class LossTally:
+    """An epoch's step losses, kept on the device: nothing in a step waits for them.
+
+    ``add`` keeps each step's loss (detached: a view, no work queued); every ``FOLD`` steps they are folded
+    into a running sum, min and max on the device (a few kernels, queued, never waited for), so an epoch of
+    any length holds at most ``FOLD`` of them. ``read``, called once the epoch's end has synchronised the
+    device, copies the three numbers to the host in one transfer (the device has nothing left to run)
+    and gives the epoch event's ``loss`` (the mean), ``loss_min`` and ``loss_max``. NaN propagates through
+    the sum, the min and the max: one NaN step makes all three NaN.
+    """
+
+    FOLD = 1024
+
+    def __init__(self) -> None:
+        self.pending: list[torch.Tensor] = []
+        self.folded: torch.Tensor | None = None  # [sum, min, max] of the steps folded so far
+        self.steps = 0
+
+    def add(self, loss: torch.Tensor | None) -> None:
+        if loss is None:
+            return
+        self.pending.append(loss.detach())
+        self.steps += 1
+        if len(self.pending) >= self.FOLD:
+            self._fold()
+
+    def _fold(self) -> None:
+        if not self.pending:
+            return
+        losses = torch.stack([loss.reshape(()) for loss in self.pending]).float()
+        part = torch.stack([losses.sum(), losses.min(), losses.max()])
+        self.pending = []
+        if self.folded is None:
+            self.folded = part
+        else:
+            folded = self.folded
+            self.folded = torch.stack(
+                [folded[0] + part[0], torch.minimum(folded[1], part[1]), torch.maximum(folded[2], part[2])]
+            )
+
+    def read(self) -> dict[str, float]:
+        """The epoch's mean, smallest and largest step loss; nothing when no step gave a loss."""
+        self._fold()
+        if self.folded is None:
+            return {}
+        total, low, high = self.folded.tolist()  # one copy to the host, after the epoch's wait
+        return {"loss": total / self.steps, "loss_min": low, "loss_max": high}
+
+
 def _step(step_fn: Any, optimizer: Any, loss_fn: Any, amp_dtype: Any, device: torch.device) -> Any:
-    """One step on a batch: forward only (no optimizer: inference), or a training step."""
+    """One step on a batch: forward only (no optimizer: inference, returns None), or a training step,
+    which returns its loss (detached, on the device: nothing waits for it)."""
     autocast = (
         (lambda: torch.autocast(device.type, dtype=amp_dtype))
         if amp_dtype is not None
@@ -567,10 +623,12 @@ def _step(step_fn: Any, optimizer: Any, loss_fn: Any, amp_dtype: Any, device: to
 
     if amp_dtype is None:
         # The plain step: exactly what a hand-written loop does, nothing more per batch.
-        def train_step(x: torch.Tensor, y: torch.Tensor) -> None:
+        def train_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             optimizer.zero_grad(set_to_none=True)
-            loss_fn(step_fn(x), y).backward()
+            loss = loss_fn(step_fn(x), y)
+            loss.backward()
             optimizer.step()
+            return loss.detach()
 
         return train_step
 
@@ -578,12 +636,14 @@ def _step(step_fn: Any, optimizer: Any, loss_fn: Any, amp_dtype: Any, device: to
     # float32 outside autocast, as the Keras head's float32 outputs are on the other side.
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
 
-    def amp_step(x: torch.Tensor, y: torch.Tensor) -> None:
+    def amp_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         with autocast():
             outputs = step_fn(x)
-        scaler.scale(loss_fn(outputs.float(), y)).backward()
+        loss = loss_fn(outputs.float(), y)
+        scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
+        return loss.detach()  # unscaled
 
     return amp_step

@@ -15,6 +15,7 @@ The limits are plain data, so a typed decoder (msgspec ``Meta(ge=, le=, max_leng
 # No ``from __future__ import annotations``: the fields' annotations are objects when a class is made, so
 # reading them back (``fields``) compiles no strings at the parent's start.
 import functools
+import math
 import sys
 import typing
 from collections.abc import Mapping
@@ -102,6 +103,12 @@ class Obj:
 
 
 @dataclass(frozen=True)
+class Loss:
+    """A training loss: a finite number (int or float, not a bool), or one of ``NON_FINITE``'s words (JSON
+    has no NaN: a loss that became NaN or infinite is sent as ``"nan"``, ``"inf"`` or ``"-inf"``)."""
+
+
+@dataclass(frozen=True)
 class Custom:
     """Checked by hand where it is read (``where``), not by a limit."""
 
@@ -116,7 +123,7 @@ class _Required:
 #: In a field's ``Annotated``: an event of that type without it (or with it null) is malformed.
 REQUIRED = _Required()
 
-Limit = Int | Num | Text | OneOf | Exactly | Ints | Durations | Obj | Custom
+Limit = Int | Num | Text | OneOf | Exactly | Ints | Durations | Obj | Loss | Custom
 
 TIME = Num(0.0, MAX_TIME, above=True)  # a duration that was measured: never zero
 CLOCK = Num(-MAX_TIME, MAX_TIME)  # a monotonic clock reading
@@ -130,6 +137,28 @@ TEXT = Text()
 LONG = Text(LONG_TEXT)
 AMOUNT = Num(-1e18, 1e18)  # a telemetry reading: any finite number
 PERCENT = Num(0.0, 100.0)
+LOSS = Loss()
+
+#: The epoch event's loss fields.
+LOSS_FIELDS = ("loss", "loss_min", "loss_max")
+#: A non-finite loss on the wire, by its float: the only strings a loss field may be.
+NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def loss_wire(value: float) -> float | str:
+    """A loss as the wire carries it: a finite number as it is, NaN / +inf / -inf as ``"nan"`` / ``"inf"`` /
+    ``"-inf"``."""
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def loss_float(value: float | str) -> float:
+    """A loss field read back (one the parent's reader passed): ``"nan"`` -> ``math.nan``, a number -> itself."""
+    return NON_FINITE[value] if isinstance(value, str) else float(value)
 
 
 # -- objects inside events ----------------------------------------------------------------------
@@ -250,6 +279,13 @@ class EpochEvent(_Event, total=False):
     # the moment its first step begins: a stall there (tf.data tearing down an iterator) shows as
     # such. Runners before issue 30 omit it.
     to_first_batch_s: Annotated[float, Num(0.0, MAX_TO_FIRST_BATCH)]
+    # Training only: the epoch's mean loss over its steps, read where the runner already waits for the
+    # device at the epoch's end; loss_min / loss_max: its smallest and largest step loss, where the runner
+    # has them for free (PyTorch). A number, or "nan" / "inf" / "-inf" (``loss_wire``). Runners before
+    # issue 36, and inference, send none.
+    loss: Annotated[float | str, LOSS]
+    loss_min: Annotated[float | str, LOSS]
+    loss_max: Annotated[float | str, LOSS]
 
 
 class MemoryEvent(_Event, total=False):
@@ -489,7 +525,7 @@ def fields(spec: type, *, common: bool = False) -> Mapping[str, Field]:
             for extra in extras:
                 if extra is REQUIRED:
                     required = True
-                elif isinstance(extra, (Int, Num, Text, OneOf, Exactly, Ints, Durations, Obj, Custom)):
+                elif isinstance(extra, (Int, Num, Text, OneOf, Exactly, Ints, Durations, Obj, Loss, Custom)):
                     limit = extra
         if limit is None and typing.get_origin(base) is Literal:
             limit = OneOf(typing.get_args(base))  # the words the type names

@@ -248,6 +248,15 @@ def _times(most: int = 65536) -> Callable[[Any], str | None]:
     return check
 
 
+def _loss(value: Any) -> str | None:
+    """A loss: a finite number, or exactly one of ``"nan"``, ``"inf"``, ``"-inf"`` (JSON has no NaN)."""
+    if isinstance(value, str):
+        return (
+            None if value in wire.NON_FINITE else f"is {value[:40]!r}, not a number, 'nan', 'inf' or '-inf'"
+        )
+    return _number(value, -math.inf, math.inf)
+
+
 def _one_of(*words: str) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         return None if value in words else f"is {str(value)[:40]!r}, not one of {', '.join(words)}"
@@ -307,6 +316,8 @@ def _check(limit: wire.Limit) -> Check:
         return _times(limit.most)
     if isinstance(limit, wire.Obj):
         return _obj(_checks(limit.spec), limit.many)
+    if isinstance(limit, wire.Loss):
+        return _loss
     raise TypeError(f"{limit!r} is checked by hand where it is read, not by a limit")
 
 
