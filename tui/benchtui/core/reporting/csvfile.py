@@ -102,6 +102,8 @@ HOST_COLUMNS = ("cpu_model",)
 VERDICT_MARK_COLUMNS = ("faster_framework", "verdict_mark", "unreliable_reason")
 #: Each epoch's seconds from its start to its first batch, ';'-separated in epoch order (additive).
 STALL_COLUMNS = ("to_first_batch_s",)
+#: The first and last epoch's loss (a mean over the runs that trained): only when a run sent a loss.
+LOSS_COLUMNS = ("loss_first", "loss_last")
 RATIO_COLUMNS = (
     "vs_framework",
     "time_ratio",
@@ -207,6 +209,7 @@ def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
             )
         rec["warnings"] = "; ".join(w["message"] for w in row.warnings)
         rec["run_ids"] = ";".join(row.run_ids)
+        rec["loss_first"], rec["loss_last"] = row.loss_first, row.loss_last  # NaN written "nan"
         rec.update(row.point.items)  # a sweep: its point, a column per axis (``axis_columns``)
         yield rec
 
@@ -250,7 +253,10 @@ def csv_value(value: Any) -> Any:
 
 def write(report: Report, fh: IO[str]) -> None:
     """summary.csv: one row per (model, framework)."""
-    cols = summary_columns() + axis_columns(r.point for r in report.summary.rows)
+    rows = report.summary.rows
+    # Runners since issue 36 send each epoch's loss: its columns only then (an older session's csv as before).
+    losses = [*LOSS_COLUMNS] if any(r.loss_first is not None or r.loss_last is not None for r in rows) else []
+    cols = summary_columns() + losses + axis_columns(r.point for r in rows)
     writer = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     cpu_model = report.source.cpu_model

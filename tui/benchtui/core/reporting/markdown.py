@@ -18,6 +18,7 @@ from benchtui.core.reporting.model import (
     Verdict,
     grouped_problems,
 )
+from benchtui.core.reporting.model.losses import loss_lines
 from benchtui.core.reporting.model.sweep import BEST_NOTE, BEST_TITLE, SAME_TITLE
 
 
@@ -167,6 +168,8 @@ def render(report: Report) -> str:
         out += _section(table)
     out.append(md_escape(report.study_note))
     out.append("")
+    if losses := loss_lines(report.rows):  # runners since issue 36
+        out += [md_escape(losses[0]), ""] + [f"- {md_escape(line.strip())}" for line in losses[1:]] + [""]
     out += curve_lines(report)
     if report.devices > 1:
         out += [DEVICES_NOTE, ""]

@@ -42,6 +42,7 @@ from benchtui.core.reporting.model import (
     with_ci,
     wording,
 )
+from benchtui.core.reporting.model.losses import loss_lines
 from benchtui.core.reporting.model.sweep import BEST_NOTE, BEST_TITLE, SAME_TITLE
 
 #: Below this many columns the table drops spreads, runs and FLOP/s rather than cut numbers.
@@ -278,6 +279,8 @@ def print_summary(
         console.print(footnote, style="dim", highlight=False, markup=False)
     for note in summary_notes(rows):
         console.print(note, highlight=False)
+    for line in loss_lines(rows):  # runners since issue 36: did what was timed train?
+        console.print(Text(fmt.clean(line)), highlight=False)
 
 
 def print_result(report: Report, title: str) -> None:
@@ -596,6 +599,7 @@ def summary_view(report: Report, width: int) -> Group:
     ]
     parts += summary_tables(report.rows, FIGURES_TITLE, width=width)
     parts += [Text.from_markup(note) for note in summary_notes(report.rows)]
+    parts += [Text(fmt.clean(line)) for line in loss_lines(report.rows)]
     parts += [  # a --profile session: why one framework is slower, in words
         Text(f"{model_label(view.model)} why · {text}") for view in report.why for text in view.text
     ]

@@ -118,7 +118,7 @@ def build_report(
 
 
 #: Runs whose log the html report shows the end of.
-LOGGED = ("failed", "stopped", "interrupted")
+LOGGED = ("failed", "stopped", "interrupted", "diverged")
 
 
 def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
@@ -141,6 +141,7 @@ def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
             run.ended_t,
             log_text(loaded.path, loaded.folder.log_path(run_id)) if run.status in LOGGED else "",
             run.spec.point,
+            dict(sorted(run.losses.items())),
         )
         for run_id, run in loaded.model.runs.items()
     )

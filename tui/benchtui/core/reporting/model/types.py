@@ -281,6 +281,8 @@ class RunSeries:
     ended_t: float | None
     log_tail: str = ""  # the end of its log (failed, stopped or interrupted runs; '' without one)
     point: Point = NO_POINT  # its sweep point (``Point()`` without a sweep)
+    #: Each epoch's mean training loss by epoch number (NaN and infinities kept); {} when its runner sent none.
+    losses: Mapping[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
