@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from html import escape
@@ -28,6 +29,7 @@ from benchtui.core.reporting.model import (
     row_flagged,
 )
 from benchtui.core.reporting.model.figures import point_column, point_text
+from benchtui.core.reporting.model.losses import loss_text
 from benchtui.core.reporting.model.sweep import BEST_NOTE, BEST_TITLE, SAME_TITLE
 from benchtui.core.reporting.plots import (
     CATEGORY_COLORS,
@@ -777,6 +779,67 @@ def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
 
 
 # -- the page -------------------------------------------------------------------------
+def _stretch(label: str, points: list[tuple[float, float]], color: str, index: int) -> Series:
+    return Series(label, [x for x, _ in points], [y for _, y in points], color, dash=run_dash(index))
+
+
+def _loss_plots(report: Report) -> str:
+    """Per model, each run's training loss per epoch (runners since issue 36): a line per run in its
+    framework's colour, its runs told apart by their dashes; a NaN or infinite loss breaks its line and is
+    marked ✕ at its epoch. '' when no run sent a loss (the report of an older session as before)."""
+    if not any(r.losses for r in report.runs):
+        return ""
+    parts = []
+    points = list(dict.fromkeys(r.point for r in report.runs)) or [Point()]
+    for m, p in [(m, p) for m in report.source.models for p in points]:
+        series: list[Series] = []
+        marks: list[tuple[float, str, str]] = []
+        colors: dict[str, str] = {}
+        indices: set[int] = set()
+        for i, fw in enumerate(report.source.frameworks):
+            for run in report.cell_runs(fw, m, p if p else None):
+                if not run.losses:
+                    continue
+                color = color_for(fw, i)
+                status = "" if run.status == "ok" else f", {run.status}"
+                label = f"{framework_label(fw)} run {run.index}{status}"
+                colors[framework_label(fw)] = color
+                indices.add(run.index)
+                # A line per stretch of finite losses: a NaN breaks it, never joins across it.
+                stretch: list[tuple[float, float]] = []
+                for epoch, loss in sorted(run.losses.items()):
+                    if math.isfinite(loss):
+                        stretch.append((float(epoch), loss))
+                        continue
+                    marks.append((float(epoch), color, f"{label}: loss {loss_text(loss)} at epoch {epoch}"))
+                    if stretch:
+                        series.append(_stretch(label, stretch, color, run.index))
+                    stretch = []
+                if stretch:
+                    series.append(_stretch(label, stretch, color, run.index))
+        if not series and not marks:
+            continue
+        legend: list[tuple[str, str, bool | str]] = [(label, color, False) for label, color in colors.items()]
+        if len(indices) > 1:
+            legend += [(f"run {k}", "#868e96", run_dash(k) or False) for k in sorted(indices)]
+        parts.append(
+            "<figure>"
+            + line_chart(
+                f"{model_label(m)}{f' · {p.label}' if p else ''}: training loss per epoch",
+                series,
+                "epoch (✕: the loss was NaN or infinite)",
+                "mean loss over the epoch",
+                y_min=None,
+                desc="every run of each framework, in its colour, its runs told apart by their dashes; a loss "
+                "that went NaN or infinite breaks its line and is marked ✕ at its epoch",
+                legend_items=legend,
+                marks=marks,
+            )
+            + "</figure>"
+        )
+    return "<h2>Training loss per epoch</h2>" + "".join(parts) if parts else ""
+
+
 def render(report: Report) -> str:
     """The whole report as one HTML string; nothing in it loads anything from anywhere."""
     source = report.source
@@ -830,6 +893,7 @@ def render(report: Report) -> str:
         + "</figure>"
         if has_epochs
         else "",
+        _loss_plots(report),
         "<h2>Time per batch</h2>",
         _batch_plots(report),
         "<h2>Telemetry over time</h2>",

@@ -346,8 +346,12 @@ def line_chart(
     max_points: int = 800,
     desc: str = "",
     legend_items: Sequence[tuple[str, str, bool | str]] | None = None,
+    marks: Sequence[tuple[float, str, str]] = (),
 ) -> str:
     """Lines over x; values above ``y_max`` (or the ``clip_quantile`` of all values × 1.3) are marked off scale.
+
+    ``marks`` (x, colour, words): a point that has no value to draw (a loss gone NaN), a ✕ at the top of
+    the plot at its x, its words as its tooltip.
 
     ``legend_items`` (label, colour, dashed or a dash pattern) replace the legend of one entry per line:
     many lines (every run of each framework) say their colours and dashes once each. Off-scale peaks are
@@ -431,6 +435,11 @@ def line_chart(
             f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="1.5" '
             f'stroke-linejoin="round"{dash}><title>{escape(s.label)}</title></polyline>'
         )
+        if len(xs) == 1:  # a line of one point draws nothing: a dot (a loss that went NaN after epoch 1)
+            parts.append(
+                f'<circle cx="{_coord(fr.px(xs[0]))}" cy="{_coord(fr.py(min(max(ys[0], fr.ylo), fr.yhi)))}" '
+                f'r="2.5" fill="{color}"><title>{escape(s.label)}</title></circle>'
+            )
         for x, y in off[:20]:
             px = fr.px(x)
             parts.append(
@@ -441,6 +450,12 @@ def line_chart(
             peak = max(off, key=lambda p: p[1])
             if color not in peaks or peak[1] > peaks[color][2]:
                 peaks[color] = (s.label, peak[0], peak[1])
+    for x, color, words in marks:
+        if fr.xlo <= x <= fr.xhi:
+            parts.append(
+                f'<text x="{_coord(fr.px(x))}" y="{fr.y0 + 12}" text-anchor="middle" font-size="13" '
+                f'fill="{color}">✕<title>{escape(words)}</title></text>'
+            )
     for color, (label, x, y) in peaks.items():
         # One line per colour, stacked, so two peaks at the same x do not overprint.
         parts.append(
