@@ -66,6 +66,7 @@ SHORT_STRIPS = 4  # GPU strips on such a terminal (one line is then the "+N more
 #: How a device count's runs ended when none succeeded, the first present said (scaling line).
 ENDED_WORDS = (
     RunStatus.FAILED,
+    RunStatus.DIVERGED,
     RunStatus.INTERRUPTED,
     RunStatus.STOPPED,
     RunStatus.UNAVAILABLE,
@@ -632,7 +633,13 @@ class LiveScreen(Screen):
             if cached is None:
                 continue
             row = cached.row
-            said = row.status in ("failed", "unavailable", "incomplete") or self.model.plan.watch
+            said = (
+                row.status in ("failed", "unavailable", "incomplete", "diverged")
+                or any(
+                    w["kind"] == CautionKind.DIVERGED for w in row.warnings
+                )  # some of its runs did not train
+                or self.model.plan.watch
+            )
             if said and row.reason:
                 lines.append(f"{_label(fw, m, p)}: {row.status}: {row.reason}")
             lines += [

@@ -188,6 +188,9 @@ def cell_state(runs: list[RunState], compact: bool = False) -> str:
     if ok == len(runs):
         return "done"
     of = "/" if compact else " of "
+    diverged = statuses.count(RunStatus.DIVERGED)
+    if diverged and "queued" not in statuses:  # its loss said it did not train: never "done"
+        return "diverged" if diverged == len(runs) else f"diverged {diverged}{of}{len(runs)}"
     if "queued" in statuses:
         return f"{ok}{of}{len(runs)} runs" if ok else "queued"
     if ok:
