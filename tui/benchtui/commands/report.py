@@ -31,8 +31,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``benchtui export SESSION --format F [-o FILE] [--per-batch]``: md/csv/json to stdout, html to SESSION/report.html."""
-    writer_for(args.format, args.per_batch)  # wrong combinations fail before the session is read
+    writer = writer_for(args.format, args.per_batch)  # wrong combinations fail before the session is read
     loaded = load(args.session, args.sessions_dir)
+    if writer.tracker:  # the cells a tracker cannot follow, said before the file (a CI log shows them)
+        _say_left_out(loaded, args.format)
     output = args.output
     if output is None and args.format == "html":
         output = str(files.default_output(loaded.path, "html"))
@@ -48,6 +50,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(clean(files.write_file(Path(output), loaded, args.format, args.per_batch)))
     return EXIT_OK
+
+
+def _say_left_out(loaded: LoadedSession, format_: str) -> None:
+    """One line on stderr per cell a tracker's export leaves out (it failed, diverged or did not finish)."""
+    from benchtui.core.reporting.trackers import left_out
+
+    for line in left_out(loaded.model.session_summary().rows):
+        say(f"note: not in the {format_} export: {line}")
 
 
 #: How an export on stdout writes a character stdout's encoding lacks: in the format's own escape where it

@@ -56,11 +56,20 @@ def finite(value: Any) -> Any:
     return value
 
 
+def safe(text: str) -> str:
+    """JSON text with nothing in it that a terminal would act on (``_UNSAFE`` escaped)."""
+    # These characters can only be inside strings (JSON's syntax is ASCII), where an escape means the same.
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def dumps(data: Any) -> str:
+    """``data`` as JSON text (NaN and infinities as null), indented, safe to show, with a final newline."""
+    return safe(json.dumps(finite(data), indent=2, ensure_ascii=False, allow_nan=False)) + "\n"
+
+
 def render(report: Report) -> str:
     """The export as JSON text: the data as recorded, and nothing in it that a terminal would act on."""
-    text = json.dumps(finite(export_dict(report)), indent=2, ensure_ascii=False, allow_nan=False)
-    # These characters can only be inside strings (JSON's syntax is ASCII), where an escape means the same.
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+    return dumps(export_dict(report))
 
 
 def write(report: Report, fh: IO[str]) -> None:

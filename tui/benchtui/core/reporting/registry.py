@@ -31,9 +31,18 @@ class BatchWriter(Protocol):
 
 
 if TYPE_CHECKING:  # every writer, the terminal's too, is checked against the protocol (not run)
-    from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, terminal
+    from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, terminal, trackers
 
-    _WRITERS: tuple[Writer, ...] = (markdown, csvfile, jsonfile, htmlreport, terminal)
+    _WRITERS: tuple[Writer, ...] = (
+        markdown,
+        csvfile,
+        jsonfile,
+        htmlreport,
+        terminal,
+        trackers.BENCHER,
+        trackers.GAB_THROUGHPUT,
+        trackers.GAB_STEP_TIME,
+    )
     _BATCH_WRITERS: tuple[BatchWriter, ...] = (csvfile,)
 
 
@@ -68,6 +77,24 @@ def _html() -> Writer:
     return htmlreport
 
 
+def _bencher() -> Writer:
+    from benchtui.core.reporting import trackers
+
+    return trackers.BENCHER
+
+
+def _gab_throughput() -> Writer:
+    from benchtui.core.reporting import trackers
+
+    return trackers.GAB_THROUGHPUT
+
+
+def _gab_step_time() -> Writer:
+    from benchtui.core.reporting import trackers
+
+    return trackers.GAB_STEP_TIME
+
+
 @dataclass(frozen=True)
 class Format:
     """An export format: its name, its default file in the session folder, and its writer (and, with
@@ -81,6 +108,8 @@ class Format:
     batch_writer: Callable[[], BatchWriter] | None = None
     #: Its writer draws the GPU/host samples (``Report.telemetry``, read only for such a format).
     telemetry: bool = False
+    #: A CI tracker's format: only the cells that trained are in it (the command says which are left out).
+    tracker: bool = False
 
     @property
     def per_batch(self) -> bool:
@@ -108,6 +137,27 @@ WRITERS: dict[str, Format] = {
         ),
         Format("json", "summary-export.json", "JSON: the full summary with the environment", _json),
         Format("html", "report.html", "HTML: one self-contained report with plots", _html, telemetry=True),
+        Format(
+            "bencher",
+            "bencher.json",
+            "Bencher Metric Format: throughput, step and epoch time per cell (bencher run --adapter json)",
+            _bencher,
+            tracker=True,
+        ),
+        Format(
+            "gab-throughput",
+            "benchmark-throughput.json",
+            "github-action-benchmark, tool customBiggerIsBetter: throughput per cell",
+            _gab_throughput,
+            tracker=True,
+        ),
+        Format(
+            "gab-step-time",
+            "benchmark-step-time.json",
+            "github-action-benchmark, tool customSmallerIsBetter: step and epoch time per cell",
+            _gab_step_time,
+            tracker=True,
+        ),
     )
 }
 
