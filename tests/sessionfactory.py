@@ -338,7 +338,7 @@ def make_session(
     run_noise: float = 0.01,
     time_scale: float = 1.0,
     warmup: tuple[float, ...] = (30.0, 1.3, 1.3),
-    run_factor: dict[int, float] | None = None,
+    run_factor: dict[Any, float] | None = None,
     seed: int = 1,
     fail: dict[tuple[str, str, int], dict[str, Any]] | None = None,
     interval: float = 0.5,
@@ -368,7 +368,7 @@ def make_session(
 
     ``speed`` maps (framework, model) to seconds per batch (default: a made-up but
     plausible figure times ``time_scale``); ``warmup`` multiplies the first batches of a
-    run; ``run_factor`` maps a run index to a factor on its speed; ``fail`` maps
+    run; ``run_factor`` maps a run index (or (framework, run index): that run alone) to a factor on its speed; ``fail`` maps
     (framework, model, run index) to {"kind": "oom"|"exception", "message": ..., "epoch": N}.
     ``task`` and ``seq_len`` are the plan's (training or inference; a token model's sequence length).
     ``networks`` maps (framework, model) to what its runner measured of the network it built
@@ -449,7 +449,8 @@ def make_session(
             base *= (per_device / batch_sizes[model]) ** 0.8 * (point_speed or {}).get(
                 (fw, spec.point.key), 1.0
             )
-            base *= (1 + run_noise * rng.gauss(0, 1)) * (run_factor or {}).get(index, 1.0)
+            factors = run_factor or {}
+            base *= (1 + run_noise * rng.gauss(0, 1)) * factors.get((fw, index), factors.get(index, 1.0))
             if d > 1:
                 base /= efficiency.get(fw, 0.85)
             tl.run_gpus = list(range(d)) if gpu and d > 1 else []

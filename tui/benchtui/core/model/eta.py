@@ -33,7 +33,7 @@ from benchtui.core.plan import estimate
 from benchtui.core.plan.plan import Plan
 
 #: A finished run whose time predicts the next of its cell: a failed run takes about as long to fail again.
-TIMED = (RunStatus.OK, RunStatus.FAILED)
+TIMED = (RunStatus.OK, RunStatus.FAILED, RunStatus.DIVERGED)  # a diverged run ran its whole course
 #: The pace of a run going on: the median of its latest steps (as the results table's current rate).
 RECENT_STEPS = 32
 #: Below this many seconds past its figure, a run is not said to be late (rounding, a last epoch's end).
@@ -102,7 +102,7 @@ def scale(model: SessionModel, prior: Mapping[tuple[str, str], float]) -> float 
     (a generous FLOP rate), so this is usually above 1."""
     took = estimated = 0.0
     for run in model.runs.values():
-        seconds = _took(run) if run.status is RunStatus.OK else None
+        seconds = _took(run) if run.status in (RunStatus.OK, RunStatus.DIVERGED) else None
         guess = prior.get((run.spec.framework, run.spec.model))
         if seconds is not None and guess:
             took += seconds
