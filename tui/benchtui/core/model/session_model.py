@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
+from benchtui.core.fmt import plural
 from benchtui.core.model import analysis, efficiency, parity, scaling, sweeps, why
 from benchtui.core.model.cell import (
     HEADLINE,
@@ -363,7 +364,11 @@ class SessionModel:
         if not self.plan.watch:
             return [r for r in runs if r.status is RunStatus.OK]
         return [
-            r for r in runs if r.finished and (r.status is RunStatus.OK or r.epoch_times or r.batch_seconds)
+            r
+            for r in runs
+            if r.finished
+            and r.status is not RunStatus.DIVERGED  # its loss said it did not train: its times are no result
+            and (r.status is RunStatus.OK or r.epoch_times or r.batch_seconds)
         ]
 
     def batch_size(self, framework: str, model: str, point: Point | None = None) -> int:
@@ -488,7 +493,9 @@ class SessionModel:
                 0,
                 caution(
                     CautionKind.DIVERGED,
-                    f"{_diverged_reason(diverged, runs)}: left out of the figures, the verdict and the ratios",
+                    f"the figures, the verdict and the ratios are from the {plural(len(ok), 'run')} that trained"
+                    if ok
+                    else "no run trained: no figures, no verdict",
                 ),
             )
         # Each epoch's loss (runners since issue 36): the first and last epoch's, a mean over the runs

@@ -94,7 +94,9 @@ def log_tail(report: Report, run_id: str) -> str:
 def _status_cell(row: CellSummary) -> str:
     """A cell's status; its reason is under "Failures and gaps", said once for the cells that share it."""
     status = row.status
-    return f'<span class="{_text(status)}">{_text(status)}</span>' + (" *" if row.reason else "")
+    # A class the stylesheet lacks styles itself: the stylesheet (every report's head) stays as it was.
+    style = ' style="color:#c92a2a;font-weight:600"' if status == "diverged" else ""
+    return f'<span class="{_text(status)}"{style}>{_text(status)}</span>' + (" *" if row.reason else "")
 
 
 def _figure(text: str, fit: bool) -> str:
