@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,14 +43,21 @@ def cmd_export(args: argparse.Namespace) -> int:
         with _document_errors(args.format):
             if args.per_batch:  # streamed: a long session's batches need not fit in memory
                 files.render(loaded, args.format, sys.stdout, per_batch=True)
-            else:  # built in memory first: a failure prints nothing half-done
-                buf = io.StringIO()
-                files.render(loaded, args.format, buf)
-                sys.stdout.write(buf.getvalue())
+            else:  # written aside first: a failure prints nothing half-done
+                with tempfile.SpooledTemporaryFile(
+                    SPOOL_BYTES, "w+", encoding="utf-8", errors="surrogatepass", newline=""
+                ) as buf:  # in memory up to SPOOL_BYTES, then on disk: a long session's json need not fit
+                    files.render(loaded, args.format, buf)
+                    buf.seek(0)
+                    shutil.copyfileobj(buf, sys.stdout)
             sys.stdout.flush()
         return EXIT_OK
     print(clean(files.write_file(Path(output), loaded, args.format, args.per_batch)))
     return EXIT_OK
+
+
+#: How much of an export on stdout is kept in memory before the rest waits on disk.
+SPOOL_BYTES = 8 << 20
 
 
 def _say_left_out(loaded: LoadedSession, format_: str) -> None:
