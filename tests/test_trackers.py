@@ -247,3 +247,14 @@ def test_tracker_files_go_into_the_session_folder(session: Path) -> None:
         written = export_session(session, fmt)
         assert written.parent == session and written.name == WRITERS[fmt].filename
         json.loads(written.read_text(encoding="utf-8"))
+
+
+def test_a_token_model_is_tracked_in_tokens_per_second(tmp_path: Path) -> None:
+    path = make_session(tmp_path, frameworks=("torch",), models=("gpt2_mini",), seq_len=128, runs=2)
+    row = load_session(path).model.session_summary().rows[0]
+    doc = json.loads(export_session(path, "bencher", tmp_path / "b.json").read_text())
+    low, high = row.ci_of("tokens_per_s")
+    throughput = doc[f"gpt2_mini/torch/fp32/{H100}"]["tokens-per-second"]
+    assert throughput == {"value": row.tokens_per_s, "lower_value": low, "upper_value": high}
+    (entry,) = json.loads(export_session(path, "gab-throughput", tmp_path / "g.json").read_text())
+    assert (entry["unit"], entry["value"]) == ("tokens/s", row.tokens_per_s)
