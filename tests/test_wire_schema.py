@@ -259,6 +259,8 @@ def test_each_limit_fits_the_type_it_limits(kind: str, spec: type) -> None:
             assert leaves == {list} and _items(f.type) == {int}, where
         elif isinstance(limit, wire.Durations):
             assert leaves == {list} and _items(f.type) == {float}, where
+        elif isinstance(limit, wire.Loss):
+            assert leaves == {float, str}, where
         elif isinstance(limit, wire.Obj):
             assert leaves == ({list} if limit.many else {dict}), where
             assert not limit.many or _items(f.type) == {dict}, where
@@ -312,3 +314,42 @@ def test_the_batch_fast_path_never_passes_what_the_schema_refuses() -> None:
         except events.Malformed:
             passed = False
         assert passed == slow, event
+
+
+# -- an epoch's loss: a number, or exactly "nan" / "inf" / "-inf" (issue 36) ---------------------------
+def _epoch(**loss: Any) -> dict[str, Any]:
+    return {"type": "epoch", "v": 1, "t": 1.0, "epoch": 2, "seconds": 0.5, "samples": 8, **loss}
+
+
+@pytest.mark.parametrize("field", ["loss", "loss_min", "loss_max"])
+@pytest.mark.parametrize("value", [2.3026, 0, -1.5, 1e30, 7, "nan", "inf", "-inf"])
+def test_an_epochs_loss_is_a_number_or_one_of_three_words(field: str, value: Any) -> None:
+    assert events.check_event(_epoch(**{field: value}))[field] == value  # kept as the wire sent it
+
+
+@pytest.mark.parametrize("field", ["loss", "loss_min", "loss_max"])
+@pytest.mark.parametrize(
+    "value",
+    ["NaN", "Infinity", "nan ", "2.3", "", "-nan", True, [1.0], {"v": 1.0}, float("nan"), float("inf")],
+)
+def test_any_other_loss_makes_the_epoch_line_malformed(field: str, value: Any) -> None:
+    with pytest.raises(events.Malformed, match=f"epoch.{field} "):
+        events.check_event(_epoch(**{field: value}))
+
+
+def test_the_writer_sends_a_non_finite_loss_as_its_word_and_the_reader_gives_it_back() -> None:
+    """JSON has no NaN (the writer's clean-up would make it null, and the loss would be lost): the epoch's
+    loss fields go as "nan" / "inf" / "-inf", the parent passes the line, ``wire.loss_float`` reads it."""
+    import math
+
+    from benchtui_runners import wire
+
+    lines: list[bytes] = []
+    writer = EventWriter(None, sink=lines.append)
+    writer.epoch(1, 0.5, 8, loss=float("nan"), loss_min=float("-inf"), loss_max=float("inf"))
+    writer.epoch(2, 0.5, 8, loss=2.5, loss_min=1.0, loss_max=4.0)
+    first, second = (events.parse_line(line) for line in lines)
+    assert (first["loss"], first["loss_min"], first["loss_max"]) == ("nan", "-inf", "inf")
+    assert (second["loss"], second["loss_min"], second["loss_max"]) == (2.5, 1.0, 4.0)
+    assert math.isnan(wire.loss_float(first["loss"])) and wire.loss_float(first["loss_min"]) == -math.inf
+    assert wire.loss_float(second["loss"]) == 2.5
