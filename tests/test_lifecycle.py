@@ -59,6 +59,7 @@ class FakeBackend:
         self.step_samples = config.global_batch
         self.flops_batch = config.batch_size
         self.steps = 0
+        self.losses: list[dict[str, float]] = []  # each epoch's loss fields, when the backend reads them
 
     def _call(self, name: str) -> None:
         self.log.append(name)
@@ -96,7 +97,7 @@ class FakeBackend:
         self.steps += 1
         self.device.queued += 1
 
-    def epochs(self, clock: StepClock, epochs: int, epoch_done: Callable[[int], None]) -> None:
+    def epochs(self, clock: StepClock, epochs: int, epoch_done: lifecycle.EpochDone) -> None:
         self._call("epochs")
         for epoch in range(1, epochs + 1):
             clock.epoch_begin(epoch)
@@ -104,8 +105,17 @@ class FakeBackend:
                 clock.step_begin()
                 self.step()
                 clock.step_end(step)
-            epoch_done(epoch)
+            epoch_done(epoch, self.reading(epoch) if self.losses else None)
             assert self.device.queued == 0  # the epoch's end waited for its last step
+
+    def reading(self, epoch: int) -> lifecycle.LossReading:
+        """The epoch's loss, read on the "device": what was still queued when it was read is logged."""
+
+        def read() -> dict[str, float]:
+            self.log.append(f"loss read, {self.device.queued} queued, {self.device.syncs} syncs")
+            return self.losses[epoch - 1]
+
+        return read
 
     def profile_steps(self, window: lifecycle.Window, warmup: int, count: int) -> None:
         self._call("profile_steps")
@@ -252,3 +262,34 @@ def test_the_clock_waits_once_per_window_and_at_each_epoch_start(timing: str) ->
         assert len(windows) < steps / 4, len(windows)
     else:
         assert len(windows) == steps
+
+
+def test_each_epochs_loss_is_read_after_its_wait_and_sent_in_its_epoch_event() -> None:
+    """Issue 36: the backend hands the lifecycle a way to read the epoch's loss; it is read once per epoch,
+    after the clock's wait at the epoch's end (nothing queued) and with no wait of its own, and sent in the
+    epoch event, a non-finite loss as its word."""
+    config = _config(epochs=2, samples=64, window_s=60.0)
+    backend, recorder = FakeBackend(config), Recorder()
+    backend.losses = [{"loss": 2.5, "loss_min": 2.0, "loss_max": 3.0}, {"loss": float("nan")}]
+    lifecycle.run(config, recorder.writer, backend)
+    epochs = [f for t, f in recorder.events if t == "epoch"]
+    assert [{k: e[k] for k in ("loss", "loss_min", "loss_max") if k in e} for e in epochs] == [
+        {"loss": 2.5, "loss_min": 2.0, "loss_max": 3.0},
+        {"loss": "nan"},
+    ]
+    reads = [line for line in backend.log if line.startswith("loss read")]
+    windows = [f for t, f in recorder.events if t == "batch"]
+    syncs_at = [int(line.split(", ")[2].split()[0]) for line in reads]
+    assert reads and all(", 0 queued," in line for line in reads), reads
+    # Each read comes right after its epoch's last wait; the run's waits are the clock's, none added.
+    assert syncs_at[-1] == backend.device.syncs == config.epochs_to_run + len(windows)
+
+
+def test_inference_sends_no_loss_whatever_the_backend_hands() -> None:
+    config = _config(task="inference")
+    backend, recorder = FakeBackend(config), Recorder()
+    backend.losses = [{"loss": 1.0}] * config.epochs_to_run
+    lifecycle.run(config, recorder.writer, backend)
+    epochs = [f for t, f in recorder.events if t == "epoch"]
+    assert epochs and not any("loss" in e for e in epochs)
+    assert not any(line.startswith("loss read") for line in backend.log)
