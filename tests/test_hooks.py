@@ -378,15 +378,16 @@ timer = KerasTimer({batch}, timing="{timing}")
 print("active", active(), flush=True)
 # Keras 3 dispatches step ends asynchronously only while no callback overrides on_train_batch_end.
 print("batch_end", type(timer).on_train_batch_end is keras.callbacks.Callback.on_train_batch_end, flush=True)
-model.fit(
+history = model.fit(
     x, y, batch_size={batch}, epochs={epochs}, verbose=0, shuffle=False,
-    validation_data=(x[:8], y[:8]), callbacks=[timer, SlowValidation()],
+    {validation}callbacks=[timer, SlowValidation()],
 )
 print("syncs", len(syncs), flush=True)
+print("losses", json.dumps(history.history["loss"]), flush=True)
 """
 
 
-def keras_script(timing: str = "window", per_execution: int = 1) -> str:
+def keras_script(timing: str = "window", per_execution: int = 1, validation: bool = True) -> str:
     return KERAS_SCRIPT.format(
         steps=STEPS,
         batch=BATCH,
@@ -394,6 +395,7 @@ def keras_script(timing: str = "window", per_execution: int = 1) -> str:
         timing=timing,
         sleep=VALIDATION_SLEEP_S,
         per_execution=per_execution,
+        validation="validation_data=(x[:8], y[:8]), " if validation else "",
     )
 
 
@@ -429,12 +431,29 @@ def test_keras_timer_streams_model_fit(
         assert last["seconds"] * last["steps"] < VALIDATION_SLEEP_S
     second = next(e for e in run.events if e["type"] == "epoch" and e["epoch"] == 2)
     assert second["seconds"] < VALIDATION_SLEEP_S
+    # fit validates: each epoch is closed at on_test_begin, before its logs exist, so it sends no loss.
+    assert not any("loss" in e for e in run.events if e["type"] == "epoch")
     # Each epoch's time to its first batch (fit building or resetting its iterator), within the epoch.
     for epoch in (e for e in run.events if e["type"] == "epoch"):
         assert (
             isinstance(epoch["to_first_batch_s"], float)
             and 0.0 <= epoch["to_first_batch_s"] <= epoch["seconds"]
         )
+
+
+@pytest.mark.slow
+def test_keras_timer_sends_each_epochs_loss_from_fits_logs(tmp_path: Path) -> None:
+    """Issue 36: without validation an epoch ends at on_epoch_end, whose logs Keras has already read: the
+    epoch event carries fit's own epoch loss (what History records), and the syncs are the clock's."""
+    source = keras_script(validation=False)
+    run = run_script(tmp_path, source, KERAS_BACKEND="tensorflow")
+    check_stream(run, "tensorflow", "KerasTimer")
+    epochs = [e for e in run.events if e["type"] == "epoch"]
+    (history,) = run.printed("losses")
+    assert [e["loss"] for e in epochs] == pytest.approx(json.loads(history), rel=1e-6)
+    assert not any({"loss_min", "loss_max"} & e.keys() for e in epochs)
+    windows = [e for e in run.events if e["type"] == "batch"]
+    assert run.printed("syncs") == [str(EPOCHS + len(windows))]
 
 
 @pytest.mark.slow
