@@ -239,3 +239,14 @@ def test_the_engine_keeps_a_run_that_trained(tmp_path: Path) -> None:
     assert end["status"] == "ok"
     (row,) = json.loads((path / "summary.json").read_text())["rows"]
     assert row["loss_first"] == 2.3 and row["loss_last"] == 1.7
+
+
+def test_the_results_table_never_says_done_for_a_cell_that_diverged(diverged: Path) -> None:
+    from benchtui.core.model.status import status_style
+    from benchtui.widgets.results_table import cell_state
+
+    model = load_session(diverged).model
+    runs = model.cell_runs("torch", "resnet50")
+    assert cell_state(runs) == "diverged 1 of 3" and cell_state(runs, compact=True) == "diverged 1/3"
+    assert cell_state(model.cell_runs("tensorflow", "resnet50")) == "done"
+    assert cell_state([runs[1]]) == "diverged" and status_style("diverged") == "bold red"
