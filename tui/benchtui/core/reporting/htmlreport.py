@@ -478,7 +478,9 @@ def _bars(report: Report, name: str, title: str, y_label: str) -> str:
             stats = row.spread_of(name) if row is not None else None
             ok = [r for r in report.cell_runs(fw, m, _ran_at(report, fw, m, p)) if r.status == "ok"]
             dots = [v for f in (r.figures for r in ok) if (v := f[name]) is not None] if len(ok) > 1 else []
-            note = {"unavailable": "n/a", "failed": "failed"}.get(row.status if row is not None else "", "–")
+            note = {"unavailable": "n/a", "failed": "failed", "diverged": "diverged"}.get(
+                row.status if row is not None else "", "–"
+            )
             low, high = (stats.min, stats.max) if stats is not None else (None, None)
             bars.append(Bar(fw, value, low, high, dots, note))
         groups.append((model_label(m) + (f" · {p.label}" if p else ""), bars))

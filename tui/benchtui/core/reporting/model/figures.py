@@ -26,9 +26,12 @@ def cell_text(row: CellSummary | None, name: str, formatter: Formatter = fmt.sec
         return "–"
     if row.figure(name) is None:
         status = row.status
-        return {"unavailable": "not available", "failed": "failed", "incomplete": "incomplete"}.get(
-            status, "–"
-        )
+        return {
+            "unavailable": "not available",
+            "failed": "failed",
+            "incomplete": "incomplete",
+            "diverged": "diverged",
+        }.get(status, "–")
     text = with_ci(row, name, formatter)
     if row.status == "failed":
         text += " (some runs failed)"
