@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import re
@@ -15,7 +16,7 @@ import pytest
 
 from benchtui.cli import main
 from benchtui.core import fmt
-from benchtui.core.reporting import markdown
+from benchtui.core.reporting import jsonfile, markdown
 from benchtui.core.reporting.files import export_session
 from benchtui.core.reporting.model import build_report
 from benchtui.core.reporting.plots import downsample_minmax, nice_ticks
@@ -199,6 +200,98 @@ def test_json_replaces_non_finite_numbers(tmp_path: Path) -> None:
     events.write_text(text.replace('"type":"epoch","t":', '"type":"epoch","seconds":1e999,"z":', 1))
     data = json.loads(export_session(path, "json").read_text(), parse_constant=lambda c: pytest.fail(c))
     assert data["rows"]
+
+
+def test_json_holds_every_runs_raw_figures(session: Path, tmp_path: Path) -> None:
+    """``runs``: per run its epochs (number, seconds, samples), every timed step's seconds in order (a window's
+    steps each at its mean, as the model counts them), its build, status and reason: what events.jsonl held."""
+    data = json.loads(_export(session, "json", tmp_path), parse_constant=lambda c: pytest.fail(c))
+    loaded = load_session(session)
+    assert [r["run_id"] for r in data["runs"]] == list(loaded.model.runs)
+    for record in data["runs"]:
+        run = loaded.model.runs[record["run_id"]]
+        assert (record["framework"], record["model"], record["index"]) == (
+            run.spec.framework,
+            run.spec.model,
+            run.spec.index,
+        )
+        assert (record["status"], record["reason"], record["devices"]) == (str(run.status), run.reason, 1)
+        assert record["step_seconds"] == list(run.batch_seconds)
+        assert record["step_epochs"] == list(run.batch_epochs)
+        assert [(e["epoch"], e["seconds"]) for e in record["epochs"]] == sorted(run.epoch_times.items())
+        assert record["build_s"] == run.phase_seconds("build")
+        assert all("loss" not in e for e in record["epochs"])  # this session's runners sent none
+    failed = next(r for r in data["runs"] if r["run_id"] == "006-tensorflow-resnet50-3")
+    assert failed["status"] == "failed" and OOM in failed["reason"] and len(failed["epochs"]) == 1
+
+
+def test_a_cells_figures_recompute_from_the_json_runs(session: Path, tmp_path: Path) -> None:
+    """Mean epoch time and the median step of each cell, from the export's ``runs`` alone."""
+    data = json.loads(_export(session, "json", tmp_path))
+    checked = 0
+    for row in data["rows"]:
+        if row["status"] != "ok":
+            continue
+        runs = [
+            r
+            for r in data["runs"]
+            if (r["framework"], r["model"], r["status"]) == (row["framework"], row["model"], "ok")
+        ]
+        assert len(runs) == row["runs"]
+        epochs = [[e["seconds"] for e in r["epochs"]] for r in runs]
+        assert row["mean_epoch_s"] == pytest.approx(
+            sum(sum(e) / len(e) for e in epochs) / len(epochs), rel=1e-12
+        )
+        # The median step after each run's warm-up (the row says how many steps it cut).
+        steady = sorted(
+            x for r, cut in zip(runs, row["warmup_batches"], strict=True) for x in r["step_seconds"][cut:]
+        )
+        mid = len(steady) // 2
+        median = steady[mid] if len(steady) % 2 else (steady[mid - 1] + steady[mid]) / 2
+        assert row["median_batch_s"] == pytest.approx(median, rel=1e-12)
+        checked += 1
+    assert checked == 2  # ResNet50 and PNASNet on PyTorch (tf.keras: a run failed; PNASNet unavailable)
+
+
+def test_json_runs_carry_each_epochs_loss_as_the_wire_writes_it(tmp_path: Path) -> None:
+    path = make_session(
+        tmp_path,
+        frameworks=("torch",),
+        runs=2,
+        epochs=3,
+        loss={
+            ("torch", "resnet50", 1): [2.3, 2.0, 1.8],
+            ("torch", "resnet50", 2): [2.3, float("nan"), float("inf")],
+        },
+    )
+    data = json.loads(export_session(path, "json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert [[e["loss"] for e in r["epochs"]] for r in data["runs"]] == [[2.3, 2.0, 1.8], [2.3, "nan", "inf"]]
+    assert data["runs"][1]["status"] == "diverged" and "epoch 2" in data["runs"][1]["reason"]
+
+
+def test_json_writes_a_long_runs_steps_a_chunk_at_a_time(session: Path) -> None:
+    """A run of 300,000 steps: never one string of them all (memory stays bounded by a chunk), and the
+    document reads back whole."""
+    report = build_report(load_session(session))
+    long = dataclasses.replace(
+        report.runs[0],
+        batch_seconds=tuple(0.25 + i * 1e-7 for i in range(300_000)),
+        batch_epochs=(1,) * 300_000,
+    )
+    report = dataclasses.replace(report, runs=(long, *report.runs[1:]))
+
+    class Largest(io.StringIO):
+        largest = 0
+
+        def write(self, text: str) -> int:
+            self.largest = max(self.largest, len(text))
+            return super().write(text)
+
+    out = Largest()
+    jsonfile.write(report, out)
+    data = json.loads(out.getvalue())
+    assert data["runs"][0]["step_seconds"] == list(long.batch_seconds)
+    assert out.largest < 200_000  # the steps alone are about 6 MB of text
 
 
 # -- HTML ---------------------------------------------------------------------------

@@ -1,18 +1,26 @@
-"""The JSON writer: the full summary with the session's facts, environment and warnings."""
+"""The JSON writer: the full summary with the session's facts, environment and warnings, and every run's raw
+figures (``runs``: its epochs, each timed step's seconds, its build), from which every figure of the summary
+can be computed again without events.jsonl."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
+from benchtui.core.model.runs import wire_loss
 from benchtui.core.reporting.model import Report
+from benchtui.core.reporting.model.types import RunSeries
 
 EXPORT_KIND = "benchtui-summary-export"
 #: What json.dumps leaves raw with ensure_ascii=False and a terminal may act on: DEL, C1 controls,
 #: bidi overrides and Unicode line breaks. JSON's own \uXXXX escapes keep the data the same.
 _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: Steps per line of a run's ``step_seconds``: a long run's list is written a chunk at a time.
+CHUNK = 4096
 
 
 def export_dict(report: Report) -> dict[str, Any]:
@@ -67,10 +75,90 @@ def dumps(data: Any) -> str:
     return safe(json.dumps(finite(data), indent=2, ensure_ascii=False, allow_nan=False)) + "\n"
 
 
+def _number(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def run_dict(run: RunSeries) -> dict[str, Any]:
+    """One run's raw figures as the export has them, its steps apart (``step_seconds``, written in chunks)."""
+    numbers: Sequence[int] = getattr(run, "epoch_numbers", ()) or _epoch_numbers(run)
+    samples: Sequence[int | None] = getattr(run, "epoch_samples", ()) or [None] * len(numbers)
+    losses = getattr(run, "losses", None) or {}
+    epochs = []
+    for number, seconds, count in zip(numbers, run.epochs, samples, strict=False):
+        epoch: dict[str, Any] = {"epoch": number, "seconds": _number(seconds), "samples": count}
+        if number in losses:  # where the runner sent one: NaN and infinities as the wire writes them
+            epoch["loss"] = wire_loss(losses[number])
+        epochs.append(epoch)
+    return {
+        "run_id": run.run_id,
+        "framework": run.framework,
+        "model": run.model,
+        "index": run.index,
+        "point": run.point.to_json(),
+        "status": str(run.status),
+        "reason": run.reason,
+        "devices": run.devices,
+        "batch_size": getattr(run, "batch_size", None),
+        "samples_per_epoch": getattr(run, "samples_per_epoch", None),
+        "build_s": run.figures.get("build_s"),
+        "time_to_first_batch_s": run.figures.get("time_to_first_batch_s"),
+        "epochs": epochs,
+    }
+
+
+def _epoch_numbers(run: RunSeries) -> list[int]:
+    """Each epoch's number where the series does not say it: in order, from the steps' epochs when they name
+    as many epochs as there are times, else 1, 2, ..."""
+    seen = sorted(set(run.batch_epochs))
+    return seen if len(seen) == len(run.epochs) else list(range(1, len(run.epochs) + 1))
+
+
+def _seconds(value: float) -> str:
+    return repr(float(value)) if math.isfinite(value) else "null"
+
+
+def _steps(values: Sequence[Any], text: Callable[[Any], str] = _seconds) -> Iterator[str]:
+    """A run's list of steps as JSON, ``CHUNK`` values a line (a non-finite time as null)."""
+    if not values:
+        yield "[]"
+        return
+    yield "["
+    for start in range(0, len(values), CHUNK):
+        line = ", ".join(map(text, values[start : start + CHUNK]))
+        yield ("\n        " if start == 0 else ",\n        ") + line
+    yield "\n      ]"
+
+
+def _write_runs(runs: Sequence[RunSeries], fh: IO[str]) -> None:
+    """``"runs": [...]``, a run at a time: a long session's steps are never one string in memory."""
+    if not runs:
+        fh.write('  "runs": []')
+        return
+    fh.write('  "runs": [')
+    for i, run in enumerate(runs):
+        head = dumps(run_dict(run)).rstrip()[:-1].rstrip()  # the object without its closing brace
+        fh.write(("\n" if i == 0 else ",\n") + "\n".join("    " + line for line in head.splitlines()))
+        fh.write(',\n      "step_epochs": ')
+        for part in _steps(run.batch_epochs, str):
+            fh.write(part)
+        fh.write(',\n      "step_seconds": ')
+        for part in _steps(run.batch_seconds):
+            fh.write(part)
+        fh.write("\n    }")
+    fh.write("\n  ]")
+
+
 def render(report: Report) -> str:
     """The export as JSON text: the data as recorded, and nothing in it that a terminal would act on."""
-    return dumps(export_dict(report))
+    buf = io.StringIO()
+    write(report, buf)
+    return buf.getvalue()
 
 
 def write(report: Report, fh: IO[str]) -> None:
-    fh.write(render(report))
+    """The summary's part as one document, then ``runs`` streamed a run at a time."""
+    head = dumps(export_dict(report)).rstrip()
+    fh.write(head[:-1].rstrip() + ",\n")  # the object without its closing brace
+    _write_runs(report.runs, fh)
+    fh.write("\n}\n")
