@@ -145,8 +145,9 @@ def test_inference_sends_no_loss(mlp: dict[str, Any]) -> None:
 
 # -- PyTorch on a (faked) GPU: the loss is read after the epoch's wait, which is not one more --------------
 @pytest.mark.slow
+@pytest.mark.parametrize(("precision", "data"), [("fp32", "device"), ("amp-bf16", "host")])
 def test_pytorch_reads_its_losses_between_epochs_and_adds_no_wait(
-    mlp: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    mlp: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, precision: str, data: str
 ) -> None:
     """Under the faithful GPU fake (tests/fakegpu), which records every host wait with where the run's
     clock was: the device is synchronised as before (once per window, once as each epoch begins, once
@@ -159,7 +160,7 @@ def test_pytorch_reads_its_losses_between_epochs_and_adds_no_wait(
     monkeypatch.setenv("BENCHTUI_FAKE_GPU_LOG", str(log))
     monkeypatch.setenv("BENCHTUI_FAKE_GPU_WAITS", str(waits_file))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    events = train(mlp, "torch", 0.05, device="cuda", data="device", window_s=60.0)
+    events = train(mlp, "torch", 0.05, device="cuda", data=data, precision=precision, window_s=60.0)
     hello = next(e for e in events if e["type"] == "hello")
     assert hello["device"]["type"] == "cuda"
     epochs = epochs_of(events)
@@ -213,3 +214,27 @@ def test_the_parent_reads_a_stand_ins_nan_as_a_loss_that_is_not_finite(tmp_path:
     assert sent_losses == [2.3, "nan", "nan"]  # recorded as the wire sent them
     assert run.losses[1] == 2.3 and run.loss_mins[1] == 2.1 and run.loss_maxs[1] == 2.5
     assert math.isnan(run.losses[2]) and math.isnan(run.losses[3])
+
+
+@pytest.mark.slow
+def test_the_tally_folds_its_steps_and_keeps_the_mean_min_and_max(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyTorch's LossTally holds at most FOLD step losses (the rest folded on the device): the epoch's
+    figures are the same however its steps were folded, and one NaN step makes all three NaN."""
+    import torch
+
+    from benchtui_runners.torch_runner import LossTally
+
+    monkeypatch.setattr(LossTally, "FOLD", 3)
+    values = [4.0, 1.5, 2.0, 8.0, 0.25, 3.0, 5.0, 2.5, 1.0, 6.0]
+    tally = LossTally()
+    for v in values:
+        tally.add(torch.tensor(v, requires_grad=True) * 1)  # a loss with a graph: kept detached
+        assert len(tally.pending) < 3
+    assert all(not t.requires_grad for t in tally.pending)
+    read = tally.read()
+    assert read == pytest.approx({"loss": sum(values) / len(values), "loss_min": 0.25, "loss_max": 8.0})
+    assert LossTally().read() == {}  # no step: no loss
+    nan = LossTally()
+    for v in (1.0, float("nan"), 2.0, 3.0, 4.0):
+        nan.add(torch.tensor(v))
+    assert all(math.isnan(x) for x in nan.read().values())
