@@ -170,6 +170,9 @@ def test_a_loss_that_changes_or_one_step_is_not_diverged(tmp_path: Path) -> None
     run.losses = {1: 2.3}
     assert run.divergence() is None  # one step in all: nothing could change
     run.hello = {"steps_per_epoch": 4}
+    # One epoch's mean alone says nothing of its steps (Keras sends no min/max): not judged.
+    assert run.divergence() is None
+    run.loss_mins, run.loss_maxs = {1: 2.3}, {1: 2.3}
     assert run.divergence() == "diverged: loss did not change over its 4 steps (2.3000)"
     run.loss_mins, run.loss_maxs = {1: 2.2}, {1: 2.4}
     assert run.divergence() is None  # its steps' losses did change within the epoch

@@ -164,7 +164,10 @@ class RunState:
     def divergence(self) -> str | None:
         """Why the run did not train (``"diverged: loss NaN at epoch 2"``), or None: an epoch whose loss
         (or smallest or largest step loss) is NaN or infinite, the first such epoch; or a loss that never
-        changed over more than one step (every epoch's the same and, where sent, each epoch's min == max)."""
+        changed over more than one step (every epoch's the same and, where sent, each epoch's min == max), with
+        evidence of more than one step's loss: two epochs or more, or an epoch that sent its smallest and largest
+        step loss. One epoch's mean alone is not judged (every Keras runner sends only the mean: a run of
+        ``--epochs 1`` would always be "diverged")."""
         for epoch in sorted(self.losses.keys() | self.loss_mins.keys() | self.loss_maxs.keys()):
             for values in (self.losses, self.loss_mins, self.loss_maxs):
                 value = values.get(epoch)
@@ -176,7 +179,10 @@ class RunState:
         flat = all(self.loss_mins.get(e, v) == v == self.loss_maxs.get(e, v) for e, v in self.losses.items())
         steps = self.steps_per_epoch or 0
         total = steps * len(self.losses) if steps else len(self.batch_seconds) or len(self.losses)
-        if len(seen) == 1 and flat and total > 1:
+        evidence = len(self.losses) > 1 or any(
+            e in self.loss_mins and e in self.loss_maxs for e in self.losses
+        )
+        if len(seen) == 1 and flat and evidence and total > 1:
             return f"diverged: loss did not change over its {total} steps ({next(iter(seen)):.4f})"
         return None
 
