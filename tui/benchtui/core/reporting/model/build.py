@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchtui.core import fmt
-from benchtui.core.model.analysis import epochs_of
+from benchtui.core.model.analysis import batch_size_of, epochs_of, samples_per_epoch
 from benchtui.core.model.cell import CellSummary, FrameworkRatio, SessionSummary
 from benchtui.core.reporting.folder import log_text
 from benchtui.core.reporting.model.answer import answer, notices, problems
@@ -142,6 +142,10 @@ def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
             log_text(loaded.path, loaded.folder.log_path(run_id)) if run.status in LOGGED else "",
             run.spec.point,
             dict(sorted(run.losses.items())),
+            tuple(sorted(run.epoch_times)),
+            tuple(run.epoch_samples.get(e) for e in sorted(run.epoch_times)),
+            batch_size_of(run),
+            samples_per_epoch(run),
         )
         for run_id, run in loaded.model.runs.items()
     )

@@ -283,6 +283,11 @@ class RunSeries:
     point: Point = NO_POINT  # its sweep point (``Point()`` without a sweep)
     #: Each epoch's mean training loss by epoch number (NaN and infinities kept); {} when its runner sent none.
     losses: Mapping[int, float] = field(default_factory=dict)
+    #: Each entry of ``epochs``'s epoch number, and its samples as the runner said (None where it did not).
+    epoch_numbers: tuple[int, ...] = ()
+    epoch_samples: tuple[int | None, ...] = ()
+    batch_size: int | None = None  # samples per step over every device (``analysis.batch_size_of``)
+    samples_per_epoch: int | None = None  # what its images/s divides by (``analysis.samples_per_epoch``)
 
 
 @dataclass(frozen=True)
