@@ -219,14 +219,20 @@ def test_json_holds_every_runs_raw_figures(session: Path, tmp_path: Path) -> Non
         assert record["step_seconds"] == list(run.batch_seconds)
         assert record["step_epochs"] == list(run.batch_epochs)
         assert [(e["epoch"], e["seconds"]) for e in record["epochs"]] == sorted(run.epoch_times.items())
+        assert [e["samples"] for e in record["epochs"]] == [
+            run.epoch_samples[e] for e in sorted(run.epoch_times)
+        ]
         assert record["build_s"] == run.phase_seconds("build")
+        batch = {"resnet50": 16, "pnasnet_large": 4}[record["model"]]  # the factory's; none without a hello
+        assert record["batch_size"] == (batch if run.hello else None)
+        assert record["samples_per_epoch"] == run.hello.get("samples_per_epoch")
         assert all("loss" not in e for e in record["epochs"])  # this session's runners sent none
     failed = next(r for r in data["runs"] if r["run_id"] == "006-tensorflow-resnet50-3")
     assert failed["status"] == "failed" and OOM in failed["reason"] and len(failed["epochs"]) == 1
 
 
 def test_a_cells_figures_recompute_from_the_json_runs(session: Path, tmp_path: Path) -> None:
-    """Mean epoch time and the median step of each cell, from the export's ``runs`` alone."""
+    """Mean epoch time, images/s and the median step of each cell, from the export's ``runs`` alone."""
     data = json.loads(_export(session, "json", tmp_path))
     checked = 0
     for row in data["rows"]:
@@ -242,6 +248,9 @@ def test_a_cells_figures_recompute_from_the_json_runs(session: Path, tmp_path: P
         assert row["mean_epoch_s"] == pytest.approx(
             sum(sum(e) / len(e) for e in epochs) / len(epochs), rel=1e-12
         )
+        # Total samples over total time of the epochs after the first: seconds per sample, pooled.
+        later = [(e["seconds"], e["samples"]) for r in runs for e in r["epochs"] if e["epoch"] > 1]
+        assert row["images_per_s"] == pytest.approx(len(later) / sum(s / n for s, n in later), rel=1e-12)
         # The median step after each run's warm-up (the row says how many steps it cut).
         steady = sorted(
             x for r, cut in zip(runs, row["warmup_batches"], strict=True) for x in r["step_seconds"][cut:]
