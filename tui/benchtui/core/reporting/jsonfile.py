@@ -81,14 +81,11 @@ def _number(value: float) -> float | None:
 
 def run_dict(run: RunSeries) -> dict[str, Any]:
     """One run's raw figures as the export has them, its steps apart (``step_seconds``, written in chunks)."""
-    numbers: Sequence[int] = getattr(run, "epoch_numbers", ()) or _epoch_numbers(run)
-    samples: Sequence[int | None] = getattr(run, "epoch_samples", ()) or [None] * len(numbers)
-    losses = getattr(run, "losses", None) or {}
     epochs = []
-    for number, seconds, count in zip(numbers, run.epochs, samples, strict=False):
+    for number, seconds, count in zip(run.epoch_numbers, run.epochs, run.epoch_samples, strict=True):
         epoch: dict[str, Any] = {"epoch": number, "seconds": _number(seconds), "samples": count}
-        if number in losses:  # where the runner sent one: NaN and infinities as the wire writes them
-            epoch["loss"] = wire_loss(losses[number])
+        if number in run.losses:  # where the runner sent one: NaN and infinities as the wire writes them
+            epoch["loss"] = wire_loss(run.losses[number])
         epochs.append(epoch)
     return {
         "run_id": run.run_id,
@@ -99,19 +96,12 @@ def run_dict(run: RunSeries) -> dict[str, Any]:
         "status": str(run.status),
         "reason": run.reason,
         "devices": run.devices,
-        "batch_size": getattr(run, "batch_size", None),
-        "samples_per_epoch": getattr(run, "samples_per_epoch", None),
+        "batch_size": run.batch_size,
+        "samples_per_epoch": run.samples_per_epoch,
         "build_s": run.figures.get("build_s"),
         "time_to_first_batch_s": run.figures.get("time_to_first_batch_s"),
         "epochs": epochs,
     }
-
-
-def _epoch_numbers(run: RunSeries) -> list[int]:
-    """Each epoch's number where the series does not say it: in order, from the steps' epochs when they name
-    as many epochs as there are times, else 1, 2, ..."""
-    seen = sorted(set(run.batch_epochs))
-    return seen if len(seen) == len(run.epochs) else list(range(1, len(run.epochs) + 1))
 
 
 def _seconds(value: float) -> str:
