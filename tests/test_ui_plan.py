@@ -425,12 +425,18 @@ async def test_the_warning_says_where_the_runs_go(tmp_path: Path) -> None:
 
 
 # -- snapshots ------------------------------------------------------------------------------------------
-def focus_on(selector: str):
+def focus_on(selector: str, show: str | None = None):
+    """Focus ``selector`` and scroll the form to ``show`` (default: it) at the top, once focus's own scroll (it
+    comes after a refresh) has ended: in that order on any machine (the other order failed once under load)."""
+
     async def run_before(pilot) -> None:
         await pilot.pause()
         widget = pilot.app.screen.query_one(selector)
         widget.focus()
-        pilot.app.screen.query_one("#plan-form").scroll_to_widget(widget, animate=False, top=True)
+        await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+        target = pilot.app.screen.query_one(show) if show else widget
+        pilot.app.screen.query_one("#plan-form").scroll_to_widget(target, animate=False, top=True)
         await pilot.pause()
 
     return run_before
@@ -439,7 +445,7 @@ def focus_on(selector: str):
 def test_plan_screen_settings_80x24(snap_compare) -> None:
     """The protocol's settings in two columns on 80, the focused one's help under them, boxes ticked or empty."""
     app = make_app(probe=GpuProbe((), "NVML unavailable: no NVIDIA driver", cpus=2))
-    assert snap_compare(app, terminal_size=(80, 24), run_before=focus_on("#precision"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=focus_on("#precision", show="#settings"))
 
 
 def test_plan_screen_edited_study_120x35(snap_compare) -> None:
