@@ -197,11 +197,13 @@ def write(report: Report, fh: IO[str]) -> None:
 def test_a_format_added_to_the_registry_is_offered_everywhere(
     loaded: LoadedSession, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    before = list(WRITERS)
     monkeypatch.setitem(
         WRITERS, "txt", Format("txt", "summary.txt", "Text: one line", lambda: sys.modules[__name__])
     )
-    assert "{md,csv,json,html,txt}" in _export_help()
-    assert registry.spoken() == "md, csv, json, html or txt"  # the app's help texts
+    assert before[:4] == ["md", "csv", "json", "html"]
+    assert "txt: Text: one line" in " ".join(_export_help().split())  # --format's help names each one
+    assert registry.spoken() == ", ".join(before) + " or txt"  # the app's help texts
     assert main(["export", str(loaded.path), "--format", "txt"]) == 0
     assert capsys.readouterr().out == f"{loaded.meta['name']}: 4 rows\n"
     assert export_session(loaded.path, "txt") == loaded.path / "summary.txt"

@@ -127,13 +127,7 @@ async def test_the_export_menu_offers_every_registered_format(
         options = app.screen.query_one("#export-formats")
         assert [
             str(options.get_option_at_index(i).prompt).split()[0] for i in range(options.option_count)
-        ] == [
-            "md",
-            "csv",
-            "json",
-            "html",
-            "txt",
-        ]
+        ] == ["md", "csv", "json", "html", "bencher", "gab-throughput", "gab-step-time", "txt"]
         await pilot.press("end", "enter")
         target = screen.selected / "summary.txt"  # type: ignore[operator]
         await wait_for(pilot, target.exists)

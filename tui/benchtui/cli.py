@@ -152,7 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser("export", help=f"export a session: {', '.join(WRITERS)}")
     export.add_argument("session")
-    export.add_argument("--format", required=True, choices=list(WRITERS))
+    export.add_argument(
+        "--format",
+        required=True,
+        choices=list(WRITERS),
+        metavar="FORMAT",
+        help="; ".join(f"{w.name}: {w.description}" for w in WRITERS.values()),
+    )
     export.add_argument(
         "-o",
         "--output",

@@ -54,7 +54,10 @@ class ExportChoice(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box"):
             yield Static("Export the summary into the session folder as…", id="export-title")
-            yield OptionList(*(f"{w.name:<5} {w.description}" for w in WRITERS.values()), id="export-formats")
+            width = max(len(name) for name in WRITERS)  # the names in a column, the longest included
+            yield OptionList(
+                *(f"{w.name:<{width}} {w.description}" for w in WRITERS.values()), id="export-formats"
+            )
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
