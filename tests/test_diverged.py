@@ -147,6 +147,19 @@ def test_a_cell_whose_every_run_diverged_has_no_figures(tmp_path: Path) -> None:
     assert summary["ratios"] == []  # nothing to compare PyTorch by
 
 
+def test_a_cell_of_one_run_that_diverged_says_it_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its status says "diverged", its reason what happened: never "diverged: diverged: ..." in a note."""
+    losses = {("torch", "resnet50", 1): [2.3, NAN], ("tensorflow", "resnet50", 1): [2.3, 1.9]}
+    path = make_session(tmp_path, runs=1, epochs=2, loss=losses, folder="one")
+    row = load_session(path).model.row("torch", "resnet50")
+    assert row.status == "diverged" and row.reason == "loss NaN at epoch 2"
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "diverged: loss NaN at epoch 2" in out and "diverged: diverged" not in out
+
+
 def test_a_loss_that_never_changes_is_diverged(tmp_path: Path) -> None:
     losses = {("torch", "resnet50", i): [2.3026, 2.3026, 2.3026] for i in (1, 2)}
     path = make_session(tmp_path, frameworks=("torch",), loss=losses, steps=8, folder="flat")

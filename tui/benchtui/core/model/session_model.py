@@ -1151,10 +1151,11 @@ def per_flop_verdict(
 
 
 def _diverged_reason(diverged: list[RunState], runs: list[RunState]) -> str:
-    """ "1 of 3 runs diverged: loss NaN at epoch 2" (the first diverged run's reason, its word dropped)."""
+    """ "1 of 3 runs diverged: loss NaN at epoch 2" (the first diverged run's reason, its word dropped); a cell of
+    one run: "loss NaN at epoch 2" (its status says "diverged": every view says the status, then the reason)."""
     why = diverged[0].reason.removeprefix("diverged: ")
     if len(runs) == 1:
-        return f"diverged: {why}"
+        return why
     return f"{len(diverged)} of {len(runs)} runs diverged: {why}"
 
 
