@@ -158,6 +158,8 @@ def test_a_cell_of_one_run_that_diverged_says_it_once(
     assert main(["show", str(path)]) == 0
     out = capsys.readouterr().out
     assert "diverged: loss NaN at epoch 2" in out and "diverged: diverged" not in out
+    assert main(["export", str(path), "--format", "bencher"]) == 0  # left out of a tracker, and why
+    assert "ResNet50 · PyTorch: diverged: loss NaN at epoch 2" in capsys.readouterr().err
 
 
 def test_a_loss_that_never_changes_is_diverged(tmp_path: Path) -> None:

@@ -239,7 +239,7 @@ def test_a_session_with_no_cell_that_trained_is_an_empty_document(
     )
     for fmt, empty in (("bencher", {}), ("gab-throughput", []), ("gab-step-time", [])):
         doc, err = _export(path, fmt, capsys)
-        assert doc == empty and "ResNet50 · PyTorch: boom" in err
+        assert doc == empty and "ResNet50 · PyTorch: failed: boom" in err
 
 
 def test_tracker_files_go_into_the_session_folder(session: Path) -> None:

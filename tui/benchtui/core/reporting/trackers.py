@@ -166,7 +166,10 @@ def left_out(rows: Iterable[CellSummary]) -> list[str]:
     for row in rows:
         if tracked(row):
             continue
-        why = row.reason or str(row.status)
+        status = str(row.status.value if isinstance(row.status, CellStatus) else row.status)
+        why = row.reason or status
+        if row.reason and not row.reason.startswith(status) and status not in row.reason:
+            why = f"{status}: {row.reason}"  # the status, then what happened: "diverged: loss NaN at epoch 2"
         if row.status == CellStatus.OK and row.partial_runs:
             why = f"only runs cut short: {why}"
         where = " · ".join(
