@@ -184,3 +184,27 @@ class Recorder:
             if type_ in ("hello", "settings"):
                 out.update(fields["settings"])
         return out
+
+
+class LossStandIn(LocalLauncher):
+    """The stand-in runner ``tests/fake_runner.py`` for every run, sending ``losses`` (its ``--losses``: one entry
+    per epoch, a number, "nan"/"inf"/"-inf" or [mean, min, max]; the last repeats)."""
+
+    def __init__(self, losses: list[Any]) -> None:
+        super().__init__()
+        self.losses = losses
+
+    def command(self, python: str, args: list[str]) -> list[str]:
+        return [python, str(ROOT / "tests" / "fake_runner.py"), "--losses", json.dumps(self.losses), *args]
+
+
+def stand_in_session(root: Path, losses: list[Any]) -> tuple[str, Path, Any]:
+    """A real engine session of one PyTorch run of ResNet50 on the CPU (3 epochs of 2 steps) by the stand-in
+    runner sending ``losses`` (``LossStandIn``): (its status, its folder, the engine)."""
+    from benchtui.core.running.engine import Engine
+    from benchtui.core.store.session import SessionWriter
+
+    plan = small_plan(frameworks=["torch"], runs=1, device="cpu").validate()
+    writer = SessionWriter.create(plan, root)
+    engine = Engine(plan, writer, launcher=LossStandIn(losses))
+    return asyncio.run(engine.run()), writer.path, engine

@@ -3,23 +3,19 @@ out of every figure and verdict, and said as such in show, md, csv, json, html a
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from benchtui.cli import main
-from benchtui.core.plan.plan import Plan
-from benchtui.core.running.engine import Engine
-from benchtui.core.running.launcher import LocalLauncher
 from benchtui.core.running.session_run import exit_code
-from benchtui.core.store.session import SessionWriter, load_session
+from benchtui.core.store.session import load_session
 from sessionfactory import make_session, read_events
+from support import stand_in_session
 
 HERE = Path(__file__).parent
 NAN = float("nan")
@@ -210,35 +206,8 @@ def test_a_session_without_losses_has_no_loss_anywhere(
     assert "Training loss" not in html_path.read_text()
 
 
-class LossLauncher(LocalLauncher):
-    """The stand-in runner, sending ``losses`` (``tests/fake_runner.py --losses``)."""
-
-    def __init__(self, losses: list[Any]) -> None:
-        super().__init__()
-        self.losses = losses
-
-    def command(self, python: str, args: list[str]) -> list[str]:
-        return [python, str(HERE / "fake_runner.py"), "--losses", json.dumps(self.losses), *args]
-
-
-def _engine_session(tmp_path: Path, losses: list[Any]) -> tuple[str, Path, Engine]:
-    plan = Plan(
-        frameworks=["torch"],
-        models=["resnet50"],
-        image_size=32,
-        samples=16,
-        batch_sizes={"resnet50": 8},
-        epochs=3,
-        runs=1,
-        device="cpu",
-    ).validate()
-    writer = SessionWriter.create(plan, tmp_path)
-    engine = Engine(plan, writer, launcher=LossLauncher(losses))
-    return asyncio.run(engine.run()), writer.path, engine
-
-
 def test_the_engine_records_a_diverged_run_and_fails_the_session(tmp_path: Path) -> None:
-    status, path, engine = _engine_session(tmp_path, [2.3, "nan"])
+    status, path, engine = stand_in_session(tmp_path, [2.3, "nan"])
     assert status == "failed" and exit_code(status) == 1
     (end,) = [e for e in read_events(path) if e["type"] == "run_end"]
     assert end["status"] == "diverged" and end["reason"] == "diverged: loss NaN at epoch 2"
@@ -251,7 +220,7 @@ def test_the_engine_records_a_diverged_run_and_fails_the_session(tmp_path: Path)
 
 
 def test_the_engine_keeps_a_run_that_trained(tmp_path: Path) -> None:
-    status, path, _ = _engine_session(tmp_path, [2.3, 2.0, 1.7])
+    status, path, _ = stand_in_session(tmp_path, [2.3, 2.0, 1.7])
     assert status == "complete" and exit_code(status) == 0
     (end,) = [e for e in read_events(path) if e["type"] == "run_end"]
     assert end["status"] == "ok"

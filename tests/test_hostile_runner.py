@@ -332,28 +332,14 @@ def test_an_exception_in_the_watch_engine_fails_the_session(
 def test_a_loss_the_wire_does_not_allow_is_one_malformed_line(tmp_path: Path, bad: Any) -> None:
     """An epoch's loss is a number or exactly "nan" / "inf" / "-inf" (issue 36): any other value makes that
     epoch line one malformed line, said in the run's log; the other epochs' losses are read as sent."""
-    from benchtui.core.running.engine import Engine
-    from benchtui.core.store.session import SessionWriter
-    from test_loss_runners import StandIn
+    from support import stand_in_session
 
-    plan = Plan(
-        frameworks=["torch"],
-        models=["resnet50"],
-        image_size=32,
-        samples=16,
-        batch_sizes={"resnet50": 8},
-        epochs=3,
-        runs=1,
-        device="cpu",
-    ).validate()
-    writer = SessionWriter.create(plan, tmp_path)
     third = [bad, 0.5, 1.5] if isinstance(bad, list) else bad  # a list entry is [mean, min, max]
-    engine = Engine(plan, writer, launcher=StandIn([[2.5, 2.0, 3.0], "inf", third]))
-    asyncio.run(engine.run())
+    _, path, engine = stand_in_session(tmp_path, [[2.5, 2.0, 3.0], "inf", third])
     (run,) = engine.model.runs.values()
     assert run.malformed == 1
-    log = writer.log_path(run.spec.run_id).read_text(errors="replace")
+    log = (path / "logs" / f"{run.spec.run_id}.log").read_text(errors="replace")
     assert log.count("malformed event line (epoch.loss ") == 1
     assert run.losses == {1: 2.5, 2: float("inf")} and (run.loss_mins, run.loss_maxs) == ({1: 2.0}, {1: 3.0})
-    recorded = [e for e in events_of(writer.path) if e["type"] == "epoch"]
+    recorded = [e for e in events_of(path) if e["type"] == "epoch"]
     assert [e["epoch"] for e in recorded] == [1, 2]  # the malformed line is not recorded

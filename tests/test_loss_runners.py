@@ -10,7 +10,6 @@ model, the same on every side), so a test's time is the framework's start. The s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import textwrap
@@ -19,12 +18,9 @@ from typing import Any
 
 import pytest
 
-from benchtui.core.plan.plan import Plan
-from benchtui.core.running.engine import Engine
-from benchtui.core.running.launcher import EXTRA_PATH_ENV, LocalLauncher
-from benchtui.core.store.session import SessionWriter
+from benchtui.core.running.launcher import EXTRA_PATH_ENV
 from benchtui_runners import catalog, wire
-from support import ROOT, run_runner
+from support import run_runner, stand_in_session
 from test_fakegpu_faithful import FAKEGPU, read_waits
 from test_gpu_path import H100, calls
 
@@ -182,34 +178,11 @@ def test_pytorch_reads_its_losses_between_epochs_and_adds_no_wait(
 
 
 # -- the stand-in runner: the parent reads its "nan" as a loss that is not finite ----------------------
-class StandIn(LocalLauncher):
-    """tests/fake_runner.py, sending these losses (its --losses)."""
-
-    def __init__(self, losses: list[Any]) -> None:
-        super().__init__()
-        self.losses = losses
-
-    def command(self, python: str, args: list[str]) -> list[str]:
-        return [python, str(ROOT / "tests" / "fake_runner.py"), "--losses", json.dumps(self.losses), *args]
-
-
 def test_the_parent_reads_a_stand_ins_nan_as_a_loss_that_is_not_finite(tmp_path: Path) -> None:
-    plan = Plan(
-        frameworks=["torch"],
-        models=["resnet50"],
-        image_size=32,
-        samples=16,
-        batch_sizes={"resnet50": 8},
-        epochs=3,
-        runs=1,
-        device="cpu",
-    ).validate()
-    writer = SessionWriter.create(plan, tmp_path)
-    engine = Engine(plan, writer, launcher=StandIn([[2.3, 2.1, 2.5], "nan"]))
-    asyncio.run(engine.run())
+    _, path, engine = stand_in_session(tmp_path, [[2.3, 2.1, 2.5], "nan"])
     (run,) = engine.model.runs.values()
     assert run.malformed == 0  # every epoch line passed the parent's reader
-    epochs = [json.loads(line) for line in writer.path.joinpath("events.jsonl").read_text().splitlines()]
+    epochs = [json.loads(line) for line in path.joinpath("events.jsonl").read_text().splitlines()]
     sent_losses = [e.get("loss") for e in epochs if e["type"] == "epoch"]
     assert sent_losses == [2.3, "nan", "nan"]  # recorded as the wire sent them
     assert run.losses[1] == 2.3 and run.loss_mins[1] == 2.1 and run.loss_maxs[1] == 2.5
