@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -213,8 +214,9 @@ class Process:
 
     @property
     def pace(self) -> float:
-        """Seconds per step after each epoch's first step (or first window), waited for."""
-        return sum(e[1] for e in self.epochs) / self.steady_steps
+        """Seconds per step after each epoch's first step (or first window), waited for; NaN when there are no
+        such steps (a fast machine ran every step of each epoch within the runner's first window)."""
+        return sum(e[1] for e in self.epochs) / self.steady_steps if self.steady_steps else math.nan
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -343,7 +345,7 @@ def runner(args: argparse.Namespace, framework: str) -> Process:
             (seconds, seconds - first["seconds"] * first["steps"], event.get("to_first_batch_s", 0.0), cpu)
         )
         steady += args.steps - first["steps"]
-    return Process("runner", result, max(1, steady), args.batch_size * args.steps, wall, others)
+    return Process("runner", result, steady, args.batch_size * args.steps, wall, others)
 
 
 def event_cost(n: int = 20000) -> float:
@@ -380,8 +382,13 @@ def sides_of(framework: str, args: argparse.Namespace) -> list[str]:
 
 
 def _line(label: str, p: Process) -> str:
+    steady = (
+        f"{p.pace * 1e3:6.1f} ms"
+        if math.isfinite(p.pace)
+        else "not measured (every step in the first window)"
+    )
     return (
-        f"  {p.side:>18}: {p.rate:6.2f} img/s over epochs 2-N, steady step {p.pace * 1e3:6.1f} ms, "
+        f"  {p.side:>18}: {p.rate:6.2f} img/s over epochs 2-N, steady step {steady}, "
         f"CPU {p.cpu_per_image * 1e3:5.1f} ms/image; "
         f"epochs {' '.join(f'{e[0]:.2f}' for e in p.epochs)} s, to first batch "
         f"{' '.join(f'{e[2]:.2f}' for e in p.epochs)} s; others kept {p.others:.2f} cores busy ({p.wall:.0f} s)"
@@ -467,7 +474,17 @@ def main() -> None:
         print(f"  runner's longest time to first batch per round: {' '.join(f'{s:.3f}' for s in stalls)} s")
         same = sides[-1]  # fed as the runner is: the harness's own cost
         whole = statistics.median(r["runner"].rate / r[same].rate for r in rounds)
-        pace = [r[same].pace / r["runner"].pace for r in rounds]
+        pace = [
+            r[same].pace / r["runner"].pace
+            for r in rounds
+            if math.isfinite(r["runner"].pace) and r["runner"].pace > 0 and math.isfinite(r[same].pace)
+        ]
+        if not pace:  # a fast machine: each epoch's steps all fell in the runner's first window
+            print(
+                f"{label}: runner/{same} throughput ratio {whole:.4f}; steady pace not measured: every step of "
+                "an epoch fell in the runner's first window of steps (give more --steps)"
+            )
+            continue
         overhead = (1 / statistics.median(pace) - 1) * 100
         print(
             f"{label}: runner/{same} throughput ratio {whole:.4f}; steady-pace ratio {_spread(pace)}: "
