@@ -154,15 +154,7 @@ class SweepView(Widget):
                 for setting, by_fw in gain_rows(gains, model_id)
             ),
         )
-        if state != (
-            self.model_id,
-            self.axis,
-            self.unit,
-            self.frameworks,
-            self.lines,
-            self.best,
-            self.gains,
-        ):
+        if state != self._state():
             (
                 self.model_id,
                 self.axis,
@@ -173,6 +165,10 @@ class SweepView(Widget):
                 self.gains,
             ) = state
             self.refresh(layout=True)
+
+    def _state(self) -> tuple[object, ...]:
+        """What the view draws (``show`` redraws only when it changes)."""
+        return (self.model_id, self.axis, self.unit, self.frameworks, self.lines, self.best, self.gains)
 
     # -- drawing ------------------------------------------------------------------------------
     def curve_texts(self, width: int | None = None) -> list[str]:
