@@ -35,6 +35,7 @@ WORKED_OUT = {
     "framework",
     "model",
     "run_id",
+    "nodes",
     "batch_size",
     "replicas",
     "learning_rate",
@@ -63,7 +64,7 @@ def test_every_plan_field_is_an_option_or_said_why_not() -> None:
 def test_every_runner_field_comes_from_one_option_or_is_worked_out() -> None:
     config_fields = {f.name for f in dataclasses.fields(RunConfig)}
     assert set(options.RUNNER_FIELDS) <= config_fields
-    runner_defaults = {"nodes", "node_rank", "rendezvous", "window_s", "seed", "momentum"}  # not a plan's
+    runner_defaults = {"node_rank", "rendezvous", "cluster", "rendezvous_id", "window_s", "seed", "momentum"}
     assert config_fields - set(options.RUNNER_FIELDS) - runner_defaults == WORKED_OUT
 
 

@@ -92,11 +92,17 @@ class RunConfig:
     # each taking ``batch_size`` samples a step, so the global batch is batch_size x replicas x nodes.
     replicas: int = 1
     gpus: list[dict[str, Any]] = field(default_factory=list)  # the assigned GPUs, for the record
-    # Several machines (torchrun's rendezvous; MultiWorkerMirroredStrategy's TF_CONFIG): how many
-    # take part, this one's rank (0: the node whose app records the session), and where they meet.
+    # Several machines (torchrun's rendezvous; MultiWorkerMirroredStrategy's TF_CONFIG; jax.distributed):
+    # how many take part, this one's rank (0: the node whose benchtui records the session), and where the
+    # framework's own engine meets, chosen per run by node 0's benchtui (``benchtui.core.running.cluster``):
+    # ``rendezvous``: torchrun's c10d endpoint, or JAX's coordinator (host:port on node 0); ``cluster``:
+    # every node's TensorFlow worker address (host:port, by node rank: TF_CONFIG's worker list);
+    # ``rendezvous_id``: torchrun's --rdzv-id, unique per run so that two runs never meet.
     nodes: int = 1
     node_rank: int = 0
     rendezvous: str = ""  # host:port
+    cluster: list[str] = field(default_factory=list)
+    rendezvous_id: str = ""
     # ``--profile``: after the timed epochs, ``profile_steps`` steps (after ``PROFILE_WARMUP`` more)
     # captured with the framework's own profiler and reduced to where step time goes; the trace
     # is written to ``trace_path`` plus the profiler's own extension (the parent gives a path in

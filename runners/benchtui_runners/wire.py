@@ -37,6 +37,7 @@ MAX_TEXT = 4096  # a name, a word, a device's field
 LONG_TEXT = 64 * 1024  # an error's message
 MAX_TRACEBACK = 512 * 1024
 MAX_OBJECTS = 1024  # objects in a list of objects (``Obj(many=True)``)
+MAX_NODE = 4096  # a node rank (several machines: ``node``)
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,10 @@ class _Event(TypedDict, total=False):
     t: Annotated[float, CLOCK]
     v: Annotated[int, Int(0, MAX_VERSION)]  # wire version (runner events)
     run: Annotated[str, Exactly((str, type(None)))]  # the run it belongs to (added by the parent)
+    # Several nodes (issue 33): the node whose benchtui recorded or relayed it, added by node 0's parent to
+    # what another node sends it (that node's runner's events, its run_start/run_end, its GPU samples).
+    # Absent: node 0's own (every session before several nodes). A runner's own ``node`` is dropped.
+    node: Annotated[int, Int(1, MAX_NODE)]
 
 
 # -- runner events ------------------------------------------------------------------------------
@@ -377,7 +382,9 @@ class RunStartEvent(_Event, total=False):
     index: Annotated[int, COUNT]
     python: Annotated[str, TEXT]
     pid: Annotated[int, COUNT]  # the runner's process (absent: it could not be started)
-    devices: Annotated[int, Int(1, 1 << 20)]  # data-parallel devices (absent: one)
+    devices: Annotated[int, Int(1, 1 << 20)]  # data-parallel devices (absent: one), on each node
+    nodes: Annotated[int, Int(1, MAX_NODE)]  # the machines the run trains on (absent: one)
+    host: Annotated[str, TEXT]  # the machine the runner runs on (several nodes: each node's run_start)
 
 
 class RunEndEvent(_Event, total=False):

@@ -278,6 +278,17 @@ OPTIONS: tuple[Option, ...] = (
         most=1024,
     ),
     Option(
+        "--nodes",
+        "nodes",
+        type=int,
+        metavar="N",
+        help="train every run across N machines (one benchtui per node, the same plan on each: --node-rank, "
+        "--rendezvous), or 'slurm' to read them from Slurm's variables",
+        shapes=True,
+        most=1024,
+        positive=True,
+    ),
+    Option(
         "--scaling",
         "scaling",
         action="store_true",

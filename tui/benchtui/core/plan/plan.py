@@ -66,6 +66,8 @@ MAX_RUNS_IN_PLAN = 10_000
 #: The most (framework, model, point) cells a plan's runs are counted over one by one (beyond: their product).
 MAX_GRID = 100_000
 MAX_NAME = 200
+#: The most nodes a plan may span (--nodes): beyond it a plan is a typo, not a cluster.
+MAX_NODES = 1024
 #: A run's raw trace is kept in the session's traces/ folder up to this size (MB); a larger one is dropped.
 TRACE_CAP_MB = 200
 TRACE_CAP_MAX_MB = 1 << 20  # MB: 1 TiB, a typo beyond
@@ -127,6 +129,11 @@ class Plan:
     device_ids: list[int] = field(default_factory=list)
     scaling: bool = False
     global_batch: int = 0  # strong scaling: this many samples a step, divided among the devices
+    # Several machines (issue 33): the nodes every run trains on, ``devices`` on each (torchrun's c10d
+    # rendezvous, MultiWorkerMirroredStrategy, jax.distributed). Where this process stands among them (its
+    # node rank, the rendezvous address) is not the plan's: every node runs the same plan (``cluster.Cluster``).
+    # With ``scaling``, the session also runs 1 node at 1, 2, 4 ... devices, then 2, 4 ... nodes at ``devices``.
+    nodes: int = 1
     # --profile: after each run's timed epochs, ``profile_steps`` steps captured with the framework's
     # own profiler and reduced to where step time goes; raw traces up to ``trace_cap_mb`` are kept
     # in the session's traces/ folder. Benchmark runs only: never a batch-size probe or a count.
@@ -174,10 +181,13 @@ class Plan:
         """A user's model's definition as the plan records it ({} for the catalog's models)."""
         return next((d for d in self.custom_models if isinstance(d, dict) and d.get("name") == model), {})
 
-    def batch_size(self, model: str, framework: str | None = None, devices: int | None = None) -> int:
-        """The per-device batch of ``model`` (at ``devices`` devices; the plan's count when None)."""
+    def batch_size(
+        self, model: str, framework: str | None = None, devices: int | None = None, nodes: int = 1
+    ) -> int:
+        """The per-device batch of ``model`` (at ``devices`` devices on each of ``nodes``; the plan's
+        device count when None)."""
         if self.global_batch:
-            return self.global_batch // (devices or self.devices)
+            return self.global_batch // ((devices or self.devices) * max(1, nodes))
         if framework is not None and f"{framework}:{model}" in self.batch_sizes:
             return self.batch_sizes[f"{framework}:{model}"]
         return self.batch_sizes.get(model, catalog.MODELS[model].study_batch_size)
@@ -196,9 +206,24 @@ class Plan:
             n *= 2
         return [*counts, self.devices]
 
+    def scale_points(self) -> list[Scale]:
+        """The (nodes, devices per node) the session runs, in run order: the plan's own, or with
+        ``scaling`` (or a ``devices`` sweep) every device count on one node, then 2, 4 ... nodes (and the
+        plan's count) at the plan's devices. A plan on one node: its ``device_counts`` on one node."""
+        counts = self.device_counts()
+        if self.nodes <= 1:
+            return [Scale(1, d) for d in counts]
+        if not (self.scaling or len(counts) > 1):
+            return [Scale(self.nodes, self.devices)]
+        nodes, n = [], 2
+        while n < self.nodes:
+            nodes.append(n)
+            n *= 2
+        return [Scale(1, d) for d in counts] + [Scale(k, self.devices) for k in [*nodes, self.nodes]]
+
     @property
     def multi_device(self) -> bool:
-        return self.devices > 1 or self.scaling or len(self.device_counts()) > 1
+        return self.devices > 1 or self.nodes > 1 or self.scaling or len(self.device_counts()) > 1
 
     def batch_upper(self) -> int:
         """The largest batch the auto search may probe."""
@@ -214,6 +239,8 @@ class Plan:
         data = asdict(self)
         if not self.sweep:  # a plan without a sweep is recorded as before sweeps were
             del data["sweep"]
+        if self.nodes == 1:  # a plan on one machine likewise, as before several nodes
+            del data["nodes"]
         if self.watch:  # only what the command's hooks said (none: no batch size is known)
             return data
         data["batch_sizes"] = {
@@ -238,6 +265,8 @@ class Plan:
             plan.devices = 1
         if not isinstance(plan.scaling, bool):
             plan.scaling = False
+        if not _whole(plan.nodes, 1, MAX_NODES):
+            plan.nodes = 1
         if not _whole(plan.global_batch, 0, LIMITS["--global-batch"][1]) or (
             plan.global_batch and any(plan.global_batch % n for n in plan.device_counts())
         ):
@@ -274,17 +303,21 @@ class Plan:
             catalog.label_watch(watch_label(plan.watch))
         return plan
 
-    def run_config(self, framework: str, model: str, run_id: str, devices: int = 0) -> RunConfig:
+    def run_config(
+        self, framework: str, model: str, run_id: str, devices: int = 0, nodes: int = 1
+    ) -> RunConfig:
         """The runner's configuration as the plan alone decides it: every option a runner takes as it is
         (``options.RUNNER_FIELDS``), and what the plan works out per run. Where the run goes, and the CPU
-        threads a plan left to benchtui, are the resolved plan's (``Resolved.run_config``)."""
+        threads a plan left to benchtui, are the resolved plan's (``Resolved.run_config``). ``nodes``: the
+        machines the run trains on (which one this is, and where they meet: ``cluster``)."""
         devices = devices or self.devices
         return RunConfig(
             framework=framework,
             model=model,
             run_id=run_id,
-            batch_size=self.batch_size(model, framework, devices),
+            batch_size=self.batch_size(model, framework, devices, nodes),
             replicas=devices,
+            nodes=nodes,
             learning_rate=self.lr,
             trace_cap_mb=self.trace_cap_mb,
             model_def=self.model_def(model),
@@ -320,14 +353,18 @@ class Plan:
                 raise PlanError(f"--devices lists {len(ids)} GPU(s) but asks for {n}")
             if self.device == "cpu":
                 raise PlanError("--devices lists GPUs, and --device cpu hides them: give a count on the CPU")
-        if self.scaling and n < 2:
-            raise PlanError("--scaling measures 1, 2, 4 ... N devices: give --devices N with N of at least 2")
+        if not _whole(self.nodes, 1, MAX_NODES):
+            raise PlanError(f"--nodes must be a whole number from 1 to {MAX_NODES}, got {self.nodes!r}")
+        if self.scaling and n < 2 and self.nodes < 2:
+            raise PlanError(
+                "--scaling measures 1, 2, 4 ... N devices: give --devices N (or --nodes N) with N of at least 2"
+            )
         if not isinstance(self.global_batch, int) or self.global_batch < 0:
             raise PlanError(f"--global-batch must be a positive whole number, got {self.global_batch!r}")
         if self.global_batch:
             if self.batch_auto:
                 raise PlanError("--global-batch fixes the batch: it cannot go with --batch-size auto")
-            for count in self.device_counts():
+            for count in sorted({at.workers for at in self.scale_points()}):
                 if self.global_batch % count:
                     raise PlanError(
                         f"--global-batch {self.global_batch} does not divide among {count} devices: "
@@ -409,7 +446,7 @@ class Plan:
                 raise PlanError(f"{label} must be at most {most:,}, got {value:,}")
         self._validate_devices()
         self._validate_sweep()
-        total = len(self.frameworks) * len(self.models) * self.runs * len(self.device_counts())
+        total = len(self.frameworks) * len(self.models) * self.runs * len(self.scale_points())
         if self.sweep:
             grid = math.prod(len(vs) for a, vs in self.sweep.items() if a != "devices")
             cells = grid * len(self.frameworks) * len(self.models)
@@ -494,7 +531,7 @@ class Plan:
         cells = sum(
             1 for m in self.models for fw in self.frameworks for p in grid if self.effective(p, fw, m) == p
         )
-        return cells * self.runs * len(self.device_counts())
+        return cells * self.runs * len(self.scale_points())
 
     def _validate_sweep(self) -> None:
         """--sweep and --best: the axes and values as ``parse_sweeps`` takes them, and what they cannot go
@@ -624,14 +661,32 @@ class Plan:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One runner process to start."""
+    """One runner process to start (on each of its ``nodes``)."""
 
     run_id: str
     framework: str
     model: str
-    index: int  # 1-based run number within its (framework, model, devices, point)
-    devices: int = 1  # data-parallel devices (replicas) the run trains on
+    index: int  # 1-based run number within its (framework, model, nodes, devices, point)
+    devices: int = 1  # data-parallel devices (replicas) the run trains on, on each node
     point: Point = NO_POINT  # its sweep point (``Point()``: a plan without a sweep)
+    nodes: int = 1  # the machines it trains on (node 0 records; the others follow: ``cluster``)
+
+    @property
+    def workers(self) -> int:
+        """Replicas over every node: what a scaling curve is drawn against."""
+        return self.devices * self.nodes
+
+
+@dataclass(frozen=True, order=True)
+class Scale:
+    """Where a data-parallel run trains: ``nodes`` machines with ``devices`` devices each."""
+
+    nodes: int
+    devices: int
+
+    @property
+    def workers(self) -> int:
+        return self.nodes * self.devices
 
 
 # -- a plan resolved for this machine: the policies that need the machine, applied once before the runs --
@@ -692,11 +747,18 @@ class Resolved:
         return self.cpu_threads
 
     def run_config(
-        self, framework: str, model: str, run_id: str, devices: int = 1, point: Point = NO_POINT
+        self,
+        framework: str,
+        model: str,
+        run_id: str,
+        devices: int = 1,
+        point: Point = NO_POINT,
+        nodes: int = 1,
     ) -> tuple[RunConfig, dict[str, str]]:
         """The run's configuration on the session's device (its first ``devices`` when data parallel) at
-        its sweep ``point``, and the environment that gives the runner exactly those."""
-        config = self.at(point, framework, model).run_config(framework, model, run_id, devices)
+        its sweep ``point``, on ``nodes`` machines, and the environment that gives the runner exactly those
+        (this machine's: on several nodes each sets its own ``node_rank`` and meeting point, ``cluster``)."""
+        config = self.at(point, framework, model).run_config(framework, model, run_id, devices, nodes)
         env, gpus = self.placement.for_devices(devices)
         config.device, config.gpu = self.placement.runner_device, self.placement.gpu
         if devices > 1 and gpus:
@@ -715,8 +777,8 @@ def run_order(plan: Plan) -> list[RunSpec]:
     if plan.watch:
         framework = plan.frameworks[0] if plan.frameworks else catalog.WATCH_FRAMEWORK
         return [RunSpec(WATCH_RUN, framework, catalog.WATCH_MODEL, 1)]
-    specs: list[tuple[str, str, int, Point, int]] = []
-    counts = plan.device_counts()
+    specs: list[tuple[str, str, Scale, Point, int]] = []
+    counts = plan.scale_points()
     grid = plan.points()
     for model in plan.models:
         # A point a framework's model runs at: one whose every axis changes something for it (the others'
@@ -739,9 +801,22 @@ def run_order(plan: Plan) -> list[RunSpec]:
                     for i in range(1, plan.runs + 1)
                 ]
     tag = plan.multi_device
+
+    def scale_tag(at: Scale) -> str:
+        """``x2-`` (devices), ``n2x1-`` (nodes x devices, a plan on several nodes), '' for one device."""
+        if not tag:
+            return ""
+        return f"n{at.nodes}x{at.devices}-" if plan.nodes > 1 else f"x{at.devices}-"
+
     return [
         RunSpec(
-            f"{n:03d}-{fw}-{model}-{f'x{d}-' if tag else ''}{f'{p.tag}-' if p else ''}{i}", fw, model, i, d, p
+            f"{n:03d}-{fw}-{model}-{scale_tag(d)}{f'{p.tag}-' if p else ''}{i}",
+            fw,
+            model,
+            i,
+            d.devices,
+            p,
+            d.nodes,
         )
         for n, (fw, model, d, p, i) in enumerate(specs, 1)
     ]

@@ -526,7 +526,7 @@ class Engine(Pausable):
 
     async def _run_one(self, spec: RunSpec) -> None:
         run_config, env = self.resolved.run_config(
-            spec.framework, spec.model, spec.run_id, spec.devices, spec.point
+            spec.framework, spec.model, spec.run_id, spec.devices, spec.point, spec.nodes
         )
         if run_config.profile:
             try:
@@ -641,8 +641,9 @@ class Engine(Pausable):
                 note = f"[benchtui] malformed event line ({exc}): {(line or b'')[:200]!r}\n"
                 self._write(_write_log, log, note)
                 continue
-            tagged = "run" not in event
+            tagged = "run" not in event and "node" not in event
             event["run"] = spec.run_id
+            event.pop("node", None)  # the node a line came from is the parent's to say (node 0's: none)
             self.model.apply(event)
             self._on_event(spec, event)
             if tagged:  # the runner's own bytes, tagged: no second serialisation on the hot path
