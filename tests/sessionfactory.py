@@ -222,6 +222,11 @@ class _Timeline:
         self.counters: dict[str, float] = {}  # the current run's profiling counters (``gpu_counters=``)
         self.record = False  # whether run_end records the means of the counters sampled (as the engine does)
         self.counter_sums: dict[str, list[float]] = {}  # what the engine sums for run_end: name -> [sum, n]
+        # Several nodes (``nodes=``): the other nodes of the current run, each sampling its own GPUs, whose
+        # samples node 0 records tagged with the node (drawn from their own generator: one node's bytes stay).
+        self.run_nodes: list[int] = []
+        self.node_rng = random.Random(0)
+        self.node_busy = False
 
     def sample(self, t: float) -> None:
         event: dict[str, Any] = {"type": "gpu", "t": round(t, 6), "run": self.run}
@@ -258,6 +263,35 @@ class _Timeline:
             "rss": 3 * GIB + rng.randint(0, 2**24) if self.run else None,
         }
         self.write_line(_dumps(event))
+        for node in self.run_nodes:
+            self.node_sample(t, node)
+
+    def node_sample(self, t: float, node: int) -> None:
+        """Node ``node``'s GPU sample, as its benchtui sends it and node 0 records it (``node`` added)."""
+        rng = self.node_rng
+        event: dict[str, Any] = {"type": "gpu", "t": round(t, 6), "run": self.run, "node": node}
+        if self.gpu:
+            busy = self.node_busy
+            event["gpus"] = [
+                {
+                    "index": i,
+                    "util": (rng.randint(80, 90) if busy else rng.randint(0, 3)),
+                    "mem_util": 40 if busy else 1,
+                    "mem_used": int((13.5 if busy else 0.4) * GIB),
+                    "mem_total": 80 * GIB,
+                    "power_w": round(250 + rng.random() * 20 if busy else 55.0, 3),
+                    "temp_c": 60 if busy else 37,
+                    "sm_clock_mhz": 1980,
+                    "throttle": [] if busy else ["gpu_idle"],
+                    "proc_mem": int(13 * GIB) if busy else 0,
+                }
+                for i in range(self.gpu_count)
+            ]
+            event["watched"] = 0
+            if self.run_gpus:
+                event["devices"] = self.run_gpus
+        event["host"] = {"cpu_percent": round(100 + rng.random() * 5, 1), "rss": 3 * GIB}
+        self.write_line(_dumps(event))
 
     def write_line(self, line: str) -> None:
         self.fh.write(line + "\n")
@@ -272,17 +306,33 @@ class _Timeline:
         self.at(t)
         self.write_line(_dumps({"type": type_, "t": round(t, 6), "run": run, **fields}))
 
-    def runner(self, t: float, run: str) -> EventWriter:
+    def runner(self, t: float, run: str, node: int = 0) -> EventWriter:
         """The run's runner at ``t``: what it sends (the runners' EventWriter, at a made-up clock) is
-        written tagged with ``run``, as the engine tags a runner's line (``Engine._pump``)."""
+        written tagged with ``run``, as the engine tags a runner's line (``Engine._pump``); ``node`` k > 0:
+        node k's runner's, as node 0 records what node k relays (tagged ``node`` too)."""
         self.at(t)
         now = round(t, 6)
-        prefix = '{"run":' + json.dumps(run) + ","
+        prefix = '{"run":' + json.dumps(run) + "," + (f'"node":{node},' if node else "")
         return EventWriter(
             None,
             sink=lambda line: self.write_line(prefix + line.decode("utf-8").strip()[1:]),
             clock=lambda: now,
         )
+
+
+def _distributed(framework: str, nodes: int, node: int, devices: int, gpu: bool) -> dict[str, Any]:
+    """A runner's ``settings.distributed`` on several nodes (issue 33's contract, section 1): node ``node``'s."""
+    if catalog.family(framework) == "torch":
+        engine, link = "torchrun c10d + DDP", "NCCL (NCCL_NET Socket)" if gpu else "Gloo over TCP"
+        ranks = [node * devices, devices]
+    elif framework == "tensorflow":
+        engine, link = "tf.distribute.MultiWorkerMirroredStrategy", "RING over gRPC"
+        ranks = [node, 1]
+    else:
+        engine = "jax.distributed + keras.distribution.DataParallel"
+        link = "NCCL through XLA" if gpu else "jax.distributed (gRPC coordinator), CPU collectives: gloo"
+        ranks = [node, 1]
+    return {"engine": engine, "nodes": nodes, "node_rank": node, "ranks": ranks, "link": link}
 
 
 def _versions(framework: str) -> dict[str, Any]:
@@ -363,6 +413,8 @@ def make_session(
     sweep: dict[str, list[str]] | None = None,
     point_speed: dict[tuple[str, str], float] | None = None,
     loss: dict[tuple[str, str, int], list[float]] | None = None,
+    nodes: int = 1,
+    node_speed: dict[int, float] | None = None,
 ) -> Path:
     """Write a finished session folder under ``root`` and return its path.
 
@@ -391,6 +443,12 @@ def make_session(
     ``loss`` maps (framework, model, run index) to each epoch's loss (NaN and infinities allowed), sent in
     its epoch events as the runners send them ("nan", "inf", "-inf" as strings); a run whose loss goes
     non-finite or never changes ends "diverged" (the session "failed"), as the engine records it.
+    ``nodes``: a plan on several machines (``--nodes``; with ``scaling``, 1 node at 1, 2, 4 ... devices, then
+    2, 4 ... nodes): a run on k > 1 nodes also holds every other node's share as node 0 records it (section 2
+    of issue 33's contract), tagged ``node``: its run_start (host ``bench-0{k+1}``, pid), its runner's hello
+    (``settings.distributed`` with its ranks, nodes, node_rank, engine and link), phases, batch windows,
+    epochs, done, its GPU samples and its run_end (with its GPUs' figures on a GPU); node 0's run_start
+    carries ``nodes`` and ``host``. ``node_speed`` maps a node to a factor on its step time (a straggler).
     """
     root = Path(root)
     batch_sizes = {m: batch_size or catalog.MODELS[m].study_batch_size for m in models}
@@ -414,8 +472,9 @@ def make_session(
         scaling=scaling,
         profile=profile is not None,
         sweep=dict(sweep or {}),
+        nodes=nodes,
     )
-    plan.samples *= devices  # every device count gets ``steps`` batches per epoch at the most devices
+    plan.samples *= devices * nodes  # every point gets ``steps`` batches per epoch at the most workers
     efficiency = {"torch": 0.9, "tensorflow": 0.8, "keras-jax": 0.85, **(efficiency or {})}
     # Every model gets exactly ``steps`` batches per epoch.
     steps_of = {m: steps for m in models}
@@ -429,6 +488,7 @@ def make_session(
     with open(path / "events.jsonl", "w", encoding="utf-8") as fh:
         tl = _Timeline(fh, interval, gpu, random.Random(seed + 1), t0=t)
         tl.gpu_count = devices if gpu else 1
+        tl.node_rng = random.Random(seed + 7)
         tl.record = counters is not None or gpu_counters is not None
         if counters is not None:
             tl.write_line(_dumps({"type": "counters", "t": round(t, 6), **counters}))
@@ -441,8 +501,9 @@ def make_session(
             d = spec.devices
             at = plan.at(spec.point, fw, model)
             per_device = at.batch_size(model, fw) if not at.batch_auto else batch_sizes[model]
-            bs = per_device * d  # samples a step, over every device
-            n_steps = steps_of[model] * devices // d
+            bs = per_device * spec.workers  # samples a step, over every device of every node
+            n_steps = steps_of[model] * devices * nodes // spec.workers
+            others = list(range(1, spec.nodes))  # the run's other nodes
             base = speed.get(
                 (fw, model), DEFAULT_BATCH_S.get(fw, 0.05) * MODEL_SCALE.get(model, 1.0) * time_scale
             )
@@ -451,7 +512,7 @@ def make_session(
             )
             factors = run_factor or {}
             base *= (1 + run_noise * rng.gauss(0, 1)) * factors.get((fw, index), factors.get(index, 1.0))
-            if d > 1:
+            if spec.workers > 1:
                 base /= efficiency.get(fw, 0.85)
             tl.run_gpus = list(range(d)) if gpu and d > 1 else []
             tl.parent(
@@ -464,7 +525,24 @@ def make_session(
                 pid=4000 + index,
                 python="/usr/bin/python3",
                 **({"devices": d} if d > 1 else {}),
+                **({"nodes": spec.nodes, "host": "bench-01"} if spec.nodes > 1 else {}),
             )
+            for k in others:
+                tl.parent(
+                    t,
+                    "run_start",
+                    rid,
+                    node=k,
+                    framework=fw,
+                    model=model,
+                    index=index,
+                    pid=5000 + 100 * k + index,
+                    python="/usr/bin/python3",
+                    **({"devices": d} if d > 1 else {}),
+                    nodes=spec.nodes,
+                    host=f"bench-{k + 1:02d}",
+                )
+            tl.run_nodes = others
             tl.run = rid
             (path / "logs" / f"{rid}.log").write_text(f"{fw} {model} run {index}\n", encoding="utf-8")
             t0 = t + 0.04
@@ -505,22 +583,29 @@ def make_session(
                 if gpu and fw not in cpu_frameworks  # cpu_frameworks: fell back to the CPU (the bug to catch)
                 else {"type": "cpu", "name": "x86_64", "threads": 8}
             )
-            tl.runner(t, rid).hello(
-                pid=4000 + index,
-                framework=fw,
-                versions=_versions(fw),
-                device=device,
-                config=config,
-                settings=settings,
-                steps_per_epoch=n_steps,
-                samples_per_epoch=n_steps * bs,
-            )
-            tl.runner(t, rid).phase("data", "start")
+            for k in [0, *others] if others else [0]:
+                said = settings
+                if others:  # several nodes: each node's runner records its own place among them
+                    said = {**settings, "distributed": _distributed(fw, spec.nodes, k, d, gpu)}
+                tl.runner(t, rid, k).hello(
+                    pid=4000 + index if k == 0 else 5000 + 100 * k + index,
+                    framework=fw,
+                    versions=_versions(fw),
+                    device=device,
+                    config=config,
+                    settings=said,
+                    steps_per_epoch=n_steps,
+                    samples_per_epoch=n_steps * bs,
+                )
+            for k in [0, *others]:
+                tl.runner(t, rid, k).phase("data", "start")
             t += 0.05
-            tl.runner(t, rid).phase("data", "end")
-            tl.runner(t, rid).phase("build", "start")
+            for k in [0, *others]:
+                tl.runner(t, rid, k).phase("data", "end")
+                tl.runner(t, rid, k).phase("build", "start")
             t += BUILD_S.get(fw, 1.0) * (1 + 0.03 * rng.gauss(0, 1))
-            tl.runner(t, rid).phase("build", "end")
+            for k in [0, *others]:
+                tl.runner(t, rid, k).phase("build", "end")
             network = (networks or {}).get((fw, model))
             if network is not None:
                 tl.runner(t, rid).emit(
@@ -533,6 +618,7 @@ def make_session(
                     architecture=network.get("architecture", ""),
                 )
             tl.busy = gpu
+            tl.node_busy = True
             tl.counters = dict((gpu_counters or {}).get(fw, {})) if gpu else {}
             tl.counter_sums = {}
             source = (
@@ -548,24 +634,40 @@ def make_session(
             crashed = False
             for epoch in range(1, epochs + 1):
                 epoch_start = t
+                node_seconds = dict.fromkeys(others, 0.0)
                 for step in range(1, n_steps + 1):
                     if failure and epoch == failure.get("epoch", 1) and step == failure.get("step", 1):
                         crashed = True
                         break
                     first = epoch == 1 and step == 1
                     if first:
-                        tl.runner(t, rid).phase("first_batch", "start")
+                        for k in [0, *others]:
+                            tl.runner(t, rid, k).phase("first_batch", "start")
                     seconds = base * (1 + noise * rng.gauss(0, 1))
                     if epoch == 1 and step <= len(warmup):
                         # The first step compiles and autotunes; a few more are slow too.
                         seconds = base * warmup[step - 1]
                     t += seconds
                     tl.runner(t, rid).batch(epoch, step, seconds, bs)
-                    if d > 1 and catalog.family(fw) == "torch":
+                    for k in others:  # node k's lead times its own windows (a straggler's are slower)
+                        slow = (node_speed or {}).get(k, 1.0)
+                        node_s = seconds * slow * (1 + noise * tl.node_rng.gauss(0, 1))
+                        node_seconds[k] += node_s
+                        tl.runner(t, rid, k).batch(epoch, step, node_s, bs)
+                    if d > 1 and catalog.family(fw) == "torch" and not others:
                         ranks = [seconds * (1 + straggler * r) for r in range(d)]
                         tl.runner(t, rid).emit("ranks", epoch=epoch, step=step, steps=1, seconds=ranks)
+                    elif others and catalog.family(fw) == "torch":
+                        # Every lead gathers every global rank's pace (node k's ranks k*d ... at its speed).
+                        ranks = [
+                            seconds * (1 + straggler * r) * (node_speed or {}).get(r // d, 1.0)
+                            for r in range(spec.workers)
+                        ]
+                        for k in [0, *others]:
+                            tl.runner(t, rid, k).emit("ranks", epoch=epoch, step=step, steps=1, seconds=ranks)
                     if first:
-                        tl.runner(t, rid).phase("first_batch", "end")
+                        for k in [0, *others]:
+                            tl.runner(t, rid, k).phase("first_batch", "end")
                 if crashed:
                     break
                 t += 0.002
@@ -573,7 +675,10 @@ def make_session(
                 said = {"loss": _wire_loss(losses[epoch - 1])} if losses and epoch <= len(losses) else {}
                 tl.runner(t, rid).epoch(epoch, t - epoch_start, n_steps * bs, **said)
                 tl.runner(t, rid).memory(epoch=epoch, peak_bytes=int(12.5 * GIB), source=source)
+                for k in others:
+                    tl.runner(t, rid, k).epoch(epoch, node_seconds[k] + 0.002, n_steps * bs)
             tl.busy = False
+            tl.node_busy = False
             wanted = (profile or {}).get((fw, model, index)) or (profile or {}).get((fw, model))
             if wanted is not None and not crashed:
                 tl.runner(t, rid).phase("profile", "start")
@@ -594,6 +699,8 @@ def make_session(
                 tl.runner(t, rid).error(kind, message, failure.get("traceback", "Traceback ...\n" + message))
                 reason = f"out of memory: {message}" if kind == "oom" else message
                 t += 0.3
+                for k in others:
+                    tl.parent(t, "run_end", rid, node=k, status="failed", reason=f"node 0 failed: {reason}")
                 tl.parent(t, "run_end", rid, status="failed", reason=reason, returncode=1, malformed=0)
                 failed_any = True
             else:
@@ -608,7 +715,31 @@ def make_session(
                         convention="multiply-add = 2 FLOPs",
                     )
                 tl.runner(t, rid).done(peak_bytes=int(12.5 * GIB), source=source)
+                for k in others:
+                    tl.runner(t, rid, k).done(peak_bytes=int(12.5 * GIB), source=source)
                 t += 0.3
+                for k in others:  # node k's engine's run_end, relayed: its GPUs over its share of the run
+                    node_gpus = [
+                        {
+                            "index": i,
+                            "util": 85.0 - i,
+                            "mem_max": int(13.5 * GIB),
+                            "power_w": 260.0 - i,
+                            "samples": 9,
+                        }
+                        for i in range(d)
+                    ]
+                    tl.parent(
+                        t,
+                        "run_end",
+                        rid,
+                        node=k,
+                        status="ok",
+                        reason="",
+                        returncode=0,
+                        malformed=0,
+                        **({"per_gpu": node_gpus} if gpu else {}),
+                    )
                 per_gpu = (
                     [
                         {
@@ -620,7 +751,7 @@ def make_session(
                         }
                         for i in range(d)
                     ]
-                    if gpu and d > 1
+                    if gpu and (d > 1 or others)
                     else None
                 )
                 means = {name: total / n for name, (total, n) in tl.counter_sums.items() if n}
@@ -639,6 +770,7 @@ def make_session(
                 )
             tl.run = None
             tl.run_gpus = []
+            tl.run_nodes = []
             t += 0.5
         tl.at(t)
     meta: dict[str, Any] = {

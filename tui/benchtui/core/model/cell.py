@@ -165,6 +165,104 @@ class DeviceFigures:
         return cls(int(data.get("device", 0)), data.get("step_s"), gpu)
 
 
+@dataclass(frozen=True)
+class NodeFigures:
+    """One machine of a cell on several nodes (issue 33): its host, its processes' global ranks, its mean step
+    time over the timed epochs (a mean over the cell's runs), each of its ranks' step times where the
+    framework timed each rank (torch's ``ranks``), its GPUs' readings (means over its GPUs; None: none
+    sampled), the inter-node link its runner named, and how its share of the runs ended."""
+
+    node: int
+    host: str = ""
+    #: Its processes' global ranks: (first, count), as its runner's hello said them (None: not said).
+    ranks: tuple[int, int] | None = None
+    step_s: float | None = None
+    #: Its ranks' step times in rank order from ``ranks[0]`` (empty: not timed per rank).
+    rank_step_s: tuple[float | None, ...] = ()
+    util: float | None = None
+    power_w: float | None = None
+    mem_max: float | None = None
+    link: str = ""
+    #: Runs of the cell this node took part in, and those it did not finish ("ok" when all did).
+    runs: int = 0
+    status: str = "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "host": self.host,
+            "ranks": list(self.ranks) if self.ranks is not None else None,
+            "step_s": self.step_s,
+            "rank_step_s": list(self.rank_step_s),
+            "util": self.util,
+            "power_w": self.power_w,
+            "mem_max": self.mem_max,
+            "link": self.link,
+            "runs": self.runs,
+            "status": self.status,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NodeFigures:
+        ranks = data.get("ranks")
+        steps = data.get("rank_step_s")
+        return cls(
+            node=int(data.get("node") or 0),
+            host=str(data.get("host") or ""),
+            ranks=(int(ranks[0]), int(ranks[1]))
+            if isinstance(ranks, Sequence) and not isinstance(ranks, str) and len(ranks) == 2
+            else None,
+            step_s=data.get("step_s"),
+            rank_step_s=tuple(steps) if isinstance(steps, list) else (),
+            util=data.get("util"),
+            power_w=data.get("power_w"),
+            mem_max=data.get("mem_max"),
+            link=str(data.get("link") or ""),
+            runs=int(data.get("runs") or 0),
+            status=str(data.get("status") or "ok"),
+        )
+
+
+@dataclass(frozen=True)
+class NodeStraggler:
+    """A cell's straggler among its nodes: the slowest node by step time over the fastest (``ratio``), named
+    (``named``) when at least ``scaling.STRAGGLER_RATIO``; the slowest rank over the fastest rank where each
+    rank was timed; and the sentence every view prints."""
+
+    node: int
+    host: str
+    ratio: float
+    named: bool
+    rank: int | None = None
+    rank_ratio: float | None = None
+    text: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "host": self.host,
+            "ratio": self.ratio,
+            "named": self.named,
+            "rank": self.rank,
+            "rank_ratio": self.rank_ratio,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> NodeStraggler | None:
+        if not isinstance(data, Mapping) or not isinstance(data.get("ratio"), (int, float)):
+            return None
+        return cls(
+            node=int(data.get("node") or 0),
+            host=str(data.get("host") or ""),
+            ratio=float(data["ratio"]),
+            named=bool(data.get("named")),
+            rank=data.get("rank"),
+            rank_ratio=data.get("rank_ratio"),
+            text=str(data.get("text") or ""),
+        )
+
+
 def _interval(value: Any) -> Interval | None:
     if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
         return Interval(value[0], value[1])
@@ -263,6 +361,12 @@ class CellSummary:
     #: By device, at a data-parallel cell's device count (None: one device; the file has no key).
     per_device: tuple[DeviceFigures, ...] | None = None
     straggler: float | None = None  # the slowest rank's step time over the fastest's
+    #: Several machines (issue 33): the nodes each run trained on; by node, its figures (None: one node; the
+    #: file then has none of these keys); the straggler among them; the inter-node link node 0's runner named.
+    nodes: int = 1
+    per_node: tuple[NodeFigures, ...] | None = None
+    node_straggler: NodeStraggler | None = None
+    link: str = ""
     epochs: int = 0
     run_ids: tuple[str, ...] = ()
     #: The first and last epoch's mean training loss (a mean over the runs that trained; NaN or an
@@ -360,6 +464,11 @@ class CellSummary:
         if self.per_device is not None:
             out["per_device"] = [d.to_json() for d in self.per_device]
             out["straggler"] = self.straggler
+        if self.per_node is not None:
+            out["nodes"] = self.nodes
+            out["per_node"] = [n.to_json() for n in self.per_node]
+            out["node_straggler"] = self.node_straggler.to_json() if self.node_straggler is not None else None
+            out["link"] = self.link
         if self.loss_first is not None or self.loss_last is not None:
             out["loss_first"] = _wire_loss(self.loss_first)
             out["loss_last"] = _wire_loss(self.loss_last)
@@ -374,6 +483,7 @@ class CellSummary:
         """A row of summary.json (any schema: a key an older file lacks takes its empty value)."""
         get = data.get
         per_device = get("per_device")
+        per_node = get("per_node")
         to_first = get("to_first_batch_s")
         return cls(
             framework=str(get("framework", "")),
@@ -437,6 +547,14 @@ class CellSummary:
                 else None
             ),
             straggler=get("straggler"),
+            nodes=get("nodes") or 1,
+            per_node=(
+                tuple(NodeFigures.from_json(n) for n in per_node if isinstance(n, Mapping))
+                if isinstance(per_node, list)
+                else None
+            ),
+            node_straggler=NodeStraggler.from_json(get("node_straggler")),
+            link=str(get("link") or ""),
             epochs=get("epochs", 0),
             run_ids=tuple(get("run_ids") or ()),
             point=Point.of(get("point")),
@@ -715,7 +833,8 @@ class ParityEntry:
 
 @dataclass(frozen=True)
 class ScalingPoint:
-    """One device count of a scaling curve: throughput, and speedup and efficiency against one device."""
+    """One point of a scaling curve, ``nodes`` machines of ``devices`` devices each (``workers`` in all):
+    throughput, and speedup and efficiency against one worker."""
 
     devices: int
     per_device_batch: int
@@ -729,9 +848,22 @@ class ScalingPoint:
     efficiency_ci: Interval | None = None
     #: Whether the speedup rests on one run per count (None: no speedup, no key in the file).
     single_run: bool | None = None
+    #: Machines at this point (several nodes, issue 33; 1: the file has no key, as before).
+    nodes: int = 1
+
+    @property
+    def workers(self) -> int:
+        """Replicas over every node: the point's place on the curve."""
+        return self.nodes * self.devices
+
+    @property
+    def label(self) -> str:
+        """'4' (devices on one node, as before several nodes) or '2×4' (nodes × devices)."""
+        return f"{self.nodes}×{self.devices}" if self.nodes > 1 else str(self.devices)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            **({"nodes": self.nodes, "workers": self.workers} if self.nodes > 1 else {}),
             "devices": self.devices,
             "per_device_batch": self.per_device_batch,
             "global_batch": self.global_batch,
@@ -762,6 +894,7 @@ class ScalingPoint:
             efficiency=data.get("efficiency"),
             efficiency_ci=_floats(data.get("efficiency_ci")),
             single_run=bool(single) if single is not None else None,
+            nodes=int(data.get("nodes") or 1),
         )
 
 
@@ -1000,6 +1133,8 @@ class SessionSummary:
     parity: tuple[ParityEntry, ...] = ()
     task: str = "train"
     devices: int = 1
+    #: The machines the plan's runs train on (issue 33; 1: the file has no key).
+    nodes: int = 1
     scaling: tuple[ScalingCurve, ...] = ()
     distributed: Mapping[str, Any] | None = None
     why: tuple[WhyTable, ...] = ()
@@ -1022,6 +1157,7 @@ class SessionSummary:
             "parity": [p.to_json() for p in self.parity],
             "task": self.task,
             "devices": self.devices,
+            **({"nodes": self.nodes} if self.nodes > 1 else {}),
             "scaling": [c.to_json() for c in self.scaling],
             "distributed": self.distributed,
             "why": [t.to_dict() for t in self.why],
@@ -1064,6 +1200,7 @@ class SessionSummary:
             parity=listed("parity", ParityEntry.from_json),
             task=get("task") or "train",
             devices=get("devices") or 1,
+            nodes=get("nodes") or 1,
             scaling=listed("scaling", ScalingCurve.from_json),
             distributed=get("distributed"),
             why=listed("why", lambda d: WhyTable.from_dict(dict(d))),

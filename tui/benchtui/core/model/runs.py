@@ -7,7 +7,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchtui.core.model.stats import mean
+from benchtui.core.model.stats import mean, warmup_cut
 from benchtui.core.model.status import FINAL, RunStatus
 from benchtui.core.plan.plan import RunSpec
 from benchtui.core.wire.events import COUNTERS
@@ -69,6 +69,40 @@ class RunState:
     # The GPU counters while the run trained (name -> [sum, samples]), and the engine's means from run_end.
     counter_sums: dict[str, list[float]] = field(default_factory=dict)
     counters_recorded: dict[str, float] = field(default_factory=dict)
+    # Several machines (issue 33): the host its runner ran on (its run_start's), and every other node's share
+    # of the run, by node rank, from the events node 0 recorded with ``node`` k (never folded into the above).
+    host: str = ""
+    pid: int | None = None
+    nodes: dict[int, NodeRun] = field(default_factory=dict)
+
+    def distributed(self) -> dict[str, Any]:
+        """Its hello's ``settings.distributed`` (data parallel: engine, link, its node's ranks), {} without."""
+        settings = self.hello.get("settings")
+        record = settings.get("distributed") if isinstance(settings, dict) else None
+        return record if isinstance(record, dict) else {}
+
+    def ranks_span(self) -> tuple[int, int] | None:
+        """Its node's processes' global ranks (first, count), as its hello said them; None: not said."""
+        ranks = self.distributed().get("ranks")
+        if (
+            isinstance(ranks, list)
+            and len(ranks) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ranks)
+            and ranks[1] > 0
+        ):
+            return ranks[0], ranks[1]
+        return None
+
+    def step_s(self) -> float | None:
+        """Its mean seconds per step over the timed epochs (those after the first), from its batch windows;
+        a run of one epoch: its steps after the warm-up ``stats.warmup_cut`` detects. None: no step timed."""
+        seconds, epochs = self.batch_seconds, self.batch_epochs
+        if not seconds:
+            return None
+        later = [s for s, e in zip(seconds, epochs, strict=True) if e > 1]
+        if not later:
+            later = seconds[warmup_cut(seconds) :].tolist()
+        return mean(later) if later else None
 
     def add_ranks(self, seconds: list[float], steps: int) -> None:
         """One window's mean step time of every rank."""
@@ -224,6 +258,17 @@ class RunState:
             "images_per_s": images_per_s,
             "time_to_first_batch_s": self.phase_seconds("first_batch"),
         }
+
+
+@dataclass
+class NodeRun(RunState):
+    """Node k's share of a run on several machines (issue 33): its runner's events and its benchtui's
+    run_start, gpu samples and run_end, as node 0 recorded them tagged ``node`` k. The same fold as a run's
+    own (its hello, batch windows, epochs, per-GPU telemetry, status and reason), kept apart from the run's
+    figures: node 0's are the run's own."""
+
+    node: int = 0
+    last_gpus: list[dict[str, Any]] = field(default_factory=list)  # its GPUs in node k's newest sample
 
 
 def loss_word(value: float) -> str:

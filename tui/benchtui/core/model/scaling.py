@@ -1,8 +1,9 @@
-"""Data parallel: what each device did, and how throughput scales with the number of devices.
+"""Data parallel: what each device did, and how throughput scales with the number of workers.
 
-Scaling efficiency at N devices is throughput at N over N times throughput at one device
-(1.0: perfect linear scaling). Its interval is the speedup's (the hierarchical bootstrap of
-``stats.ratio_ci`` over runs, then epochs, of the seconds per sample on each side), divided by N.
+A point of the curve is (nodes, devices per node), its workers nodes x devices (one node: its devices, as
+before several nodes). Scaling efficiency at w workers is throughput at w over w times throughput at one
+worker (1.0: perfect linear scaling). Its interval is the speedup's (the hierarchical bootstrap of
+``stats.ratio_ci`` over runs, then epochs, of the seconds per sample on each side), divided by w.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from benchtui.core.model import analysis
 from benchtui.core.model.cell import Interval, ScalingCurve, ScalingPoint
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.stats import mean, ratio_ci
-from benchtui.core.plan.plan import Plan
+from benchtui.core.plan.plan import Plan, Scale
 
 #: Below this efficiency a point is called out in words (a straggler, an input pipeline, communication).
 POOR_EFFICIENCY = 0.7
@@ -32,7 +33,8 @@ def device_fields(plan: Plan, runs: Sequence[RunState], batch_size: int) -> dict
     over the fastest's.
     """
     devices = plan.devices
-    fields: dict[str, Any] = {"devices": devices, "global_batch": batch_size * devices}
+    # On several nodes the global batch is every node's devices' (issue 33); one node: as before.
+    fields: dict[str, Any] = {"devices": devices, "global_batch": batch_size * devices * max(1, plan.nodes)}
     if devices <= 1:
         return fields
     ranks: list[list[float]] = []
@@ -66,27 +68,35 @@ def device_fields(plan: Plan, runs: Sequence[RunState], batch_size: int) -> dict
     return fields
 
 
-def curve(plan: Plan, framework: str, model: str, levels: dict[int, list[RunState]]) -> ScalingCurve:
-    """Throughput at each device count and the efficiency against one device, with 95% intervals."""
+def curve(
+    plan: Plan, framework: str, model: str, levels: dict[Scale, list[RunState]] | dict[int, list[RunState]]
+) -> ScalingCurve:
+    """Throughput at each (nodes, devices) point and the efficiency against one worker, with 95% intervals.
+    ``levels``: the runs at each point (a bare device count: that many devices on one node)."""
     from benchtui.core.model.status import RunStatus
 
-    ok = {n: [r for r in runs if r.status is RunStatus.OK] for n, runs in levels.items()}
-    base = ok.get(1, [])
+    ok = {
+        (at if isinstance(at, Scale) else Scale(1, at)): [r for r in runs if r.status is RunStatus.OK]
+        for at, runs in levels.items()
+    }
+    base = ok.get(Scale(1, 1), [])
     base_groups, _ = analysis.figure_groups(base, "images_per_s")
     points = []
-    for n, runs in sorted(ok.items()):
-        per_device = plan.batch_size(model, framework, n)
+    for at, runs in sorted(ok.items(), key=lambda item: (item[0].workers, item[0].nodes)):
+        n = at.workers
+        per_device = plan.batch_size(model, framework, at.devices, at.nodes)
         ci = analysis.figure_ci(runs, "images_per_s")
         point = ScalingPoint(
-            devices=n,
+            devices=at.devices,
             per_device_batch=per_device,
             global_batch=per_device * n,
             runs=len(runs),
             images_per_s=analysis.throughput(runs),
             images_per_s_ci=Interval(ci[0], ci[1]) if ci else None,
+            nodes=at.nodes,
         )
         groups, _ = analysis.figure_groups(runs, "images_per_s")
-        # Seconds per sample at 1 device over those at n: the speedup, and its interval.
+        # Seconds per sample at 1 worker over those at n: the speedup, and its interval.
         ratio = ratio_ci(groups, base_groups) if groups and base_groups else None
         if ratio is not None:
             low, high = ratio.low, ratio.high
@@ -102,13 +112,24 @@ def curve(plan: Plan, framework: str, model: str, levels: dict[int, list[RunStat
     return ScalingCurve(framework, model, tuple(points), curve_text(points))
 
 
+def point_words(point: ScalingPoint) -> str:
+    """'4 devices' on one node (as before several nodes), '2 nodes × 4 devices' on several."""
+    devices = f"{point.devices} device{'s' if point.devices != 1 else ''}"
+    return f"{point.nodes} nodes × {devices}" if point.nodes > 1 else devices
+
+
 def curve_text(points: Sequence[ScalingPoint]) -> str:
-    """The curve in words: '2 devices: 1.84× the throughput of one, 92% efficient (95% CI 88–95%)'."""
+    """The curve in words: '2 devices: 1.84× the throughput of one, 92% efficient (95% CI 88–95%)'; on several
+    nodes '2 nodes × 1 device: 1.84× one worker's throughput, ...'."""
     parts = []
+    nodes = any(p.nodes > 1 for p in points)
+    one = "one worker's" if nodes else "one device's"
     for point in points:
-        if point.devices == 1 or point.efficiency is None or point.speedup is None:
+        if point.workers == 1 or point.efficiency is None or point.speedup is None:
             continue
-        text = f"{point.devices} devices: {point.speedup:.2f}× one device's throughput, {point.efficiency:.0%} efficient"
+        text = (
+            f"{point_words(point)}: {point.speedup:.2f}× {one} throughput, {point.efficiency:.0%} efficient"
+        )
         if point.efficiency_ci:
             low, high = point.efficiency_ci
             text += f" (95% CI {low:.0%}–{high:.0%})"

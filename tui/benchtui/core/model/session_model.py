@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benchtui.core.fmt import plural
-from benchtui.core.model import analysis, efficiency, parity, scaling, sweeps, why
+from benchtui.core.model import analysis, efficiency, nodes, parity, scaling, sweeps, why
 from benchtui.core.model.cell import (
     HEADLINE,
     NO_COMMAND,
@@ -26,7 +26,7 @@ from benchtui.core.model.cell import (
     ScalingCurve,
     SessionSummary,
 )
-from benchtui.core.model.runs import GPU_COUNTERS, RunState, parse_loss
+from benchtui.core.model.runs import GPU_COUNTERS, NodeRun, RunState, parse_loss
 from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
 from benchtui.core.plan.plan import Plan, run_order
@@ -110,6 +110,9 @@ class SessionModel:
     def apply(self, event: dict[str, Any]) -> None:
         self.events += 1
         kind = event.get("type")
+        if "node" in event:  # another machine's share of a run (issue 33): never the run's own figures
+            self._apply_node(event, kind)
+            return
         if kind == "gpu":
             event = prune_gpu_sample(event)  # kept by the hundred: only what the sampler writes
             self.gpu_samples.append(event)
@@ -145,6 +148,79 @@ class SessionModel:
                 handler(run, event)
             except (TypeError, ValueError, KeyError):
                 self.malformed += 1  # a well-formed line with nonsense fields
+
+    def _apply_node(self, event: dict[str, Any], kind: Any) -> None:
+        """An event node k's benchtui sent node 0 (``node``: k): folded into the run's ``nodes[k]`` by the same
+        handlers as a run's own, except what belongs to the session (the current run, its malformed count,
+        the GPU samples the live screen draws), which node k's events never touch."""
+        node, run_id = event.get("node"), event.get("run")
+        run = self.runs.get(run_id) if isinstance(run_id, str) else None
+        if not isinstance(node, int) or isinstance(node, bool) or node < 1 or run is None:
+            if run_id is not None and run is None:
+                self.unknown_runs += 1
+            return
+        share = run.nodes.get(node)
+        if share is None:
+            share = run.nodes[node] = NodeRun(run.spec, run.epochs_planned, node=node)
+        try:
+            if kind == "gpu":
+                self._node_gpus(share, event)
+            elif kind == "run_start":
+                share.status = RunStatus.STARTING
+                share.started_t = event.get("t")
+                self._run_host(share, event)
+            elif kind == "run_end":
+                if isinstance(event.get("per_gpu"), list):
+                    share.per_gpu_recorded = [dict(g) for g in event["per_gpu"] if isinstance(g, dict)]
+                share.status = RunStatus.parse(event.get("status", "failed"))
+                if event.get("reason"):
+                    share.reason = str(event["reason"])
+                share.malformed = int(event.get("malformed") or 0)
+                share.ended_t = event.get("t")
+            else:
+                handler = self._handlers.get(kind) if isinstance(kind, str) else None
+                if handler is not None:
+                    handler(share, event)
+        except (TypeError, ValueError, KeyError):
+            self.malformed += 1
+
+    @staticmethod
+    def _node_gpus(share: NodeRun, sample: dict[str, Any]) -> None:
+        """Node k's GPU sample while its share of the run trained: each of the run's GPUs there."""
+        gpus, devices, watched = sample.get("gpus"), sample.get("devices"), sample.get("watched")
+        if not isinstance(gpus, list):
+            return
+        indices = devices if isinstance(devices, list) and devices else [watched]
+        readings = [
+            (i, gpus[i])
+            for i in indices
+            if isinstance(i, int)
+            and not isinstance(i, bool)
+            and 0 <= i < len(gpus)
+            and isinstance(gpus[i], dict)
+        ]
+        share.last_gpus = [dict(g) for _, g in readings]
+        # While it trained: live, its status says so; loading folds samples after every other event, so then
+        # by its own clock (node k's samples and runner share its machine's monotonic clock), first batch to end.
+        t, start = sample.get("t"), share.phases.get("first_batch", {}).get("start")
+        trained = share.status is RunStatus.RUNNING or (
+            share.finished
+            and isinstance(t, (int, float))
+            and start is not None
+            and start <= t <= (share.ended_t if isinstance(share.ended_t, (int, float)) else math.inf)
+        )
+        if trained:
+            for index, gpu in readings:
+                share.add_gpu_reading(index, gpu)
+
+    @staticmethod
+    def _run_host(run: RunState, event: dict[str, Any]) -> None:
+        """The machine and process a run_start names (several nodes: each node's)."""
+        host, pid = event.get("host"), event.get("pid")
+        if isinstance(host, str):
+            run.host = host
+        if isinstance(pid, int) and not isinstance(pid, bool):
+            run.pid = pid
 
     def _note_load(self, sample: dict[str, Any]) -> None:
         """Count the CPU that processes other than the runner used while it trained."""
@@ -185,6 +261,8 @@ class SessionModel:
         # A watched command runs from its start: nothing is built before it (its hooks say hello later).
         run.status = RunStatus.RUNNING if self.plan.watch else RunStatus.STARTING
         run.started_t = event.get("t")
+        if "host" in event:  # a run on several nodes: node 0's machine
+            self._run_host(run, dict(event))
         self.current = run.spec.run_id
 
     def _on_hello(self, run: RunState, event: HelloEvent) -> None:
@@ -340,12 +418,18 @@ class SessionModel:
         ]
 
     def cell_runs(
-        self, framework: str, model: str, devices: int | None = None, point: Point | None = None
+        self,
+        framework: str,
+        model: str,
+        devices: int | None = None,
+        point: Point | None = None,
+        nodes: int | None = None,
     ) -> list[RunState]:
-        """The runs of a cell: at the plan's device count (every table's figures), or at ``devices``
-        (a scaling session's other counts); at sweep ``point`` (None: the plan's first, ``Point()``
+        """The runs of a cell: at the plan's (nodes, devices) (every table's figures), or at ``devices`` on
+        ``nodes`` (a scaling session's other points); at sweep ``point`` (None: the plan's first, ``Point()``
         without a sweep), whose runs are those of its ``effective`` point for this framework and model."""
         devices = devices or self.plan.devices
+        nodes = nodes or self.plan.nodes
         at = self.plan.effective(self.plan.points()[0] if point is None else point, framework, model)
         return [
             r
@@ -353,6 +437,7 @@ class SessionModel:
             if r.spec.framework == framework
             and r.spec.model == model
             and r.spec.devices == devices
+            and r.spec.nodes == nodes
             and r.spec.point == at
         ]
 
@@ -570,6 +655,7 @@ class SessionModel:
         row["flops_per_sample"] = row.get("flops_per_image")
         self._workload_fields(row, model, runs, steady_batches)
         row.update(scaling.device_fields(self.plan, ok, row["batch_size"]))
+        row.update(nodes.node_fields(self.plan, ok))
         row["epochs"] = self.plan.epochs
         if self.plan.watch:  # the command's own count, and plainly when it sent no timing at all
             row["epochs"] = max((max(r.epoch_times, default=0) for r in runs), default=0)
@@ -701,7 +787,10 @@ class SessionModel:
             return []
         out = []
         for framework, model in self.cells():
-            levels = {n: self.cell_runs(framework, model, n) for n in self.plan.device_counts()}
+            levels = {
+                at: self.cell_runs(framework, model, at.devices, nodes=at.nodes)
+                for at in self.plan.scale_points()
+            }
             out.append(scaling.curve(self.plan, framework, model, levels))
         return out
 
@@ -713,7 +802,8 @@ class SessionModel:
             return out
         for run in self.runs.values():
             settings = run.hello.get("settings")
-            if run.spec.devices == self.plan.devices and isinstance(settings, dict):
+            at_plan = run.spec.devices == self.plan.devices and run.spec.nodes == self.plan.nodes
+            if at_plan and isinstance(settings, dict):
                 record = settings.get("distributed")
                 if isinstance(record, dict):
                     out.setdefault(run.spec.framework, record)
@@ -794,6 +884,7 @@ class SessionModel:
             task=self.plan.task or "train",
             # Data parallel: throughput and efficiency at each device count (additive).
             devices=self.plan.devices,
+            nodes=self.plan.nodes,
             scaling=tuple(self.scaling()),
             distributed=self.distributed(),
             # --profile: per model, each framework's step time by category and why one is slower (additive).
