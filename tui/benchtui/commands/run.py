@@ -306,8 +306,57 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Headless, the signal handlers come first: a signal from now on ends the run cleanly, whenever it comes.
     with EarlySignals() if args.headless else contextlib.nullcontext() as signals:
         plan = plan_from_args(args)
+        cluster = cluster_of(args)
+        if cluster is not None and not args.headless:
+            raise BadInput(
+                "a run across nodes is headless: add --headless; replay the session in the app afterwards"
+            )
         check_devices(plan)
+        if cluster is not None:
+            assert signals is not None
+            return start_on_nodes(plan, args, cluster, signals)
         return start(plan, args, signals)
+
+
+def cluster_of(args: argparse.Namespace) -> Any:
+    """Where this benchtui stands among several machines (``nodes.cluster_from_args``): None on one."""
+    from benchtui.core.plan.nodes import cluster_from_args
+
+    return cluster_from_args(args, os.environ)
+
+
+def start_on_nodes(plan: Any, args: argparse.Namespace, cluster: Any, signals: EarlySignals) -> int:
+    """A plan across nodes, headless: node 0 waits for the others, then records the session as on one node
+    (each run on several nodes met through the channel, ``cluster.Head``); node k joins node 0 and follows it,
+    its runners' logs in a folder of its own. Nodes that cannot meet: one line, exit 2, nothing written."""
+    from benchtui.core.running.cluster import ClusterError, Head
+    from benchtui.core.running.headless import run_follower
+    from benchtui.core.store.session import usable_sessions_dir
+
+    root = usable_sessions_dir(args.sessions_dir)
+    if not cluster.is_head:
+        try:
+            return run_follower(plan, cluster, root, use_nvml=not args.no_nvml)
+        except ClusterError as exc:
+            raise BadInput(str(exc)) from None
+    head = Head(cluster, plan)
+    try:
+        try:
+            head.listen()
+            say(
+                f"benchtui: node 0 waits for {cluster.nodes - 1} node(s) at {cluster.address} "
+                f"(at most {cluster.timeout_s:g} s)"
+            )
+            head.gather()
+        except ClusterError as exc:
+            head.refuse(str(exc))
+            raise BadInput(str(exc)) from None
+        except KeyboardInterrupt:
+            head.refuse("node 0 was interrupted before the session started")
+            return 130
+        return _start_headless(plan, args, signals, head)
+    finally:
+        head.close()
 
 
 def start(plan: Any, args: argparse.Namespace, signals: EarlySignals | None = None) -> int:
@@ -328,8 +377,9 @@ def start(plan: Any, args: argparse.Namespace, signals: EarlySignals | None = No
     return run_app(plan, autostart=True, sessions_dir=args.sessions_dir, use_nvml=not args.no_nvml)
 
 
-def _start_headless(plan: Any, args: argparse.Namespace, signals: EarlySignals) -> int:
-    """The session made (whole or not at all), run, and its table printed; interrupted whenever a signal comes."""
+def _start_headless(plan: Any, args: argparse.Namespace, signals: EarlySignals, head: Any = None) -> int:
+    """The session made (whole or not at all), run, and its table printed; interrupted whenever a signal comes.
+    ``head``: node 0 of several, the others joined (told the session's id once it exists)."""
     from benchtui.core.reporting.model import build_report
     from benchtui.core.reporting.terminal import print_result
     from benchtui.core.running.headless import run_headless
@@ -343,13 +393,19 @@ def _start_headless(plan: Any, args: argparse.Namespace, signals: EarlySignals) 
     try:
         with signals.held():  # the folder is made whole, or not at all
             writer = SessionWriter.create(plan, args.sessions_dir)
-        code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=on_summary)
+        if head is None:
+            code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=on_summary)
+        else:
+            head.welcome(writer.path.name)
+            code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=on_summary, head=head)
     except KeyboardInterrupt:  # before the engine's loop took the signals over, or after it
         signals.install()
         if writer is None or writer.closed:  # no folder yet, or the session already finished
             return 130
         with signals.held(then_raise=False):
             end_unstarted(plan, writer)
+            if head is not None:
+                head.end("interrupted")
         say(f"benchtui: session interrupted before it started: {writer.path}")
         return 130
     if writer.failure:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -433,6 +434,7 @@ class Engine(Pausable):
             **({"pid": pid} if pid is not None else {}),
             python=python,
             **({"devices": spec.devices} if spec.devices > 1 else {}),
+            **({"nodes": spec.nodes, "host": socket.gethostname()} if spec.nodes > 1 else {}),
         )
 
     def _config(
@@ -528,6 +530,13 @@ class Engine(Pausable):
         run_config, env = self.resolved.run_config(
             spec.framework, spec.model, spec.run_id, spec.devices, spec.point, spec.nodes
         )
+        python = self.plan.python_for(spec.framework)
+        if spec.nodes > 1:  # where the framework meets the other nodes: node 0's to say (``cluster``)
+            why = await self._meet(spec, run_config, env)
+            if why:
+                self._run_start(spec, python)
+                self._parent_event("run_end", spec.run_id, status="failed", reason=why)
+                return
         if run_config.profile:
             try:
                 run_config.trace_path = str(self.writer.trace_path(spec.run_id))
@@ -535,7 +544,6 @@ class Engine(Pausable):
                 pass  # no traces/ folder: the run is still profiled; with no path its trace is not kept
         config = run_config.to_dict()
         launcher = self.launcher or launcher_for(run_config)
-        python = self.plan.python_for(spec.framework)
         self._stop_current = False
         try:
             # Unbuffered: what a full disk refused is said (log_problem), never raised again at close.
@@ -591,7 +599,20 @@ class Engine(Pausable):
             status, reason = "ok", ""
         else:
             status, reason = "failed", describe_exit(returncode)
+        if spec.nodes > 1:  # the run ends once every node's has: a node's failure is the run's
+            status, reason = await self._settle(spec, status, reason)
         self._end_run(spec, status, reason, returncode, malformed, proc.log_problem)
+
+    async def _meet(self, spec: RunSpec, config: RunConfig, env: dict[str, str]) -> str:
+        """Before a run on several nodes starts: its ``config`` and ``env`` told where its framework meets
+        the other nodes; '' when they are, else why the run cannot start. One benchtui alone has no
+        other node to meet (``cluster.HeadEngine`` and ``cluster.Follower`` do)."""
+        return f"a run on {spec.nodes} nodes needs a benchtui on each node (--node-rank, --rendezvous)"
+
+    async def _settle(self, spec: RunSpec, status: str, reason: str) -> tuple[str, str]:
+        """After this node's runner of a run on several nodes ended (``status``, ``reason``): how the run
+        ended, once the other nodes' runs have (``cluster``)."""
+        return status, reason
 
     def _end_run(
         self,

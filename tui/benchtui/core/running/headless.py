@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -17,9 +19,12 @@ from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import status_style
 from benchtui.core.plan.devices import place
 from benchtui.core.plan.estimate import long_cpu_warning, sweep_words
+from benchtui.core.plan.nodes import Cluster
 from benchtui.core.plan.plan import Plan, PlanError, command_text
 from benchtui.core.plan.sweep import Point
 from benchtui.core.plan.threads import threads_words
+from benchtui.core.running.cluster import Follower, Head
+from benchtui.core.running.sampler import Sampler
 from benchtui.core.running.session_run import exit_code, start_session, stop_on_signals
 from benchtui.core.store.session import LoadedSession, SessionError, SessionFolder, SessionWriter
 from benchtui_runners import catalog
@@ -121,15 +126,25 @@ def _sweep_line(plan: Plan, gpus: list[dict[str, Any]], measured: dict[str, Any]
 SummaryCallback = Callable[[LoadedSession, str], None]
 
 
-def run_headless(
-    plan: Plan, writer: SessionWriter, use_nvml: bool = True, on_summary: SummaryCallback | None = None
-) -> int:
-    """Run a plan with progress on stderr, then hand the session (its folder, session.json and plan as
-    recorded, the engine's model) to ``on_summary``, which shows its report; return the exit code."""
+def _console() -> Console:
     err = Console(stderr=True)
     if not err.is_terminal:  # a log file: no wrapping at 80 columns
         err = Console(stderr=True, width=200)
-    session = start_session(plan, writer=writer, use_nvml=use_nvml)
+    return err
+
+
+def run_headless(
+    plan: Plan,
+    writer: SessionWriter,
+    use_nvml: bool = True,
+    on_summary: SummaryCallback | None = None,
+    head: Head | None = None,
+) -> int:
+    """Run a plan with progress on stderr, then hand the session (its folder, session.json and plan as
+    recorded, the engine's model) to ``on_summary``, which shows its report; return the exit code.
+    ``head``: node 0 of several, the other nodes joined (``cluster.Head``)."""
+    err = _console()
+    session = start_session(plan, writer=writer, use_nvml=use_nvml, head=head)
     engine = session.engine
     gone: list[fmt.OutputError] = []  # stderr's failure, once: its reader left, or its disk is full
 
@@ -155,6 +170,11 @@ def run_headless(
     say(f"[bold]benchtui[/] session [cyan]{_shown(writer.path)}[/] · {_shown(session.sampler.status)}")
     if measured is not None:
         say(f"[bold]plan[/] · {_shown(threads_words(measured))}")
+    if head is not None:
+        others = ", ".join(f"node {m.node} {m.host} ({m.address})" for _, m in sorted(head.members.items()))
+        say(
+            f"[bold]nodes[/] · {head.cluster.nodes}: node 0 at {_shown(head.cluster.address)}, {_shown(others)}"
+        )
     swept = "" if watch else _sweep_line(plan, session.sampler.gpus(), measured)
     if swept:
         say(f"[bold]sweep[/] · {_shown(swept)}")
@@ -180,6 +200,8 @@ def run_headless(
     def listener(event: dict[str, Any]) -> None:
         kind = event.get("type")
         run_id = event.get("run")
+        if "node" in event:  # another node's, recorded: its run is node 0's line
+            return
         if kind == "probe":
             say(_probe_line(event))
             return
@@ -256,3 +278,54 @@ def run_headless(
     if failure is not None:  # said by the command line: quiet for a reader that left, else one line
         raise failure
     return exit_code(status)
+
+
+def run_follower(
+    plan: Plan, cluster: Cluster, sessions_root: Path, use_nvml: bool = True, launcher: Any = None
+) -> int:
+    """Node k of several: join node 0 (ClusterError, one line, when it cannot), then start each run node 0
+    prepares, relaying everything to it; one line per run on stderr and one at the end. Returns 0 when
+    node 0's session completed, 1 otherwise (node 0 lost: one line naming its address)."""
+    err = _console()
+    node = f"node {cluster.node_rank}"
+
+    def say(text: str) -> None:
+        with contextlib.suppress(fmt.OutputError):
+            err.print(text, soft_wrap=True)
+
+    def listener(event: dict[str, Any]) -> None:
+        kind, run = event.get("type"), _shown(event.get("run"))
+        if kind == "run_start":
+            pid = f" (pid {event['pid']})" if "pid" in event else ""
+            say(f"[cyan]{'started':>11}[/] {run} on {node}{pid}")
+        elif kind == "run_end":
+            status = str(event.get("status"))
+            reason = _shown(event.get("reason") or "")
+            say(f"[{status_style(status, 'magenta')}]{_shown(f'{status:>11}')}[/] {run} on {node}  {reason}")
+
+    sampler = Sampler(plan.interval, lambda sample: None, use_nvml=use_nvml)
+    follower = Follower(
+        plan,
+        cluster,
+        sessions_root,
+        sampler=sampler,
+        listener=listener,
+        launcher=launcher,
+        gpus=sampler.gpus(),
+    )
+
+    async def main() -> str:
+        await follower.join()
+        say(
+            f"[bold]benchtui[/] {node} of {cluster.nodes} joined node 0 at {_shown(cluster.address)} · "
+            f"runners' logs in [cyan]{_shown(follower.writer.path)}[/] · {_shown(sampler.status)}"
+        )
+        stop_on_signals(asyncio.get_running_loop(), follower.cancel)
+        return await follower.run()
+
+    status = asyncio.run(main())
+    if follower.lost:
+        say(f"benchtui: error: {_shown(follower.lost)}")
+        return 1
+    say(f"{node}: node 0's session {_shown(status)}")
+    return follower.exit_code

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from benchtui.core.model.status import SessionStatus
 from benchtui.core.plan.plan import Plan
+from benchtui.core.running.cluster import Head, HeadEngine
 from benchtui.core.running.engine import Engine
 from benchtui.core.running.launcher import LocalLauncher
 from benchtui.core.running.sampler import Sampler
@@ -53,9 +54,10 @@ def start_session(
     use_nvml: bool = True,
     listener: Listener | None = None,
     launcher: LocalLauncher | None = None,
+    head: Head | None = None,
 ) -> SessionRun:
     """Create the session folder (or take ``writer``'s) and wire the sampler and the engine to it (a
-    ``WatchEngine`` for a ``benchtui watch`` plan).
+    ``WatchEngine`` for a ``benchtui watch`` plan; on node 0 of several, ``head``: a ``HeadEngine``).
 
     Nothing runs yet: ``await run.engine.run()`` starts the sampler and the runs. Raises
     OSError or SessionError when the folder cannot be created.
@@ -66,6 +68,8 @@ def start_session(
     sampler = Sampler(plan.interval, lambda sample: None, use_nvml=use_nvml)
     if plan.watch:  # benchtui watch: the user's command (or none), not a plan's runners
         engine: Engine = WatchEngine(plan, writer, listener=listener, sampler=sampler)
+    elif head is not None:  # node 0 of several: the other nodes met through ``head``
+        engine = HeadEngine(plan, writer, head, listener=listener, sampler=sampler, launcher=launcher)
     else:
         engine = Engine(plan, writer, listener=listener, sampler=sampler, launcher=launcher)
     return SessionRun(engine, writer, sampler)
