@@ -39,7 +39,10 @@ def device_fields(plan: Plan, runs: Sequence[RunState], batch_size: int) -> dict
         return fields
     ranks: list[list[float]] = []
     for run in runs:
-        for rank, value in enumerate(run.rank_step_s()):
+        paces = run.rank_step_s()
+        if plan.nodes > 1 and (span := run.ranks_span()) is not None:  # node 0's own ranks (issue 33)
+            paces = paces[span[0] : span[0] + span[1]]
+        for rank, value in enumerate(paces):
             if value is not None:
                 while len(ranks) <= rank:
                     ranks.append([])

@@ -9,7 +9,7 @@ from typing import IO, Any
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
-from benchtui.core.model.cell import CELL_FIELDS, HEADLINE, SessionSummary
+from benchtui.core.model.cell import CELL_FIELDS, HEADLINE, CellSummary, SessionSummary
 from benchtui.core.plan.sweep import Point
 from benchtui.core.reporting.model import Report, ratio_mark
 from benchtui.core.store.session import LoadedSession
@@ -104,6 +104,11 @@ VERDICT_MARK_COLUMNS = ("faster_framework", "verdict_mark", "unreliable_reason")
 STALL_COLUMNS = ("to_first_batch_s",)
 #: The first and last epoch's loss (a mean over the runs that trained): only when a run sent a loss.
 LOSS_COLUMNS = ("loss_first", "loss_last")
+#: Several machines (issue 33), only then: the nodes, the straggler among them and node 0's link, then per
+#: node k the ``NODE_FIELDS`` as ``node{k}_{field}``. Columns, not rows: a row stays one cell (what every
+#: reader of this file pivots on), and the node count is the plan's, the same for every row.
+NODE_COLUMNS = ("nodes", "straggler_node", "straggler_host", "straggler_ratio", "straggler_named", "link")
+NODE_FIELDS = ("host", "ranks", "step_s", "rank_step_s", "gpu_util", "power_w", "mem_max", "status")
 RATIO_COLUMNS = (
     "vs_framework",
     "time_ratio",
@@ -210,8 +215,49 @@ def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
         rec["warnings"] = "; ".join(w["message"] for w in row.warnings)
         rec["run_ids"] = ";".join(row.run_ids)
         rec["loss_first"], rec["loss_last"] = row.loss_first, row.loss_last  # NaN written "nan"
+        if row.per_node is not None:
+            rec.update(node_record(row))
         rec.update(row.point.items)  # a sweep: its point, a column per axis (``axis_columns``)
         yield rec
+
+
+def node_columns(nodes: int) -> list[str]:
+    """The columns of a session on ``nodes`` machines ([] on one: its csv as before)."""
+    if nodes <= 1:
+        return []
+    return [*NODE_COLUMNS] + [f"node{k}_{name}" for k in range(nodes) for name in NODE_FIELDS]
+
+
+def node_record(row: CellSummary) -> dict[str, Any]:
+    """A row's figures on several nodes, flat: ranks as 'first-last', its ranks' step times ';'-separated."""
+    rec: dict[str, Any] = {"nodes": row.nodes, "link": row.link}
+    slow = row.node_straggler
+    if slow is not None:
+        rec.update(
+            straggler_node=slow.node,
+            straggler_host=slow.host,
+            straggler_ratio=slow.ratio,
+            straggler_named=slow.named,
+        )
+    for f in row.per_node or ():
+        ranks = f.ranks
+        rec.update(
+            {
+                f"node{f.node}_host": f.host,
+                f"node{f.node}_ranks": (
+                    f"{ranks[0]}-{ranks[0] + ranks[1] - 1}" if ranks is not None else None
+                ),
+                f"node{f.node}_step_s": f.step_s,
+                f"node{f.node}_rank_step_s": ";".join(
+                    "" if v is None else repr(float(v)) for v in f.rank_step_s
+                ),
+                f"node{f.node}_gpu_util": f.util,
+                f"node{f.node}_power_w": f.power_w,
+                f"node{f.node}_mem_max": f.mem_max,
+                f"node{f.node}_status": f.status,
+            }
+        )
+    return rec
 
 
 def axis_columns(points: Iterable[Point]) -> list[str]:
@@ -256,7 +302,8 @@ def write(report: Report, fh: IO[str]) -> None:
     rows = report.summary.rows
     # Runners since issue 36 send each epoch's loss: its columns only then (an older session's csv as before).
     losses = [*LOSS_COLUMNS] if any(r.loss_first is not None or r.loss_last is not None for r in rows) else []
-    cols = summary_columns() + losses + axis_columns(r.point for r in rows)
+    nodes = max((r.nodes for r in rows if r.per_node is not None), default=1)
+    cols = summary_columns() + losses + node_columns(nodes) + axis_columns(r.point for r in rows)
     writer = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     cpu_model = report.source.cpu_model
@@ -273,8 +320,10 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
     """
     specs = {rid: run.spec for rid, run in loaded.model.runs.items()}
     axes = axis_columns(loaded.plan.points())  # a sweep: the run's point, a column per axis
+    # Several machines (issue 33): every node's windows, each row saying its node (0: the run's own).
+    nodes = ["node"] if loaded.plan.nodes > 1 else []
     writer = csv.writer(fh, lineterminator="\n")
-    writer.writerow([*BATCH_COLUMNS, *axes])
+    writer.writerow([*BATCH_COLUMNS, *nodes, *axes])
     count = 0
     for event in loaded.folder.events([]):
         if event.get("type") != "batch":
@@ -301,6 +350,7 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
                 csv_value(event.get("steps") or 1),
                 csv_value(rate),
                 csv_value(event.get("t")),
+                *([csv_value(event.get("node") or 0)] if nodes else []),
                 *(csv_value(spec.point.get(a)) for a in axes),
             ]
         )

@@ -148,19 +148,23 @@ def _lines(lines: list[str]) -> str:
 
 def _scaling_plots(report: Report, model: str) -> str:
     """Efficiency and throughput against the device count, a line per framework in its colour (CIs as
-    whiskers), with linear scaling dashed: 100% efficient, and each framework's one-device rate × N."""
+    whiskers), with linear scaling dashed: 100% efficient, and each framework's one-device rate × N. On
+    several nodes against the workers, each tick labelled nodes × devices ('2×4')."""
     frameworks = list(report.source.frameworks)
     curves = [c for c in report.summary.scaling if c.model == model and c.points]
     efficiency: list[Curve] = []
     rate: list[Curve] = []
-    counts = sorted({p.devices for c in curves for p in c.points})
+    counts = sorted({p.workers for c in curves for p in c.points})
+    several = any(p.nodes > 1 for c in curves for p in c.points)
+    names = {p.workers: p.label for c in curves for p in c.points} if several else None
+    unit = "worker" if several else "device"
     words = report.wording.plural
     for curve in curves:
         fw = curve.framework
         color = color_for(fw, frameworks.index(fw) if fw in frameworks else len(frameworks))
         label = framework_label(fw)
-        points = sorted(curve.points, key=lambda p: p.devices)
-        xs = [p.devices for p in points]
+        points = sorted(curve.points, key=lambda p: p.workers)
+        xs = [p.workers for p in points]
 
         def ci(interval: Interval | None, i: int, scale: float = 1.0) -> float | None:
             return interval[i] * scale if interval is not None else None
@@ -170,8 +174,8 @@ def _scaling_plots(report: Report, model: str) -> str:
                 label,
                 xs,
                 [None if p.efficiency is None else p.efficiency * 100 for p in points],
-                [None if p.devices == 1 else ci(p.efficiency_ci, 0, 100) for p in points],
-                [None if p.devices == 1 else ci(p.efficiency_ci, 1, 100) for p in points],
+                [None if p.workers == 1 else ci(p.efficiency_ci, 0, 100) for p in points],
+                [None if p.workers == 1 else ci(p.efficiency_ci, 1, 100) for p in points],
                 color,
             )
         )
@@ -185,15 +189,20 @@ def _scaling_plots(report: Report, model: str) -> str:
                 color,
             )
         )
-        base = next((p.images_per_s for p in points if p.devices == 1), None)
+        base = next((p.images_per_s for p in points if p.workers == 1), None)
         if base is not None:
             rate.append(
-                Curve("linear from 1 device", counts, [base * n for n in counts], color=color, dashed=True)
+                Curve(f"linear from 1 {unit}", counts, [base * n for n in counts], color=color, dashed=True)
             )
     if not curves:
         return ""
     efficiency.append(Curve("linear (100%)", counts, [100.0] * len(counts), color="#868e96", dashed=True))
     name = model_label(model)
+    axis: dict[str, Any] = (
+        {"x_label": "workers (nodes × devices)", "x_tip": "at {x} (nodes × devices)", "x_names": names}
+        if several
+        else {}
+    )
     return (
         '<figure class="pair">'
         + scaling_chart(
@@ -201,13 +210,15 @@ def _scaling_plots(report: Report, model: str) -> str:
             efficiency,
             "% of linear scaling",
             percent=True,
-            desc="speedup over one device divided by the devices; whiskers: 95% CI; dashed: linear scaling",
+            desc=f"speedup over one {unit} divided by the {unit}s; whiskers: 95% CI; dashed: linear scaling",
+            **axis,
         )
         + scaling_chart(
             f"{name}: throughput",
             rate,
             f"{words}/s",
-            desc="dots: throughput at each device count, whiskers: 95% CI; dashed: one device's × N",
+            desc=f"dots: throughput at each {unit} count, whiskers: 95% CI; dashed: one {unit}'s × N",
+            **axis,
         )
         + "</figure>"
     )
@@ -227,6 +238,10 @@ def _data_parallel(report: Report) -> str:
     if report.per_device is not None:
         parts.append(_table(report.per_device, []) + _lines(report.per_device_notes))
         parts.append(f'<p class="note">{_text(report.per_device.note)}</p>')
+    for node_view in report.node_views:  # several machines (issue 33): a table per cell and its lines
+        parts.append(_table(node_view.table, []) + _lines(node_view.lines))
+    if report.node_views:
+        parts.append(f'<p class="note">{_text(report.node_views[0].table.note)}</p>')
     return "<h2>Data parallel</h2>" + "".join(parts) if parts else ""
 
 

@@ -62,6 +62,11 @@ def data_parallel_lines(report: Report) -> list[str]:
         out += _noted(view.table, view.lines)
     if report.per_device is not None:
         out += _noted(report.per_device, report.per_device_notes)
+    for nodes in report.node_views:  # several machines (issue 33): a table per cell, then the note once
+        out += _section(nodes.table) + [f"- {md_escape(line)}" for line in nodes.lines]
+        out += [""] if nodes.lines else []
+    if report.node_views:
+        out += [md_escape(report.node_views[0].table.note), ""]
     return out
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape as _html_escape
 
@@ -505,12 +505,14 @@ def scaling_chart(
     percent: bool = False,
     desc: str = "",
     x_tip: str = "on {x} device(s)",
+    x_names: Mapping[int, str] | None = None,
 ) -> str:
     """Lines over device counts, the counts evenly spaced (1, 2, 4, 8: a log₂ axis), each point a dot
     with its 95% CI as a whisker; dashed curves are references (linear scaling), drawn without dots.
 
     ``percent``: the values are percentages (ticks and tips say so). ``x_tip``: a dot's x in its tip ('at
-    batch {x}' for a sweep's curve against the batch).
+    batch {x}' for a sweep's curve against the batch). ``x_names``: a tick's label by its x where it is not
+    the number (several nodes: workers 4 is '2×2', nodes × devices).
     """
     fr = _Frame(width, height, left=58, top=56)
     counts = sorted({x for c in curves for x in c.xs if isinstance(x, int) and x > 0})
@@ -531,7 +533,10 @@ def scaling_chart(
         parts.append(
             f'<line x1="{_coord(x)}" x2="{_coord(x)}" y1="{fr.y1}" y2="{fr.y1 + 4}" stroke="#868e96"/>'
         )
-        parts.append(f'<text x="{_coord(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{n}</text>')
+        name = escape((x_names or {}).get(n, str(n)))
+        parts.append(
+            f'<text x="{_coord(x)}" y="{fr.y1 + 16}" text-anchor="middle" fill="#495057">{name}</text>'
+        )
     parts.append(
         f'<text x="{_coord((fr.x0 + fr.x1) / 2)}" y="{height - 8}" text-anchor="middle" fill="#495057">{escape(x_label)}</text>'
     )
@@ -570,7 +575,7 @@ def scaling_chart(
             text = f"{y:.0f}%" if percent else value_label(y)
             parts.append(
                 f'<circle cx="{_coord(px)}" cy="{_coord(fr.py(y))}" r="4" fill="{color}"><title>{escape(c.label)} '
-                f"{escape(x_tip.format(x=x))}: {text}</title></circle>"
+                f"{escape(x_tip.format(x=(x_names or {}).get(x, x)))}: {text}</title></circle>"
             )
     legend.sort(key=lambda item: item[2])  # the lines first, the reference after them
     _legend(parts, legend, fr.x1, 38)  # under the title: a chart this narrow has no room beside it

@@ -298,6 +298,7 @@ def print_result(report: Report, title: str) -> None:
     print_curves(report.sweep, console)
     print_how(report.summary, console)
     print_data_parallel(report.scaling, report.per_device, report.per_device_notes, report.wiring, console)
+    print_nodes(report.node_views, console)
     print_parity_table(report.parity, console)
     print_why(report.why, console)
 
@@ -420,6 +421,17 @@ def print_data_parallel(
         for line in per_device_notes:
             console.print(fmt.clean(line), highlight=False, markup=False)
         console.print(per_device.note, style="dim", highlight=False, markup=False)
+
+
+def print_nodes(views: list[report_model.Nodes], console: Console) -> None:
+    """A session on several machines (issue 33): per cell, a row per node, its straggler line and the
+    inter-node link; nothing on one node."""
+    for view in views:
+        console.print(*fitted_tables(view.table, console.width))
+        for line in view.lines:
+            console.print(fmt.clean(line), highlight=False, markup=False)
+    if views:
+        console.print(views[0].table.note, style="dim", highlight=False, markup=False)
 
 
 def print_gains(sweep: report_model.SweepView | None, console: Console) -> None:
@@ -585,6 +597,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
     for line in report.warmup_notes:  # an epoch-start stall (issue 30): said where the figures are
         console.print(Text(fmt.clean(line)), style="yellow", highlight=False)
     print_data_parallel(report.scaling, report.per_device, report.per_device_notes, report.wiring, console)
+    print_nodes(report.node_views, console)
     print_parity_table(report.parity, console)
     print_why(report.why, console)
 

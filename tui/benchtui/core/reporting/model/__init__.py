@@ -27,6 +27,7 @@ from benchtui.core.reporting.model.columns import flagged_models as flagged_mode
 from benchtui.core.reporting.model.columns import row_flagged as row_flagged
 from benchtui.core.reporting.model.columns import study_columns as study_columns
 from benchtui.core.reporting.model.columns import wording as wording
+from benchtui.core.reporting.model.devices import node_views as node_views
 from benchtui.core.reporting.model.devices import per_device_table as per_device_table
 from benchtui.core.reporting.model.devices import scaling_views as scaling_views
 from benchtui.core.reporting.model.devices import wiring_table as wiring_table
@@ -95,6 +96,7 @@ from benchtui.core.reporting.model.types import BestLine as BestLine
 from benchtui.core.reporting.model.types import Column as Column
 from benchtui.core.reporting.model.types import Formatter as Formatter
 from benchtui.core.reporting.model.types import Mark as Mark
+from benchtui.core.reporting.model.types import Nodes as Nodes
 from benchtui.core.reporting.model.types import Notice as Notice
 from benchtui.core.reporting.model.types import Problem as Problem
 from benchtui.core.reporting.model.types import Report as Report

@@ -10,7 +10,7 @@ from benchtui.core.model.cell import CellSummary, FrameworkRatio, SessionSummary
 from benchtui.core.reporting.folder import log_text
 from benchtui.core.reporting.model.answer import answer, notices, problems
 from benchtui.core.reporting.model.columns import wording
-from benchtui.core.reporting.model.devices import per_device_table, scaling_views, wiring_table
+from benchtui.core.reporting.model.devices import node_views, per_device_table, scaling_views, wiring_table
 from benchtui.core.reporting.model.environment import WATCH_LABELS, environment, header_facts
 from benchtui.core.reporting.model.figures import _clean_pairs, clean_table
 from benchtui.core.reporting.model.sweep import sweep_view
@@ -22,7 +22,16 @@ from benchtui.core.reporting.model.tables import (
     parity_table,
     side_by_side,
 )
-from benchtui.core.reporting.model.types import Notice, Problem, Report, RunSeries, Scaling, Source, Why
+from benchtui.core.reporting.model.types import (
+    Nodes,
+    Notice,
+    Problem,
+    Report,
+    RunSeries,
+    Scaling,
+    Source,
+    Why,
+)
 from benchtui.core.reporting.model.warmup import epoch_times, stall_lines, warmup_table
 from benchtui.core.reporting.model.why import why_views
 from benchtui.core.store.session import LoadedSession
@@ -58,6 +67,7 @@ def build_report(
             plan.devices,
             plan.epochs,
             bool(plan.watch),
+            plan.nodes,
         ),
         summary=summary,
         title=fmt.clean(loaded.meta.get("name") or loaded.path.name),
@@ -89,6 +99,11 @@ def build_report(
         per_device=None if per_device is None else clean_table(per_device),
         per_device_notes=[fmt.clean(n) for n in per_device_notes],
         wiring=None if wiring is None else clean_table(wiring),
+        nodes=summary.nodes,
+        node_views=[
+            Nodes(v.model, v.framework, clean_table(v.table), [fmt.clean(line) for line in v.lines])
+            for v in node_views(summary)
+        ],
         why=[
             Why(
                 fmt.clean(v.model),
@@ -146,6 +161,7 @@ def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
             tuple(run.epoch_samples.get(e) for e in sorted(run.epoch_times)),
             batch_size_of(run),
             samples_per_epoch(run),
+            run.spec.nodes,
         )
         for run_id, run in loaded.model.runs.items()
     )

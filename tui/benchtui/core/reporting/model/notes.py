@@ -134,7 +134,22 @@ WIRING_KEYS = {
     "all_reduce": "All-reduce",
     "bucket": "Buckets",
     "overlap": "Overlap",
+    "nodes": "Nodes",
+    "link": "Inter-node link",
 }
+SCALING_NODES_NOTE = (
+    "On several machines N is the workers, nodes × devices: 1 × 1 is the reference, and the per-device batch "
+    "× N is the global batch."
+)
+#: What a runner records of its own node only (several nodes): said per node in the Nodes table, not here.
+WIRING_PER_NODE = frozenset({"node_rank", "ranks"})
+NODES_NOTE = (
+    "A row per machine. Ranks: the global ranks of its processes, as its runner named them. Step time: its "
+    "mean seconds per step over the epochs after the first (its own batch windows), a mean over the cell's "
+    "runs; vs fastest: over the fastest node's. Slowest rank: its rank with the longest mean step (each "
+    "rank's own pace, where the framework times each rank). GPU figures: the means over its GPUs, as its "
+    "benchtui sampled them."
+)
 
 
 WHY_NOTE = (

@@ -74,6 +74,17 @@ class Scaling:
 
 
 @dataclass
+class Nodes:
+    """One cell on several machines (issue 33): a row per node (host, ranks, step time, GPUs) and the lines
+    under it (the straggler, or that there is none; the inter-node link)."""
+
+    model: str
+    framework: str
+    table: Table
+    lines: list[str]
+
+
+@dataclass
 class Why:
     """One model of a ``--profile`` session: where each framework's step goes, and why one is slower."""
 
@@ -288,6 +299,7 @@ class RunSeries:
     epoch_samples: tuple[int | None, ...] = ()
     batch_size: int | None = None  # samples per step over every device (``analysis.batch_size_of``)
     samples_per_epoch: int | None = None  # what its images/s divides by (``analysis.samples_per_epoch``)
+    nodes: int = 1  # the machines it trained on (issue 33)
 
 
 @dataclass(frozen=True)
@@ -303,6 +315,7 @@ class Source:
     devices: int = 1  # the plan's device count: the runs every table's figures come from
     epochs: int = 0  # the plan's epochs per run (a watch: 0, its command's own)
     watch: bool = False  # a ``benchtui watch`` session
+    nodes: int = 1  # the plan's nodes (issue 33): with ``devices``, the runs every table's figures come from
 
     @property
     def folder(self) -> str:
@@ -362,6 +375,9 @@ class Report:
     per_device_notes: list[str] = field(default_factory=list)
     #: Each framework's data-parallel wiring (engine, all-reduce, buckets, overlap, ...); None when none recorded.
     wiring: Table | None = None
+    #: Several machines (issue 33): the plan's nodes, and per cell a row per node with its straggler line.
+    nodes: int = 1
+    node_views: list[Nodes] = field(default_factory=list)
     #: A ``--profile`` session: one per model with a profile (where a step goes, and why one is slower).
     why: list[Why] = field(default_factory=list)
     #: A ``benchtui watch`` session: the command, its folder and its telemetry in (label, text) lines.
@@ -386,6 +402,7 @@ class Report:
             if r.framework == framework
             and r.model == model
             and r.devices == self.source.devices
+            and r.nodes == self.source.nodes
             and (point is None or r.point == point)
         ]
 
