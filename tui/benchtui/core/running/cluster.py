@@ -123,6 +123,11 @@ def plan_difference(ours: dict[str, Any], theirs: Any, node: int) -> str:
     )
 
 
+def os_words(exc: OSError) -> str:
+    """An OSError in words, without the call's details: 'connection refused', 'address already in use'."""
+    return (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
+
+
 def _lost_words(node: int, host: str) -> str:
     return f"node {node} ({host}) was lost: its connection closed"
 
@@ -299,8 +304,7 @@ class Head:
                 self._on_connect, host=None, port=self.cluster.port, limit=MESSAGE_LIMIT, reuse_address=True
             )
         except OSError as exc:
-            why = (exc.strerror or str(exc)).lower()
-            raise ClusterError(f"cannot listen on {self.cluster.address}: {why}") from None
+            raise ClusterError(f"cannot listen on {self.cluster.address}: {os_words(exc)}") from None
 
     async def _gather(self) -> None:
         assert self._changed is not None
@@ -729,7 +733,7 @@ class Follower(Engine):
             except asyncio.TimeoutError:
                 why = "no answer"
             except OSError as exc:
-                why = (exc.strerror or str(exc)).lower()
+                why = os_words(exc)
             if channel is None:
                 if time.monotonic() + RETRY_S >= deadline:
                     raise ClusterError(
