@@ -33,10 +33,12 @@ from benchtui.core.model.eta import clock
 from benchtui.core.model.parity import differences_text, marked
 from benchtui.core.model.session_model import model_verdicts
 from benchtui.core.model.status import CautionKind, RunStatus, status_style
+from benchtui.core.plan.plan import Scale
 from benchtui.core.plan.sweep import Point, applies
 from benchtui.core.reporting import registry
 from benchtui.widgets.comparison import BatchComparison, focus_model, verdict_lines, verdict_style
 from benchtui.widgets.log_pane import RunLog
+from benchtui.widgets.node_rows import NodeRows, node_lines
 from benchtui.widgets.results_table import LIVE, CellCache, ResultsTable, cell_values, rate_text, row_key
 from benchtui.widgets.sweep_view import CurveLine, CurvePoint, SweepView, curve_axis, setting_words
 from benchtui.widgets.telemetry import MAX_STRIPS, GpuStrips, TelemetryPanel
@@ -126,9 +128,11 @@ class ScalingView(Widget):
         model_id: str,
         unit: str,
         lines: list[tuple[str, list[tuple[str, str, str, str]]]],
+        by: str = "devices",
     ) -> None:
-        """``lines``: (framework label, per device count (long, medium, short, style))."""
-        title = f"Scaling · {escape(model_label(model_id))} · {unit} by devices, efficiency vs 1"
+        """``lines``: (framework label, per device count (long, medium, short, style)); ``by``: what the points
+        are ("devices", or "nodes×devices" on several machines)."""
+        title = f"Scaling · {escape(model_label(model_id))} · {unit} by {by}, efficiency vs 1"
         if title != self.border_title:
             self.border_title = title
         if lines != self.lines:
@@ -172,36 +176,45 @@ class ScalingView(Widget):
 
 
 def scaling_segments(
-    curve: ScalingCurve, levels: list[int], doing: dict[int, str], unit: str, tokens: int
+    curve: ScalingCurve,
+    levels: list[int] | list[Scale],
+    doing: dict[int, str] | dict[Scale, str],
+    unit: str,
+    tokens: int,
 ) -> list[tuple[str, str, str, str]]:
-    """One framework's curve as (long, medium, short, style) per device count.
+    """One framework's curve as (long, medium, short, style) per device count ('×4'), or per (nodes,
+    devices) on several nodes ('2×4').
 
-    ``doing``: a word for a count without a figure ("running", or how its runs ended: "failed",
-    "interrupted" ...); a count with neither is still to come. The rate is per sample, or per
+    ``doing``: a word for a point without a figure ("running", or how its runs ended: "failed",
+    "interrupted" ...); a point with neither is still to come. The rate is per sample, or per
     token for a token model (``tokens`` per sample).
     """
-    points = {p.devices: p for p in curve.points}
+    points = {Scale(p.nodes, p.devices): p for p in curve.points}
+    ats = [at if isinstance(at, Scale) else Scale(1, at) for at in levels]
+    words = {(at if isinstance(at, Scale) else Scale(1, at)): w for at, w in doing.items()}
+    several = any(at.nodes > 1 for at in ats)
     out = []
-    for n in levels:
-        point = points.get(n)
+    for at in ats:
+        n = f"{at.nodes}×{at.devices}" if several else f"×{at.devices}"
+        point = points.get(at)
         rate = point.images_per_s if point is not None else None
         if point is None or rate is None:
-            word = doing.get(n)
+            word = words.get(at)
             if word == "running":
-                out.append((f"×{n} running", f"×{n} running", f"×{n} …", "cyan"))
+                out.append((f"{n} running", f"{n} running", f"{n} …", "cyan"))
             elif word:
-                out.append((f"×{n} {word}", f"×{n} {word}", f"×{n} {word}", status_style(word, "dim")))
+                out.append((f"{n} {word}", f"{n} {word}", f"{n} {word}", status_style(word, "dim")))
             else:
-                out.append((f"×{n} –", f"×{n} –", f"×{n} –", "dim"))
+                out.append((f"{n} –", f"{n} –", f"{n} –", "dim"))
             continue
         figure = rate_text(rate, tokens, False)
         eff, ci = point.efficiency, point.efficiency_ci
-        if n == 1 or eff is None:
-            medium = f"×{n} {figure} {unit}"
-            out.append((medium, medium, medium if n == 1 else f"×{n} {figure}", ""))
+        if at.workers == 1 or eff is None:
+            medium = f"{n} {figure} {unit}"
+            out.append((medium, medium, medium if at.workers == 1 else f"{n} {figure}", ""))
             continue
-        short = f"×{n} {figure} {eff:.0%}"
-        medium = f"×{n} {figure} {unit} {eff:.0%}"
+        short = f"{n} {figure} {eff:.0%}"
+        medium = f"{n} {figure} {unit} {eff:.0%}"
         long = medium + (f" ({ci[0] * 100:.0f}–{ci[1]:.0%})" if ci else "")
         out.append((long, medium, short, "yellow" if eff < scaling.POOR_EFFICIENCY else ""))
     return out
@@ -342,6 +355,7 @@ class LiveScreen(Screen):
             yield ResultsTable(id="results")
             yield Static(id="notes")
             yield ScalingView(id="scaling", classes="panel")
+            yield NodeRows(id="nodes", classes="panel")
             yield SweepView(id="sweep", classes="panel")
             yield WhyView(id="why", classes="panel")
             with Horizontal(id="panels"):
@@ -355,6 +369,7 @@ class LiveScreen(Screen):
         table.border_title = "Results · times in seconds"
         self.query_one("#log", RunLog).display = False
         self.query_one(ScalingView).display = bool(self.model.plan.scaling)
+        self.query_one(NodeRows).display = self.model.plan.nodes > 1
         self.query_one(SweepView).display = curve_axis(self.model.plan.sweep) is not None
         self.query_one(WhyView).display = bool(self.model.plan.profile)
         self._fit_table(self.app.size.width)
@@ -381,6 +396,7 @@ class LiveScreen(Screen):
             self.query_one(ResultsTable),
             self.query_one("#notes"),
             self.query_one(ScalingView),
+            self.query_one(NodeRows),
             self.query_one(SweepView),
         )
         room = body.size.height - sum(
@@ -479,12 +495,14 @@ class LiveScreen(Screen):
                 self._update_answer(answer)
                 self._update_notes()
                 self._update_scaling()
+                self._update_nodes()
                 self._update_sweep(answer)
                 if self.model.plan.profile:
                     self.query_one(WhyView).update_from(model)
             self.call_after_refresh(self._fit_strips)  # measured once the new rows are laid out
         if self._gpu_dirty:
             self._gpu_dirty = False
+            self._update_nodes()  # node k's GPUs come in its samples
             self._build_panels()
             samples = list(model.gpu_samples)  # a fresh list: panels never hold the model's deque
             for panel in self.query(TelemetryPanel):
@@ -668,6 +686,13 @@ class LiveScreen(Screen):
             "(from benchtui_runners.hooks import StepTimer, or KerasTimer for Keras model.fit)"
         ]
 
+    def _update_nodes(self) -> None:
+        """A session on several machines: a row per node of the run on several nodes in progress."""
+        if self.model.plan.nodes <= 1:
+            return
+        host = str((self.meta.get("host") or {}).get("hostname") or "")
+        self.query_one(NodeRows).show(*node_lines(self.model, host))
+
     def _update_scaling(self) -> None:
         """A scaling session: the curve of the model being run (or the last run), per framework."""
         model = self.model
@@ -677,17 +702,17 @@ class LiveScreen(Screen):
         model_id = focus_model(model) or plan.models[0]
         tokens = tokens_of(plan, model_id)
         unit = "tok/s" if tokens else "img/s"
-        levels = plan.device_counts()
+        levels = plan.scale_points()
         lines = []
         for framework in plan.frameworks:
-            runs = {n: model.cell_runs(framework, model_id, n) for n in levels}
+            runs = {at: model.cell_runs(framework, model_id, at.devices, nodes=at.nodes) for at in levels}
             done = tuple(r.spec.run_id for n in levels for r in runs[n] if r.status is RunStatus.OK)
             cached = self._curves.get((framework, model_id))
             if cached is None or cached[0] != done:
                 # The model's own curve (``SessionModel.scaling``), for this one cell only.
                 cached = (done, scaling.curve(plan, framework, model_id, runs))
                 self._curves[(framework, model_id)] = cached
-            doing = {}
+            doing: dict[Scale, str] = {}
             for n in levels:
                 statuses = {r.status for r in runs[n]}
                 if statuses & LIVE:
@@ -698,7 +723,8 @@ class LiveScreen(Screen):
                         doing[n] = str(ended[0].value)
             label = catalog.FRAMEWORK_LABELS.get(framework, framework)
             lines.append((label, scaling_segments(cached[1], levels, doing, unit, tokens)))
-        self.query_one(ScalingView).show(model_id, unit, lines)
+        by = "nodes×devices" if plan.nodes > 1 else "devices"
+        self.query_one(ScalingView).show(model_id, unit, lines, by)
 
     def _update_sweep(self, answer: SweepAnswer | None) -> None:
         """A sweep session: the curve of the model being run (or the last run) against the swept axis, per

@@ -159,15 +159,24 @@ def run_state_label(run: RunState, compact: bool = False) -> str:
     return "building"
 
 
-def devices_text(devices: int, per_device: int, compact: bool = False) -> str:
-    """'4 × 16 = 64': devices, the batch on each and the global batch ('4×16' compact)."""
+def devices_text(devices: int, per_device: int, compact: bool = False, nodes: int = 1) -> str:
+    """'4 × 16 = 64': devices, the batch on each and the global batch ('4×16' compact); on several nodes
+    '2×4 × 16 = 128' (nodes × devices, '2×4×16' compact)."""
+    if nodes > 1:
+        return (
+            f"{nodes}×{devices}×{per_device}"
+            if compact
+            else f"{nodes}×{devices} × {per_device} = {nodes * devices * per_device}"
+        )
     return f"{devices}×{per_device}" if compact else f"{devices} × {per_device} = {devices * per_device}"
 
 
 def other_count_run(model: SessionModel, framework: str, model_id: str) -> RunState | None:
     """A scaling session's run in progress of this cell at another device count than the row's."""
     run = model.runs.get(model.current) if model.current else None
-    if run is None or run.status not in LIVE or run.spec.devices == model.plan.devices:
+    if run is None or run.status not in LIVE:
+        return None
+    if (run.spec.nodes, run.spec.devices) == (model.plan.nodes, model.plan.devices):
         return None
     return run if (run.spec.framework, run.spec.model) == (framework, model_id) else None
 
@@ -258,10 +267,11 @@ def _cell_values(
     if model.plan.multi_device:
         devices = int(row.devices or model.plan.devices)
         per_device = int(row.batch_size or model.plan.batch_size(model_id, framework))
+        nodes = model.plan.nodes
         if elsewhere is not None:
-            devices = elsewhere.spec.devices
-            per_device = model.plan.batch_size(model_id, framework, devices)
-        values["devices"] = (devices_text(devices, per_device, compact), "cyan" if elsewhere else "")
+            devices, nodes = elsewhere.spec.devices, elsewhere.spec.nodes
+            per_device = model.plan.batch_size(model_id, framework, devices, nodes)
+        values["devices"] = (devices_text(devices, per_device, compact, nodes), "cyan" if elsewhere else "")
     inference = model.plan.task == "inference"
     tokens = int(row.tokens_per_sample or 0)
     mixed = len({catalog.MODELS[m].kind for m in model.plan.models if m in catalog.MODELS}) > 1

@@ -135,7 +135,7 @@ def _table(table: Table, notes: list[str] | None = None, fit: bool = False) -> s
 def _study_tables(report: Report) -> str:
     parts = [_table(report.side_by_side)] + [_table(t) for t in report.figure_tables]
     parts.append(f'<p class="note">{_text(report.study_note)}</p>')
-    if report.devices > 1:
+    if report.devices > 1 or report.nodes > 1:
         parts.append(f'<p class="note">{_text(DEVICES_NOTE)}</p>')
     return "".join(parts)
 

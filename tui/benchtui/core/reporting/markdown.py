@@ -176,7 +176,7 @@ def render(report: Report) -> str:
     if losses := loss_lines(report.rows):  # runners since issue 36
         out += [md_escape(losses[0]), ""] + [f"- {md_escape(line.strip())}" for line in losses[1:]] + [""]
     out += curve_lines(report)
-    if report.devices > 1:
+    if report.devices > 1 or report.nodes > 1:
         out += [DEVICES_NOTE, ""]
     out += data_parallel_lines(report)
     if report.latency is not None:

@@ -255,7 +255,7 @@ def summary_footnotes(rows: Sequence[CellSummary]) -> list[str]:
     """What the table's latency columns are (inference sessions): percentiles of which times; and on
     several devices, what its batch column says."""
     out = []
-    if any(isinstance(r.devices, int) and r.devices > 1 for r in rows):
+    if any(isinstance(r.devices, int) and r.devices > 1 or r.nodes > 1 for r in rows):
         out.append(DEVICES_NOTE)
     if wording(rows).inference:
         windows = any(r.timing == "window" for r in rows)

@@ -268,7 +268,13 @@ def devices_text(plan: Any) -> str:
     text = f", data parallel on {plan.devices} devices" + (
         f" (GPUs {', '.join(map(str, ids))})" if ids else ""
     )
-    if plan.scaling:
+    nodes = getattr(plan, "nodes", 1)
+    if nodes > 1:  # several machines (issue 33): the devices are each node's
+        text += f" on each of {nodes} nodes"
+        if plan.scaling:
+            points = ", ".join(f"{at.nodes}×{at.devices}" for at in plan.scale_points())
+            text += f", scaling over {points} (nodes × devices)"
+    elif plan.scaling:
         text += f", scaling over {', '.join(map(str, plan.device_counts()))}"
     if plan.global_batch:
         return text + f", global batch {plan.global_batch} divided among the devices"

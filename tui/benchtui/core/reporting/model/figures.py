@@ -58,9 +58,11 @@ def batch_text(row: CellSummary | None) -> str:
     if row is None:
         return ""
     devices = row.devices
-    if devices <= 1:
+    if devices <= 1 and row.nodes <= 1:
         size = row.batch_size
         return "–" if size is None else str(size)  # None: a watched command that did not say its batch
+    if row.per_node is not None and row.nodes > 1:  # several machines (issue 33): every node's devices
+        return f"{row.batch_size} ×{devices} ×{row.nodes} nodes = {row.global_batch}"
     return f"{row.batch_size} ×{devices} = {row.global_batch}"
 
 
