@@ -836,7 +836,8 @@ class LiveScreen(Screen):
             text.append(_label(current.spec.framework, current.spec.model, current.spec.point))
             if model.plan.multi_device:  # a scaling session goes through several counts
                 n = current.spec.devices
-                text.append(f" · {n} device{'s' if n > 1 else ''}")
+                on = f"{current.spec.nodes} nodes × " if current.spec.nodes > 1 else ""
+                text.append(f" · {on}{n} device{'s' if n > 1 else ''}")
             if model.plan.runs > 1:
                 text.append(f" · run {current.spec.index} of {model.plan.runs}")
             if current.phase == "profile":  # --profile: steps captured after the timed epochs

@@ -856,11 +856,6 @@ class ScalingPoint:
         """Replicas over every node: the point's place on the curve."""
         return self.nodes * self.devices
 
-    @property
-    def label(self) -> str:
-        """'4' (devices on one node, as before several nodes) or '2×4' (nodes × devices)."""
-        return f"{self.nodes}×{self.devices}" if self.nodes > 1 else str(self.devices)
-
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             **({"nodes": self.nodes, "workers": self.workers} if self.nodes > 1 else {}),

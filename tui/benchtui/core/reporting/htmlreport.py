@@ -156,7 +156,7 @@ def _scaling_plots(report: Report, model: str) -> str:
     rate: list[Curve] = []
     counts = sorted({p.workers for c in curves for p in c.points})
     several = any(p.nodes > 1 for c in curves for p in c.points)
-    names = {p.workers: p.label for c in curves for p in c.points} if several else None
+    names = {p.workers: f"{p.nodes}×{p.devices}" for c in curves for p in c.points} if several else None
     unit = "worker" if several else "device"
     words = report.wording.plural
     for curve in curves:
