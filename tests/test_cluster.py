@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from support import ROOT, read_events
+from support import ROOT, benchtui, read_events
 
 #: A runner that needs no framework: a clean run of its --config (steps of STANDIN_STEP_S), its hello's
 #: settings naming where it was told to meet the other nodes (and TF_CONFIG); with STANDIN_MODE=hang it
-#: waits after its first epoch until it is stopped. Each writes its pid to STANDIN_PIDS.
+#: waits after its first epoch until it is stopped, with STANDIN_MODE=fail it exits with code 3 there. Each
+#: writes its pid to STANDIN_PIDS.
 STANDIN = """#!{python}
 import json, os, sys, time
 fd = int(os.environ["BENCHTUI_EVENT_FD"])
@@ -43,6 +44,8 @@ for epoch in range(1, int(config["epochs"]) + 1):
     event("epoch", epoch=epoch, seconds=step_s * steps, samples=steps * bs)
     if os.environ.get("STANDIN_MODE") == "hang":
         time.sleep(600)
+    if os.environ.get("STANDIN_MODE") == "fail":
+        sys.exit(3)
 event("done", peak_bytes=1 << 20, source="stand-in")
 """
 
@@ -276,6 +279,34 @@ def test_node_1s_runner_killed_fails_the_run_on_node_0_with_its_reason(nodes: No
     )
     assert json.loads((session / "session.json").read_text())["status"] == "failed"
     assert not [pid for pid in pids if alive(pid)]  # node 0's waiting runner was stopped
+
+
+def test_node_0s_runner_failing_stops_node_1s_run(nodes: Nodes) -> None:
+    head = nodes.start(0, "--runs", "1", env={"STANDIN_MODE": "fail"})
+    other = nodes.start(1, "--runs", "1", env={"STANDIN_MODE": "hang"})
+    code0, _, err0 = finish(head, within=30)
+    code1, _, err1 = finish(other, within=30)
+    assert (code0, code1) == (1, 1), err0 + err1
+    session = session_of(nodes.tmp / "node0")
+    ends = {e.get("node", 0): e for e in read_events(session) if e["type"] == "run_end"}
+    why = "runner exited with code 3 before finishing"
+    assert (ends[0]["status"], ends[0]["reason"]) == ("failed", why)
+    assert (ends[1]["status"], ends[1]["reason"]) == ("stopped", f"stopped by node 0: node 0: {why}")
+    assert not [pid for pid in nodes.runners() if alive(pid)]
+
+
+def test_a_run_across_nodes_is_headless(nodes: Nodes) -> None:
+    proc = benchtui(
+        *[a for a in PLAN if a != "--headless"],
+        *("--nodes", "2", "--node-rank", "0", "--rendezvous", f"127.0.0.1:{nodes.port}"),
+        "--sessions-dir",
+        str(nodes.tmp / "node0"),
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "benchtui: error: a run across nodes is headless: add --headless; replay the session in the app afterwards"
+    ]
+    assert not (nodes.tmp / "node0").exists()
 
 
 def test_node_1_lost_fails_this_run_and_every_later_one(nodes: Nodes) -> None:

@@ -510,6 +510,8 @@ class _RunAcross:
     spec: RunSpec
     ends: dict[int, tuple[str, str]] = field(default_factory=dict)
     fault: str = ""
+    #: Each failure of another node's run: (when it ended, on node 0's clock; its reason).
+    faults: list[tuple[float, str]] = field(default_factory=list)
     aborted: bool = False
     own_done: bool = False
     settled: asyncio.Event = field(default_factory=asyncio.Event)
@@ -566,9 +568,9 @@ class HeadEngine(Engine):
             return
         status, reason = str(event.get("status")), str(event.get("reason") or "")
         across.ends[node] = (status, reason)
-        if status in FAULTS and not across.fault and not across.aborted:
+        if status in FAULTS:  # a run node 0 stopped ends "stopped" there: not that node's fault
             host = self.head.members[node].host
-            self._fault(across, f"node {node} ({host}): {reason or status}")
+            self._fault(across, f"node {node} ({host}): {reason or status}", float(event["t"]))
         self._check_settled(across)
 
     def node_lost(self, node: int, reason: str) -> None:
@@ -576,12 +578,14 @@ class HeadEngine(Engine):
         across = self._across
         if across is not None and node < across.spec.nodes and node not in across.ends:
             across.ends[node] = ("failed", reason)
-            if not across.fault:
-                self._fault(across, reason)
+            self._fault(across, reason, time.monotonic())
             self._check_settled(across)
 
-    def _fault(self, across: _RunAcross, reason: str) -> None:
+    def _fault(self, across: _RunAcross, reason: str, when: float) -> None:
         """A node's run failed, or a node was lost: node 0's runner stops at once, and the others'."""
+        across.faults.append((when, reason))
+        if across.fault:
+            return
         across.fault = reason
         self._abort(across, reason)
         if not across.own_done and self.current is not None:
@@ -622,7 +626,7 @@ class HeadEngine(Engine):
         across = self._across
         if across is None:
             return status, reason
-        across.own_done = True
+        across.own_done, ended = True, time.monotonic()
         if status not in ("ok", "diverged") and not across.fault:
             self._abort(across, f"node 0: {reason or status}")
         self._check_settled(across)
@@ -631,12 +635,17 @@ class HeadEngine(Engine):
         except asyncio.TimeoutError:
             missing = [k for k in range(1, spec.nodes) if k not in across.ends]
             words = f"node {missing[0]} ({self.head.members[missing[0]].host}) did not finish the run"
-            across.fault = across.fault or words
+            across.faults.append((time.monotonic(), words))
             self._abort(across, words)
         finally:
             self._across = None
-        if across.fault and status not in ("stopped", "interrupted"):
-            return "failed", across.fault
+        if not across.faults or status in ("stopped", "interrupted"):
+            return status, reason
+        # The run failed on several nodes: the first to fail is its cause (a node killed takes its peers'
+        # collectives down with it), node 0 included when its own runner failed first.
+        when, why = min(across.faults)
+        if status in ("ok", "diverged") or when <= ended:
+            return "failed", why
         return status, reason
 
     def _end_run(
