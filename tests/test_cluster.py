@@ -355,3 +355,75 @@ def _children(pid: int) -> set[int]:
         frontier = {child for child, parent in parents.items() if parent in frontier} - out
         out |= frontier
     return out
+
+
+class FakeNode:
+    """Node 1 spoken by the test itself, line by line, to send node 0 what a real node never would."""
+
+    def __init__(self, port: int) -> None:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, "node 0 never listened"
+                time.sleep(0.05)
+        self.lines = self.sock.makefile("rb")
+
+    def send(self, message: dict[str, object] | bytes) -> None:
+        raw = message if isinstance(message, bytes) else json.dumps(message).encode()
+        self.sock.sendall(raw + b"\n")
+
+    def receive(self) -> dict[str, object]:
+        line = self.lines.readline()
+        assert line, "node 0 closed the connection"
+        answer = json.loads(line)
+        assert isinstance(answer, dict)
+        return answer
+
+
+def test_what_another_node_sends_is_checked_again_and_tagged_on_node_0(nodes: Nodes) -> None:
+    from benchtui.cli import build_parser
+    from benchtui.commands.run import plan_from_args
+
+    head = nodes.start(0, "--runs", "1")
+    args = [*PLAN, "--python", f"tensorflow={nodes.python}", "--nodes", "2", "--runs", "1"]
+    plan = plan_from_args(build_parser().parse_args(args)).to_dict()
+    node = FakeNode(nodes.port)
+    skew = 1000.0  # node 1's clock runs 1000 s behind node 0's: its events are moved onto node 0's
+    node.send(
+        {"op": "hello", "node": 1, "host": "fake", "pid": 4242, "plan": plan, "t": time.monotonic() - skew}
+    )
+    assert node.receive()["op"] == "welcome"
+    prepare = node.receive()
+    assert prepare["op"] == "prepare"
+    run = str(prepare["run"])
+    node.send({"op": "ready", "run": run, "port": 1})
+    assert node.receive()["op"] == "go"
+    sent = time.monotonic()
+    at = sent - skew
+    common = {"run": run, "t": at}
+    node.send({"op": "event", "event": {"type": "run_start", **common, "framework": "tensorflow",
+                                          "model": "resnet50", "index": 1, "pid": 4243, "python": "x",
+                                          "nodes": 2, "host": "fake", "node": 7}})  # fmt: skip
+    node.send({"op": "event", "event": {"v": 1, "type": "batch", **common, "epoch": 1, "step": 1,
+                                          "seconds": "slow", "samples": 8}})  # fmt: skip
+    node.send({"op": "event", "event": {"v": 1, "type": "epoch", "run": "999-not-a-run", "t": at, "epoch": 1,
+                                          "seconds": 0.1, "samples": 8}})  # fmt: skip
+    node.send(b"this is no message")
+    node.send({"op": "event", "event": {"v": 1, "type": "epoch", **common, "epoch": 1, "seconds": 0.1,
+                                          "samples": 8}})  # fmt: skip
+    node.send({"op": "event", "event": {"type": "run_end", **common, "status": "ok", "reason": "",
+                                          "returncode": 0, "malformed": 0}})  # fmt: skip
+    assert node.receive() == {"op": "end", "status": "complete"}
+    code, _, err = finish(head)
+    assert code == 0, err
+    events = read_events(session_of(nodes.tmp / "node0"))
+    theirs = [e for e in events if e.get("node") is not None and e["type"] != "gpu"]
+    assert [e["type"] for e in theirs] == ["run_start", "epoch", "run_end"]
+    assert all(e["node"] == 1 for e in theirs) and theirs[0]["pid"] == 4243
+    assert all(abs(e["t"] - sent) < 10 for e in theirs)
+    (end0,) = [e for e in events if e["type"] == "run_end" and "node" not in e]
+    assert end0["status"] == "ok" and end0["malformed"] == 3  # the batch, the other run's epoch, the line
+    node.sock.close()

@@ -139,7 +139,6 @@ class Channel:
         self.reader, self.writer = reader, writer
         peer = writer.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        self.bad = 0  # lines that were no message
 
     def send(self, message: dict[str, Any]) -> None:
         """Queue ``message`` (sent as the loop gets to it); dropped once the connection is closed."""
@@ -156,21 +155,21 @@ class Channel:
             await self.writer.drain()
 
     async def receive(self) -> dict[str, Any] | None:
-        """The next message; None once the connection closed. A line that is no message is skipped."""
-        while True:
-            try:
-                line = await read_event_line(self.reader)
-            except (ConnectionError, OSError):
-                return None
-            if line == b"":
-                return None
-            try:
-                message = json.loads(line) if line is not None else None
-            except ValueError:
-                message = None
-            if isinstance(message, dict) and isinstance(message.get("op"), str):
-                return message
-            self.bad += 1
+        """The next message; None once the connection closed. A line that is no message (not JSON, no
+        ``op``, longer than ``MESSAGE_LIMIT``) is ``{"op": "malformed"}``."""
+        try:
+            line = await read_event_line(self.reader)
+        except (ConnectionError, OSError):
+            return None
+        if line == b"":
+            return None
+        try:
+            message = json.loads(line) if line is not None else None
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and isinstance(message.get("op"), str):
+            return message
+        return {"op": "malformed"}
 
     def close(self) -> None:
         with contextlib.suppress(RuntimeError):
@@ -399,7 +398,9 @@ class Head:
             if message is None:
                 break
             op = message.get("op")
-            if op == "event":
+            if op == "malformed" and self.engine is not None:
+                self.engine.call(self.engine.relayed_malformed, None)
+            elif op == "event":
                 self._relay(member, message.get("event"))
             elif op == "ready":
                 futures = self._ready.get(str(message.get("run")), {})
@@ -555,12 +556,16 @@ class HeadEngine(Engine):
 
     # -- what the other nodes send (on the engine's loop) ---------------------------------------------
     def relayed_malformed(self, run: str | None) -> None:
+        """A line another node sent that was no event: counted in the run's run_end (the run in progress
+        when it names none, or one that is not the plan's)."""
+        if (run is None or run not in self.model.runs) and self._across is not None:
+            run = self._across.spec.run_id
         self._relayed_bad[run] = self._relayed_bad.get(run, 0) + 1
 
     def node_event(self, node: int, event: dict[str, Any]) -> None:
         run = event.get("run")
         if run is not None and run not in self.model.runs:
-            self.relayed_malformed(None)
+            self.relayed_malformed(run)
             return
         self._record(event)
         across = self._across
