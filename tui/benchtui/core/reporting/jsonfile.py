@@ -96,6 +96,7 @@ def run_dict(run: RunSeries) -> dict[str, Any]:
         "status": str(run.status),
         "reason": run.reason,
         "devices": run.devices,
+        **({"nodes": run.nodes} if run.nodes > 1 else {}),  # several machines (issue 33): only then
         "batch_size": run.batch_size,
         "samples_per_epoch": run.samples_per_epoch,
         "build_s": run.figures.get("build_s"),

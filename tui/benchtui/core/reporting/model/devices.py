@@ -220,7 +220,8 @@ def _ranks_text(ranks: tuple[int, int] | None) -> str:
 
 def node_views(summary: SessionSummary) -> list[Nodes]:
     """Every cell on several machines: a row per node (node, host, ranks, step time, vs the fastest node, its
-    slowest rank, GPU util, power, peak memory), then its straggler line and the inter-node link; [] on one node.
+    slowest rank, GPU util, peak memory), then its straggler line and the inter-node link; [] on one node.
+    Power is in the csv and json: the table fits 80 columns without it.
 
     Columns nobody has are left out: the slowest rank where no framework timed each rank, GPU figures on a CPU.
     """
@@ -234,11 +235,11 @@ def node_views(summary: SessionSummary) -> list[Nodes]:
 def _node_view(row: CellSummary) -> Nodes:
     per = row.per_node or ()
     ranked = any(f.rank_step_s for f in per)
-    gpus = any(x is not None for f in per for x in (f.util, f.power_w, f.mem_max))
+    gpus = any(x is not None for f in per for x in (f.util, f.mem_max))
     unfinished = any(f.status != "ok" for f in per)
     header = ["Node", "Host", "Ranks", "Step time (ms)", "vs fastest"]
-    header += ["Slowest rank"] if ranked else []
-    header += ["GPU util", "Power", "Peak memory"] if gpus else []
+    header += ["Slowest rank (ms)"] if ranked else []
+    header += ["GPU util", "Peak memory"] if gpus else []
     header += ["Status"] if unfinished else []
     fastest = min((f.step_s for f in per if f.step_s), default=None)
     table_rows = []
@@ -249,12 +250,11 @@ def _node_view(row: CellSummary) -> Nodes:
             timed = [(i, s) for i, s in enumerate(f.rank_step_s) if s is not None]
             if timed and f.ranks is not None:
                 i, slowest = max(timed, key=lambda t: t[1])
-                cells.append(f"{f.ranks[0] + i} ({milliseconds(slowest)} ms)")
+                cells.append(f"{f.ranks[0] + i}: {milliseconds(slowest)}")
             else:
                 cells.append("–")
         if gpus:
             cells.append("–" if f.util is None else f"{f.util:.0f}%")
-            cells.append("–" if f.power_w is None else f"{f.power_w:.0f} W")
             cells.append(fmt.bytes_(f.mem_max))
         if unfinished:
             cells.append(f.status)
