@@ -309,6 +309,27 @@ def test_a_run_across_nodes_is_headless(nodes: Nodes) -> None:
     assert not (nodes.tmp / "node0").exists()
 
 
+def test_node_1_interrupted_fails_the_run_on_node_0_with_its_reason(nodes: Nodes) -> None:
+    head = nodes.start(0, "--runs", "2", env={"STANDIN_MODE": "hang"})
+    other = nodes.start(1, "--runs", "2", env={"STANDIN_MODE": "hang"})
+    pids = nodes.wait_runners(2)
+    other.send_signal(signal.SIGINT)
+    code1, _, err1 = finish(other, within=30)
+    code0, _, err0 = finish(head, within=30)
+    assert (code0, code1) == (1, 130), err0 + err1
+    host = socket.gethostname()
+    events = read_events(session_of(nodes.tmp / "node0"))
+    ends = [
+        (e["run"], e["status"], e["reason"]) for e in events if e["type"] == "run_end" and "node" not in e
+    ]
+    first, later = "001-tensorflow-resnet50-n2x1-1", "002-tensorflow-resnet50-n2x1-2"
+    assert ends == [
+        (first, "failed", f"node 1 ({host}): session interrupted"),
+        (later, "failed", f"node 1 ({host}) was lost: its connection closed"),
+    ]
+    assert not [pid for pid in pids if alive(pid)]
+
+
 def test_node_1_lost_fails_this_run_and_every_later_one(nodes: Nodes) -> None:
     head = nodes.start(0, "--runs", "2", env={"STANDIN_MODE": "hang"})
     other = nodes.start(1, "--runs", "2", env={"STANDIN_MODE": "hang"})

@@ -731,6 +731,7 @@ class Follower(Engine):
         self._go: dict[str, dict[str, Any]] = {}
         self._aborts: dict[str, str] = {}
         self._runs: set[asyncio.Task[None]] = set()
+        self._leaving = asyncio.Event()
 
     async def join(self) -> None:
         """Reach node 0 (retrying until the timeout), say who this node is, and wait for its welcome:
@@ -825,16 +826,22 @@ class Follower(Engine):
         return self.end_status or ("interrupted" if self._cancelled else "failed")
 
     def cancel(self) -> None:
+        """Ctrl+C on this node: its runner stopped, its run's end ("interrupted") sent, then it leaves
+        (node 0 fails the run with that reason, and every later one: this node is gone)."""
         super().cancel()
-        if self.channel is not None:
-            self.channel.close()  # node 0 hears this node went away; its run ends there too
+        self._leaving.set()
 
     async def _follow(self) -> None:
         assert self.channel is not None
         channel = self.channel
         receiving = asyncio.ensure_future(channel.receive())
+        leaving = asyncio.ensure_future(self._leaving.wait())
         while True:
-            message = await receiving
+            await asyncio.wait({receiving, leaving}, return_when=asyncio.FIRST_COMPLETED)
+            if leaving.done():
+                receiving.cancel()
+                break
+            message = receiving.result()
             if message is None:
                 if not self._cancelled:
                     self.lost = f"node 0 at {self.cluster.address} was lost: its connection closed"
@@ -863,6 +870,7 @@ class Follower(Engine):
                 self.end_status = str(message.get("status") or "")
                 receiving.cancel()
                 break
+        leaving.cancel()
         if self._runs:
             await asyncio.gather(*self._runs, return_exceptions=True)
 

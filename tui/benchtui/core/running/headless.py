@@ -324,6 +324,9 @@ def run_follower(
         return await follower.run()
 
     status = asyncio.run(main())
+    if follower.cancelled:
+        say(f"{node}: interrupted; node 0's run fails with it")
+        return 130
     if follower.lost:
         say(f"benchtui: error: {_shown(follower.lost)}")
         return 1
