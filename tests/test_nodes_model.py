@@ -204,3 +204,41 @@ def test_one_node_scaling_points_read_as_before(tmp_path: Path) -> None:
         assert all("nodes" not in p and "workers" not in p for p in curve["points"])
     assert all(not set(NODE_KEYS) & set(row) for row in summary["rows"])
     assert math.isfinite(summary["scaling"][0]["points"][1]["efficiency"])
+
+
+def test_a_node_s_gpus_from_its_samples_where_its_run_end_has_none(tmp_path: Path) -> None:
+    """Node 1's run_end without its GPUs' figures: they come from its samples while it trained, the same
+    folded live (in order) and loaded (samples last, as ``load_session`` folds them)."""
+    path = make_session(tmp_path, nodes=2, runs=2, frameworks=("torch",))
+    events = list(read_events(path))
+    for event in events:
+        if event["type"] == "run_end" and event.get("node") == 1:
+            del event["per_gpu"]
+    # As the engine writes them (compact): loading holds the GPU samples back by that prefix.
+    lines = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events)
+    (path / "events.jsonl").write_text(lines, encoding="utf-8")
+    (path / "summary.json").unlink()
+    starts = {
+        e["run"]: e["t"]
+        for e in events
+        if e.get("node") == 1 and e["type"] == "phase" and e["name"] == "first_batch" and e["edge"] == "start"
+    }
+    ends = {e["run"]: e["t"] for e in events if e.get("node") == 1 and e["type"] == "run_end"}
+    per_run = []
+    for rid in starts:
+        utils = [
+            e["gpus"][0]["util"]
+            for e in events
+            if e["type"] == "gpu"
+            and e.get("node") == 1
+            and e["run"] == rid
+            and starts[rid] < e["t"] <= ends[rid]
+        ]
+        assert len(utils) > 3 and min(utils) >= 80  # busy: the factory's node samples while it trains
+        per_run.append(sum(utils) / len(utils))
+    want = sum(per_run) / len(per_run)
+    live = fold(plan_of(path), events)
+    loaded = load_session(path).model
+    for model in (live, loaded):
+        (row,) = model.rows()
+        assert row.per_node is not None and row.per_node[1].util == pytest.approx(want, rel=1e-12)

@@ -269,6 +269,9 @@ class NodeRun(RunState):
 
     node: int = 0
     last_gpus: list[dict[str, Any]] = field(default_factory=list)  # its GPUs in node k's newest sample
+    # When its first batch started, by the event's ``t`` (node 0's clock: node 0 shifts what node k sends onto
+    # it; a phase's own ``at`` is node k's runner's): from then to its run_end its GPU samples are training's.
+    trained_from: float | None = None
 
 
 def loss_word(value: float) -> str:

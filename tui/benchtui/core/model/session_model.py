@@ -178,6 +178,9 @@ class SessionModel:
                 share.malformed = int(event.get("malformed") or 0)
                 share.ended_t = event.get("t")
             else:
+                if kind == "phase" and event.get("name") == "first_batch" and event.get("edge") == "start":
+                    t = event.get("t")
+                    share.trained_from = float(t) if isinstance(t, (int, float)) else None
                 handler = self._handlers.get(kind) if isinstance(kind, str) else None
                 if handler is not None:
                     handler(share, event)
@@ -200,14 +203,14 @@ class SessionModel:
             and isinstance(gpus[i], dict)
         ]
         share.last_gpus = [dict(g) for _, g in readings]
-        # While it trained: live, its status says so; loading folds samples after every other event, so then
-        # by its own clock (node k's samples and runner share its machine's monotonic clock), first batch to end.
-        t, start = sample.get("t"), share.phases.get("first_batch", {}).get("start")
+        # While it trained: live, its status says so; loading folds samples after every other event, so then by
+        # the events' ``t`` (node 0 puts what node k sends on its own clock), its first batch to its run_end.
+        t, start = sample.get("t"), share.trained_from
         trained = share.status is RunStatus.RUNNING or (
             share.finished
             and isinstance(t, (int, float))
             and start is not None
-            and start <= t <= (share.ended_t if isinstance(share.ended_t, (int, float)) else math.inf)
+            and start < t <= (share.ended_t if isinstance(share.ended_t, (int, float)) else math.inf)
         )
         if trained:
             for index, gpu in readings:
