@@ -198,3 +198,10 @@ def test_one_node_sessions_have_no_node_columns(tmp_path: Path) -> None:
     assert "node" not in out.getvalue().splitlines()[0].split(",")
     for text in (_show(report), _write(report, markdown), _write(report, htmlreport)):
         assert "Nodes:" not in text and "nodes × devices" not in text and "Inter-node" not in text
+
+
+def test_trackers_name_the_nodes(report: Report) -> None:
+    from benchtui.core.reporting import trackers
+
+    names = {trackers.device_name(row, report.summary.frameworks) for row in report.summary.rows}
+    assert names == {"2 nodes x 2x NVIDIA H100 80GB HBM3"}

@@ -71,6 +71,8 @@ def device_name(row: CellSummary, frameworks: Mapping[str, Any]) -> str:
     device = device if isinstance(device, Mapping) else {}
     kind = row.device_kind or device.get("type") or "device"
     name = "cpu" if kind == "cpu" else str(device.get("name") or kind)
+    if row.per_node is not None and row.nodes > 1:  # several machines (issue 33): '2 nodes x 4x NVIDIA ...'
+        return f"{row.nodes} nodes x " + (f"{row.devices}x {name}" if row.devices > 1 else name)
     return f"{row.devices}x {name}" if row.devices > 1 else name
 
 
