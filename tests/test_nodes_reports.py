@@ -19,7 +19,7 @@ from tests.reporttext import written as _write
 
 from benchtui.core.fmt import milliseconds
 from benchtui.core.model.cell import CellSummary, NodeFigures
-from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown
+from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, trackers
 from benchtui.core.reporting.model import Report, build_report
 from benchtui.core.store.session import load_session
 from sessionfactory import make_session
@@ -201,7 +201,5 @@ def test_one_node_sessions_have_no_node_columns(tmp_path: Path) -> None:
 
 
 def test_trackers_name_the_nodes(report: Report) -> None:
-    from benchtui.core.reporting import trackers
-
     names = {trackers.device_name(row, report.summary.frameworks) for row in report.summary.rows}
     assert names == {"2 nodes x 2x NVIDIA H100 80GB HBM3"}
