@@ -203,3 +203,9 @@ def test_one_node_sessions_have_no_node_columns(tmp_path: Path) -> None:
 def test_trackers_name_the_nodes(report: Report) -> None:
     names = {trackers.device_name(row, report.summary.frameworks) for row in report.summary.rows}
     assert names == {"2 nodes x 2x NVIDIA H100 80GB HBM3"}
+
+
+def test_the_telemetry_plots_are_node_0_s(path: Path, report: Report) -> None:
+    samples = load_session(path).folder.gpu_samples()
+    assert any("node" in s for s in samples)
+    assert list(report.telemetry) == [s for s in samples if "node" not in s]

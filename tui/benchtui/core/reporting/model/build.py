@@ -128,7 +128,8 @@ def build_report(
         ),
         warmup_notes=[fmt.clean(line) for line in stall_lines(summary, times_by_epoch)],
         runs=run_series(loaded),
-        telemetry=tuple(loaded.folder.gpu_samples()) if telemetry else (),
+        # Node 0's samples: another node's GPUs (tagged ``node``) are in its row of the Nodes tables, not here.
+        telemetry=tuple(s for s in loaded.folder.gpu_samples() if "node" not in s) if telemetry else (),
     )
 
 
