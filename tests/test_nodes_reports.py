@@ -20,6 +20,7 @@ from tests.reporttext import written as _write
 from benchtui.core.fmt import milliseconds
 from benchtui.core.model.cell import CellSummary, NodeFigures
 from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, trackers
+from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.model import Report, build_report
 from benchtui.core.store.session import load_session
 from sessionfactory import make_session
@@ -213,3 +214,11 @@ def test_the_telemetry_plots_are_node_0_s(path: Path, report: Report) -> None:
     samples = load_session(path).folder.gpu_samples()
     assert any("node" in s for s in samples)
     assert list(report.telemetry) == [s for s in samples if "node" not in s]
+
+
+def test_compare_says_the_nodes_differ(tmp_path: Path) -> None:
+    one = make_session(tmp_path / "a", runs=2, frameworks=("torch",))
+    two = make_session(tmp_path / "b", nodes=2, runs=2, frameworks=("torch",))
+    cmp = compare_sessions(one, two)
+    assert "--nodes: 1 vs 2" in cmp.differences
+    assert "--nodes: 1 vs 2" not in compare_sessions(one, one).differences

@@ -257,6 +257,10 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
             continue
         if va != vb:
             out.append(f"{flag}: {_value(key, va)} vs {_value(key, vb)}")
+    if (
+        a.plan.nodes != b.plan.nodes
+    ):  # several machines (issue 33): a plan records them only when more than one
+        out.append(f"--nodes: {a.plan.nodes} vs {b.plan.nodes}")
     sa, sb = (_sweep_text(p.sweep) for p in (a.plan, b.plan))
     if sa != sb:  # cells are matched by point: a sweep against another grid compares only the points shared
         out.append(
