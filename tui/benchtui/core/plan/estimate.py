@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchtui.core.plan.plan import Plan, from_preset, run_order
+from benchtui.core.plan.plan import Plan, from_preset, run_order, scale_list, scale_words
 from benchtui.core.plan.sweep import applies
 from benchtui_runners import catalog
 
@@ -133,9 +133,20 @@ def shared_points(plan: Plan) -> str:
     return "; ".join(parts)
 
 
+def nodes_words(plan: Plan) -> str:
+    """Where a plan across several machines trains, in words: "on 2 nodes × 1 device" (each run), or with
+    ``--scaling`` its scale points in run order, "at 1 node × 1, 2 devices, then 2, 4 nodes × 2 devices"
+    ('' for a plan on one machine, which says its devices as before)."""
+    if plan.nodes <= 1:
+        return ""
+    scales = plan.scale_points()
+    return f"on {scale_words(scales[0])}" if len(scales) == 1 else f"at {scale_list(scales)}"
+
+
 def sweep_words(plan: Plan, cores: float, gpu: bool = False) -> str:
     """A sweep's size and rough duration, said before it starts: "4 points × 2 frameworks × 2 runs = 14 runs
-    (tf.keras shares its channels-last points), about 3 minutes" ('' for a plan without a sweep).
+    (tf.keras shares its channels-last points), about 3 minutes" ('' for a plan without a sweep); across
+    nodes, where ("= 8 runs on 2 nodes × 1 device"; with --scaling its scale points are a factor).
 
     The duration is the CPU's estimate (``cpu_seconds`` on ``cores`` idle cores); on a GPU (``gpu``) the runs
     are said without one, as there is no honest basis for it. A batch search's probes come on top."""
@@ -145,11 +156,17 @@ def sweep_words(plan: Plan, cores: float, gpu: bool = False) -> str:
         head = _plural(len(plan.device_counts()), "device count")
     else:
         head = _plural(len(plan.points()), "point")
-    parts = [head, _plural(len(plan.frameworks), "framework")]
+    scales = plan.scale_points()
+    parts = [head]
+    if plan.nodes > 1 and len(scales) > 1:  # the runs of every point at each of them
+        parts.append(_plural(len(scales), "scale point"))
+    parts.append(_plural(len(plan.frameworks), "framework"))
     if len(plan.models) > 1:
         parts.append(_plural(len(plan.models), "model"))
     parts.append(_plural(plan.runs, "run"))
     text = f"{' × '.join(parts)} = {_plural(plan.run_count(), 'run')}"
+    if plan.nodes > 1:
+        text += f" {nodes_words(plan)}"
     shared = shared_points(plan)
     if shared:
         text += f" ({shared})"

@@ -14,10 +14,12 @@ answers.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from benchtui.core.plan.nodes import DEFAULT_PORT, JOIN_TIMEOUT_S, SLURM, slurm_nodes
 from benchtui.core.plan.sweep import AXES
 from benchtui_runners.config import COMPILE_MODES, HEADS, OPTIMIZERS, PRECISIONS, TASKS
 from benchtui_runners.timing import TIMINGS
@@ -72,6 +74,39 @@ def device_list(text: str) -> tuple[int, list[int]]:
     return len(numbers), numbers
 
 
+def node_count(text: str) -> int | str:
+    """``--nodes``: a count of machines, or ``slurm`` (``NodesAction`` reads the count from Slurm)."""
+    if text.strip().lower() == SLURM:
+        return SLURM
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a count of machines or slurm, got {text!r}") from None
+
+
+#: An argparse action class (``Option.action``: its name, or a class such as ``NodesAction``).
+ActionClass = type[argparse.Action]
+#: The namespace's attribute saying where ``--nodes`` came from: "flags" or "slurm" (absent: not given).
+NODES_FROM = "nodes_from"
+
+
+class NodesAction(argparse.Action):
+    """``--nodes N``, or ``--nodes slurm``: the count Slurm's variables give, read as the command line is
+    (``nodes.slurm_nodes``; PlanError, one line, outside Slurm), so that the plan records a count like any
+    other; ``nodes_from`` keeps which it was, for ``nodes.cluster_from_args``."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        slurm = values == SLURM
+        setattr(namespace, self.dest, slurm_nodes(os.environ) if slurm else values)
+        setattr(namespace, NODES_FROM, SLURM if slurm else "flags")
+
+
 @dataclass(frozen=True)
 class Option:
     """One plan option. ``field``: the ``Plan`` field the flag sets as given ('' where the flag is read by
@@ -88,7 +123,7 @@ class Option:
     help: str | None = None
     metavar: str | None = None
     type: Callable[[str], Any] | None = None
-    action: str | None = None
+    action: str | ActionClass | None = None
     nargs: str | None = None
     const: Any = None
     default: Any = None
@@ -280,10 +315,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--nodes",
         "nodes",
-        type=int,
-        metavar="N",
-        help="train every run across N machines (one benchtui per node, the same plan on each: --node-rank, "
-        "--rendezvous), or 'slurm' to read them from Slurm's variables",
+        type=node_count,
+        action=NodesAction,
+        metavar="N|slurm",
+        help="train every run across N machines, the same plan on each (one benchtui per node: --node-rank, "
+        "--rendezvous); slurm: read them from Slurm's variables (srun, one task per node)",
         shapes=True,
         most=1024,
         positive=True,
@@ -526,6 +562,31 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 
+#: Where this benchtui stands among the plan's ``--nodes`` machines: not the plan's (every node runs the same
+#: plan, and a node whose plan differs is refused), read by ``nodes.cluster_from_args``. Their own group.
+NODE_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "--node-rank",
+        type=int,
+        metavar="R",
+        help="with --nodes N: this machine's rank, 0 on the machine at --rendezvous (it records the session), "
+        "1 to N-1 on the others",
+    ),
+    Option(
+        "--rendezvous",
+        metavar="HOST:PORT",
+        help="with --nodes: node 0's address and a free port on it, the same on every node ([ADDRESS]:PORT "
+        f"for IPv6); with --nodes slurm, a PORT alone or nothing: the job step's first host, port {DEFAULT_PORT}",
+    ),
+    Option(
+        "--node-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"with --nodes: how long the nodes wait for each other at the rendezvous (default {JOIN_TIMEOUT_S:g})",
+    ),
+)
+NODES_GROUP_TITLE = "several machines (with --nodes: where this benchtui stands among them, not the plan's)"
+
 BY_FLAG: dict[str, Option] = {o.flag: o for o in OPTIONS}
 BY_FIELD: dict[str, Option] = {o.field: o for o in OPTIONS if o.field}
 
@@ -562,10 +623,14 @@ FORM_NUMBERS: dict[str, str] = {o.field: o.form or o.flag for o in OPTIONS if o.
 
 
 def add_plan_args(parser: argparse.ArgumentParser) -> None:
-    """``benchtui run``'s plan flags, one argument group, in ``OPTIONS``'s order."""
+    """``benchtui run``'s plan flags, one argument group, in ``OPTIONS``'s order; then where this node
+    stands among several (``NODE_OPTIONS``), a group of their own."""
     group = parser.add_argument_group(PLAN_GROUP_TITLE)
     for option in OPTIONS:
         option.add_to(group)
+    nodes = parser.add_argument_group(NODES_GROUP_TITLE)
+    for option in NODE_OPTIONS:
+        option.add_to(nodes)
 
 
 def given(args: argparse.Namespace, option: Option) -> bool:

@@ -82,6 +82,33 @@ def _whole(value: Any, lo: int, hi: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def scale_words(at: Scale) -> str:
+    """'2 nodes × 4 devices': where a run trains."""
+    return f"{plural(at.nodes, 'node')} × {plural(at.devices, 'device')}"
+
+
+def scale_list(points: list[Scale]) -> str:
+    """'1 node × 1, 2 devices, then 2, 4 nodes × 2 devices': a plan's scale points, in run order, each run
+    of points on one node count (or at one device count) said once."""
+    parts: list[str] = []
+    i = 0
+    while i < len(points):
+        at = points[i]
+        if at.nodes == 1:  # 1 node at 1, 2, 4 ... devices
+            devices = [p.devices for p in points[i:] if p.nodes == 1]
+            parts.append(f"1 node × {', '.join(map(str, devices))} device{'s' if devices != [1] else ''}")
+            i += len(devices)
+        else:  # then 2, 4 ... nodes at the plan's devices
+            nodes = [p.nodes for p in points[i:] if p.devices == at.devices and p.nodes > 1]
+            parts.append(f"{', '.join(map(str, nodes))} nodes × {plural(at.devices, 'device')}")
+            i += len(nodes)
+    return ", then ".join(parts)
+
+
 @dataclass
 class Plan:
     """A benchmark session's protocol. Defaults are the study's."""
@@ -364,13 +391,23 @@ class Plan:
         if self.global_batch:
             if self.batch_auto:
                 raise PlanError("--global-batch fixes the batch: it cannot go with --batch-size auto")
-            for count in sorted({at.workers for at in self.scale_points()}):
-                if self.global_batch % count:
+            points = self.scale_points()
+            for at in sorted({at.workers: at for at in points}.values(), key=lambda at: at.workers):
+                if self.global_batch % at.workers == 0:
+                    continue
+                if self.nodes > 1:
                     raise PlanError(
-                        f"--global-batch {self.global_batch} does not divide among {count} devices: "
-                        "choose a multiple of every device count"
-                        + (" (the scaling runs 1, 2, 4 ... N)" if self.scaling else "")
+                        f"--global-batch {self.global_batch} does not divide among {at.workers} devices "
+                        f"({scale_words(at)}): choose a multiple of every count the runs train on"
+                        + (f" ({scale_list(points)})" if len(points) > 1 else "")
                     )
+                raise PlanError(
+                    f"--global-batch {self.global_batch} does not divide among {at.workers} devices: "
+                    "choose a multiple of every device count"
+                    + (" (the scaling runs 1, 2, 4 ... N)" if self.scaling else "")
+                )
+        if self.nodes > 1:
+            self._validate_nodes()
         if n == 1 and not self.scaling:
             return
         if isinstance(self.device, str) and ":" in self.device:
@@ -388,6 +425,45 @@ class Plan:
             raise PlanError(
                 "keras-torch cannot train data parallel: Keras 3's keras.distribution runs on JAX only "
                 "(use torch for DDP, keras-jax or tensorflow for Keras)"
+            )
+
+    def _validate_nodes(self) -> None:
+        """What a plan across several machines cannot measure, one line each: what searches or profiles one
+        device on one machine, what no multi-node engine runs, and a devices sweep (``--scaling`` is the
+        sweep across nodes)."""
+        across = f"across --nodes {self.nodes}"
+        if self.task != "train":
+            raise PlanError("--nodes measures data-parallel training: --task inference runs on one device")
+        if "keras-torch" in self.frameworks:
+            raise PlanError(
+                "keras-torch cannot train across nodes: Keras 3's keras.distribution runs on JAX only "
+                "(use torch for DDP, keras-jax or tensorflow for Keras)"
+            )
+        if self.batch_auto:
+            raise PlanError(
+                f"--batch-size auto searches one device on one machine: {across} give the per-device batch "
+                "(--batch-size N) or the total (--global-batch N)"
+            )
+        sweep = self.sweep if isinstance(self.sweep, dict) else {}
+        if "settings" in sweep:
+            raise PlanError(
+                "--best searches each framework's largest batch on one device: run it on one machine "
+                "(without --nodes)"
+            )
+        if "auto" in [str(v) for v in sweep.get("batch", [])]:
+            raise PlanError(
+                f"--sweep batch auto searches one device on one machine: {across} sweep numbers of samples "
+                "per device"
+            )
+        if "devices" in sweep:
+            raise PlanError(
+                f"--sweep devices runs on one machine: {across} use --scaling (1 node at 1, 2, 4 ... "
+                "devices, then 2, 4 ... nodes)"
+            )
+        if self.profile:
+            raise PlanError(
+                "--profile keeps each run's traces on the machine that made them: profile on one machine "
+                "(without --nodes)"
             )
 
     def validate(self) -> Plan:
@@ -472,18 +548,20 @@ class Plan:
                 raise PlanError(f"--batch-size for {model} must be a positive whole number")
         if not isinstance(self.max_batch_size, int) or self.max_batch_size < 0:
             raise PlanError(f"--max-batch-size must be a positive whole number, got {self.max_batch_size!r}")
+        widest = max(self.scale_points(), key=lambda at: at.workers)  # the most devices a run trains on
         for model in self.models:
             info = catalog.MODELS[model]
-            most = max(self.device_counts())
+            most = widest.workers
             if (
                 not self.batch_auto
                 and "batch" not in self.sweep
                 and self.batch_size(model, devices=most) * most > self.samples
             ):
+                on = f"{most} devices" if self.nodes == 1 else scale_words(widest)
                 what = (
                     f"batch size {self.batch_size(model)}"
                     if most == 1
-                    else (f"the global batch {self.batch_size(model, devices=most) * most} ({most} devices)")
+                    else (f"the global batch {self.batch_size(model, devices=most) * most} ({on})")
                 )
                 raise PlanError(f"{what} for {model} is larger than --samples {self.samples}")
             if info.group == "custom" and not any(catalog.available(fw, model)[0] for fw in self.frameworks):
@@ -580,14 +658,12 @@ class Plan:
                 raise PlanError(
                     "--sweep batch auto searches one device: with --devices sweep numbers of samples per device"
                 )
-            most = max(self.device_counts())
+            widest = max(self.scale_points(), key=lambda at: at.workers)
+            most = widest.workers
             for value in batches:
                 if value.isdigit() and int(value) * most > self.samples:
-                    what = (
-                        f"batch {value}"
-                        if most == 1
-                        else f"batch {value} on {most} devices ({int(value) * most})"
-                    )
+                    on = f"{most} devices" if self.nodes == 1 else scale_words(widest)
+                    what = f"batch {value}" if most == 1 else f"batch {value} on {on} ({int(value) * most})"
                     raise PlanError(f"--sweep {what} is larger than --samples {self.samples}")
         infos = [catalog.MODELS[m] for m in self.models]
         if "seq-len" in sweep:
