@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from tests.reporttext import flat, html_table, md_section, terminal_rows
 from tests.reporttext import shown as _show
 from tests.reporttext import written as _write
@@ -22,6 +23,7 @@ from benchtui.core.model.cell import CellSummary, NodeFigures
 from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, trackers
 from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.model import Report, build_report
+from benchtui.core.reporting.terminal import summary_view
 from benchtui.core.store.session import load_session
 from sessionfactory import make_session
 
@@ -222,3 +224,12 @@ def test_compare_says_the_nodes_differ(tmp_path: Path) -> None:
     cmp = compare_sessions(one, two)
     assert "--nodes: 1 vs 2" in cmp.differences
     assert "--nodes: 1 vs 2" not in compare_sessions(one, one).differences
+
+
+def test_the_sessions_screen_says_each_cell_s_straggler(report: Report) -> None:
+    out = io.StringIO()
+    Console(file=out, width=200).print(summary_view(report, 200))
+    for fw in ("torch", "tensorflow"):
+        slow = row_of(report, fw).node_straggler
+        assert slow is not None
+        assert f"ResNet50 · {LABELS[fw]} nodes · {slow.text}" in out.getvalue()

@@ -619,6 +619,11 @@ def summary_view(report: Report, width: int) -> Group:
     parts += [  # a scaling session: each framework's curve in words
         Text(f"{model_label(view.model)} scaling · {line}") for view in report.scaling for line in view.lines
     ]
+    parts += [  # several machines (issue 33): each cell's straggler, or that there is none
+        Text(f"{model_label(view.model)} · {framework_label(view.framework)} nodes · {view.straggler}")
+        for view in report.node_views
+        if view.straggler
+    ]
     return Group(*parts)
 
 

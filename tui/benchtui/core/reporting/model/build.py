@@ -101,7 +101,13 @@ def build_report(
         wiring=None if wiring is None else clean_table(wiring),
         nodes=summary.nodes,
         node_views=[
-            Nodes(v.model, v.framework, clean_table(v.table), [fmt.clean(line) for line in v.lines])
+            Nodes(
+                v.model,
+                v.framework,
+                clean_table(v.table),
+                [fmt.clean(line) for line in v.lines],
+                fmt.clean(v.straggler),
+            )
             for v in node_views(summary)
         ],
         why=[

@@ -270,4 +270,7 @@ def _node_view(row: CellSummary) -> Nodes:
                 lines.append(f"node {f.node}'s runner named another link: {f.link}")
     title = f"Nodes: {model_label(row.model)} · {framework_label(row.framework)} on {row.nodes} machines"
     align = ["r", "l", "r", "r", "r"] + ["r"] * (len(header) - 5)
-    return Nodes(row.model, row.framework, Table(title, header, table_rows, align, NODES_NOTE), lines)
+    straggler = row.node_straggler.text if row.node_straggler is not None else ""
+    return Nodes(
+        row.model, row.framework, Table(title, header, table_rows, align, NODES_NOTE), lines, straggler
+    )

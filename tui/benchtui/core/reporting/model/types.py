@@ -82,6 +82,7 @@ class Nodes:
     framework: str
     table: Table
     lines: list[str]
+    straggler: str = ""  # its straggler line alone ('' when fewer than two nodes were timed)
 
 
 @dataclass
