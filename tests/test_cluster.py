@@ -5,6 +5,7 @@ differ, a node that never comes, a node or its runner killed mid-run, node 0 kil
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from benchtui.core.running.launcher import LocalLauncher
 from support import ROOT, benchtui, read_events
 
 #: A runner that needs no framework: a clean run of its --config (steps of STANDIN_STEP_S), its hello's
@@ -448,3 +450,62 @@ def test_what_another_node_sends_is_checked_again_and_tagged_on_node_0(nodes: No
     (end0,) = [e for e in events if e["type"] == "run_end" and "node" not in e]
     assert end0["status"] == "ok" and end0["malformed"] == 3  # the batch, the other run's epoch, the line
     node.sock.close()
+
+
+class StandIn(LocalLauncher):
+    """The stand-in runner (``STANDIN``, written to ``python``) for runs started in this process."""
+
+    def __init__(self, python: Path) -> None:
+        self.python = python
+
+    def command(self, python: str, args: list[str]) -> list[str]:
+        return [str(self.python), *args]
+
+
+def test_each_nodes_gpus_are_summed_in_its_own_run_end(nodes: Nodes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both nodes in this process (node 0's channel in its thread, node 1 on the same loop), each with a
+    fake GPU: a run on several nodes names its one GPU in every sample, so each node's run_end carries that
+    GPU's sums (node 0's loading reads node k's GPUs from its run_end: its samples may be cut)."""
+    from benchtui.core.plan.nodes import Cluster
+    from benchtui.core.running.cluster import Follower, Head, HeadEngine
+    from benchtui.core.running.sampler import Sampler
+    from benchtui.core.store.session import SessionWriter
+    from support import small_plan
+    from test_sampler import FakeNVML
+
+    monkeypatch.setenv("STANDIN_PIDS", str(nodes.pids))
+    monkeypatch.setenv("STANDIN_STEP_S", "0.1")
+    plan = small_plan(frameworks=["tensorflow"], runs=1, epochs=2, nodes=2).validate()
+    place = {"host": "127.0.0.1", "port": nodes.port, "timeout_s": 20.0}
+
+    async def both() -> tuple[str, str, Path]:
+        head = Head(Cluster(2, 0, **place), plan)  # type: ignore[arg-type]
+        try:
+            head.listen()
+            follower = Follower(
+                plan,
+                Cluster(2, 1, **place),  # type: ignore[arg-type]
+                nodes.tmp / "node1",
+                sampler=Sampler(0.05, lambda sample: None, nvml=FakeNVML()),
+                launcher=StandIn(nodes.python),
+            )
+            joining = asyncio.ensure_future(follower.join())
+            await asyncio.to_thread(head.gather)
+            writer = SessionWriter.create(plan, nodes.tmp / "node0")
+            head.welcome(writer.path.name)
+            await joining
+            sampler = Sampler(0.05, lambda sample: None, nvml=FakeNVML())
+            engine = HeadEngine(plan, writer, head, sampler=sampler, launcher=StandIn(nodes.python))
+            status0, status1 = await asyncio.gather(engine.run(), follower.run())
+            return status0, status1, writer.path
+        finally:
+            head.close()
+
+    status0, status1, session = asyncio.run(both())
+    assert (status0, status1) == ("complete", "complete")
+    events = read_events(session)
+    ends = {e.get("node", 0): e for e in events if e["type"] == "run_end"}
+    for node in (0, 1):
+        (gpu,) = ends[node]["per_gpu"]
+        assert gpu["index"] == 0 and gpu["samples"] >= 1 and gpu["util"] == 97
+    assert any(e["type"] == "gpu" and e.get("node") == 1 and e.get("devices") == [0] for e in events)

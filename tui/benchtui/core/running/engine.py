@@ -568,7 +568,7 @@ class Engine(Pausable):
                 await proc.terminate()
             self._run_start(spec, python, proc.pid)
             if self.sampler is not None:
-                self.sampler.set_target(spec.run_id, proc.pid, self._run_gpus(spec))
+                self.sampler.set_target(spec.run_id, proc.pid, self._run_gpus(spec), listed=spec.nodes > 1)
             try:
                 malformed = await self._pump(spec, proc, log)
                 returncode = await proc.process.wait()

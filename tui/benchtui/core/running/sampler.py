@@ -599,11 +599,14 @@ class Sampler:
         return total
 
     # -- the sample -------------------------------------------------------------------
-    def set_target(self, run_id: str | None, pid: int | None, gpus: list[int] | None = None) -> None:
+    def set_target(
+        self, run_id: str | None, pid: int | None, gpus: list[int] | None = None, listed: bool = False
+    ) -> None:
         """The runner process whose memory and CPU are watched (None between runs), and the GPUs its
-        run trains on when there are several (each sample names them: ``devices``)."""
+        run trains on when there are several (each sample names them: ``devices``), or always when
+        ``listed`` (a run on several nodes: its run_end carries each GPU's sums, node k's included)."""
         self._run, self._pid = run_id, pid
-        self._run_gpus = list(gpus) if gpus and len(gpus) > 1 else []
+        self._run_gpus = list(gpus) if gpus and (len(gpus) > 1 or listed) else []
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
