@@ -19,6 +19,7 @@ _T0 = time.monotonic()  # before any framework import: the import phase starts h
 
 from benchtui_runners import catalog  # noqa: E402
 from benchtui_runners.config import (  # noqa: E402
+    ClusterError,
     DeviceMissing,
     RunConfig,
     Unavailable,
@@ -91,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchtui runner: {exc}", file=sys.stderr, flush=True)
         writer.error("device", str(exc))
         return 4
+    except ClusterError as exc:  # the nodes did not meet, or disagree: one line naming the address
+        print(f"benchtui runner: {exc}", file=sys.stderr, flush=True)
+        writer.error("exception", str(exc))
+        return 1
     except ModelDefError as exc:  # a user's builder, loss or optimizer: the line says which and what
         print(traceback.format_exc(), file=sys.stderr, flush=True)
         writer.error("exception", str(exc)[:500], traceback.format_exc()[-20000:])

@@ -45,6 +45,11 @@ class Unavailable(Exception):
     """The framework cannot run this model here (missing package, no such model)."""
 
 
+class ClusterError(Exception):
+    """Several nodes did not meet (a peer that never came, a TF_CONFIG that disagrees with the run):
+    one line naming the address, the run fails."""
+
+
 class DeviceMissing(Exception):
     """The plan's device is a GPU and this framework cannot use it: the run fails, never falls back.
 
@@ -231,6 +236,32 @@ def training_record(config: RunConfig) -> dict[str, Any]:
         "loss": loss,
         "shuffle": config.shuffle if config.data == "host" else None,
     }
+
+
+#: How long a runner waits for the other nodes to join its framework's rendezvous (torchrun's c10d,
+#: MultiWorkerMirroredStrategy's cluster, jax.distributed's coordinator) before it fails in one line
+#: naming the address. Seconds; the tests make it short. The parent also stops a run that hangs.
+RENDEZVOUS_TIMEOUT_ENV = "BENCHTUI_RENDEZVOUS_TIMEOUT_S"
+RENDEZVOUS_TIMEOUT_S = 60.0
+
+
+def rendezvous_timeout() -> float:
+    """``RENDEZVOUS_TIMEOUT_ENV`` in seconds (a positive number), else ``RENDEZVOUS_TIMEOUT_S``."""
+    try:
+        value = float(os.environ.get(RENDEZVOUS_TIMEOUT_ENV, ""))
+    except ValueError:
+        return RENDEZVOUS_TIMEOUT_S
+    return value if 0 < value < 1e6 else RENDEZVOUS_TIMEOUT_S
+
+
+def tf_config(config: RunConfig) -> str:
+    """``TF_CONFIG`` for a run on several nodes, as the parent puts it in the runner's environment:
+    every node's worker address (host:port, by node rank) and this node's index among them.
+    ``tf.distribute.MultiWorkerMirroredStrategy`` reads it when it is built."""
+    return json.dumps(
+        {"cluster": {"worker": list(config.cluster)}, "task": {"type": "worker", "index": config.node_rank}},
+        separators=(",", ":"),
+    )
 
 
 def usable_cores() -> int:

@@ -19,16 +19,20 @@ from benchtui_runners import custom as user
 from benchtui_runners import lifecycle
 from benchtui_runners.catalog import MODELS, custom_entry
 from benchtui_runners.config import (
+    ClusterError,
     DeviceMissing,
     RunConfig,
+    Unavailable,
     allocator_settings,
     apply_gpu_memory_env,
     peak_rss_bytes,
+    rendezvous_timeout,
+    tf_config,
     training_record,
     usable_cores,
     xla_flags,
 )
-from benchtui_runners.protocol import EventWriter
+from benchtui_runners.protocol import EventWriter, deadline
 from benchtui_runners.timing import StepClock
 
 
@@ -68,12 +72,20 @@ def _logical_cpus(config: RunConfig, backend: str) -> None:
     )
 
 
-def data_parallel(config: RunConfig, backend: str) -> tuple[Any, dict[str, Any]]:
+def data_parallel(
+    config: RunConfig, backend: str, writer: EventWriter | None = None
+) -> tuple[Any, dict[str, Any]]:
     """The framework's own data parallel over the run's devices: (a scope to build and train in, the
     record of how it reduces gradients). TensorFlow: ``tf.distribute.MirroredStrategy``; JAX:
-    ``keras.distribution.DataParallel`` (set for the whole process)."""
+    ``keras.distribution.DataParallel`` (set for the whole process). Several nodes:
+    ``MultiWorkerMirroredStrategy`` from ``TF_CONFIG``, or DataParallel over every process's devices
+    once ``jax.distributed`` has joined them (``join_jax``)."""
     n = config.replicas
     kind = "CPU" if config.device == "cpu" else "GPU"
+    if config.nodes > 1 and backend == "tensorflow":
+        return multi_worker(config, kind, writer)
+    if config.nodes > 1 and backend == "jax":
+        return jax_processes(config, kind)
     if backend == "tensorflow":
         import tensorflow as tf
 
@@ -118,6 +130,207 @@ def data_parallel(config: RunConfig, backend: str) -> tuple[Any, dict[str, Any]]
     raise DeviceMissing(
         f"{_LABELS.get(backend, backend)} has no data parallel in Keras 3 (keras.distribution: JAX only)"
     )
+
+
+def refuse_nodes(config: RunConfig, backend: str) -> None:
+    """Several nodes where Keras has no engine for them: refused in one line, before anything starts."""
+    if config.nodes <= 1:
+        return
+    if backend == "torch":
+        raise Unavailable(
+            "Keras/torch cannot train on several nodes: Keras 3's distribution (keras.distribution) runs on JAX only"
+        )
+    if backend == "tensorflow" and config.replicas > 1 and config.device == "cpu":
+        raise Unavailable(
+            "tf.keras on several nodes runs one replica per node on the CPU (MultiWorkerMirroredStrategy "
+            "takes one CPU device per worker): use --devices 1 with --nodes on a CPU"
+        )
+
+
+def check_tf_config(config: RunConfig) -> dict[str, Any]:
+    """``TF_CONFIG``, which the parent writes from the nodes' addresses (``config.tf_config``): present,
+    and naming this run's workers and this node's index; else one line saying what is wrong."""
+    import json
+
+    raw = os.environ.get("TF_CONFIG", "")
+    if not raw:
+        raise ClusterError(
+            "tf.keras on several nodes needs TF_CONFIG in the runner's environment (benchtui writes it from "
+            f"the nodes' addresses: {tf_config(config)}); it is missing"
+        )
+    try:
+        found = json.loads(raw)
+    except ValueError as exc:
+        raise ClusterError(f"TF_CONFIG is not JSON ({exc}): {raw[:200]}") from None
+    want = json.loads(tf_config(config))
+    if not isinstance(found, dict):
+        raise ClusterError(f"TF_CONFIG is not a JSON object: {raw[:200]}")
+    workers = (found.get("cluster") or {}).get("worker") if isinstance(found.get("cluster"), dict) else None
+    if workers != want["cluster"]["worker"]:
+        raise ClusterError(
+            f"TF_CONFIG's workers {workers} are not the run's nodes {want['cluster']['worker']}"
+        )
+    if found.get("task") != want["task"]:
+        raise ClusterError(f"TF_CONFIG's task {found.get('task')} is not this node's {want['task']}")
+    return want
+
+
+def _keras_multi_worker_fixes() -> None:
+    """Keras 3's ``model.fit`` under ``MultiWorkerMirroredStrategy`` with several workers, made to run.
+
+    Keras 3.15 fails there in two places (keras-team/keras#20585, open): its symbolic build reduces the
+    first batch with ``strategy.reduce`` ("Attempt to convert a value (PerReplica ...) to a Tensor"),
+    and each step's outputs (scalar metrics) are reduced with ``axis=0`` ("Invalid reduction dimension 0
+    for input with 0 dimensions"). So, in this process only (a run on several nodes): the build takes
+    the first local replica's batch (only its shapes matter), and a scalar is averaged over every
+    replica with ``axis=None``. The training step itself is Keras's own.
+    """
+    import tensorflow as tf
+    from keras.src import tree
+    from keras.src.backend.tensorflow import trainer as tf_trainer
+
+    if getattr(tf_trainer, "_benchtui_multi_worker", False):
+        return
+    reduce_per_replica = tf_trainer.reduce_per_replica
+
+    def local(strategy: Any, value: Any) -> Any:
+        if isinstance(value, tf.distribute.DistributedValues):
+            return strategy.experimental_local_results(value)[0]
+        return value
+
+    def reduce_scalars_too(values: Any, strategy: Any, reduction: str) -> Any:
+        if reduction in ("auto", "mean") and tf_trainer._collective_all_reduce_multi_worker(strategy):
+            return tree.map_structure(
+                lambda v: strategy.reduce("MEAN", v, axis=None if local(strategy, v).shape.rank == 0 else 0),
+                values,
+            )
+        return reduce_per_replica(values, strategy, reduction)
+
+    def build_from_a_local_batch(self: Any, iterator: Any = None, data_batch: Any = None) -> None:
+        if self._distribute_strategy is None:
+            return
+        strategy = self.distribute_strategy
+        if iterator is not None:
+            for _, _, it in iterator:
+                data_batch = tree.map_structure(lambda v: local(strategy, v), next(it))
+                break
+        with strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
+
+    tf_trainer.reduce_per_replica = reduce_scalars_too
+    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = build_from_a_local_batch
+    tf_trainer._benchtui_multi_worker = True  # type: ignore[attr-defined]
+
+
+def nodes_record(config: RunConfig, engine: str, process: int, link: str) -> dict[str, Any]:
+    """What ``settings.distributed`` gains on several nodes (Keras: one process per node)."""
+    return {
+        "engine": engine,
+        "nodes": config.nodes,
+        "node_rank": config.node_rank,
+        "ranks": [process, 1],
+        "link": link,
+    }
+
+
+def multi_worker(config: RunConfig, kind: str, writer: EventWriter | None) -> tuple[Any, dict[str, Any]]:
+    """tf.keras on several nodes: ``MultiWorkerMirroredStrategy`` from ``TF_CONFIG`` (checked against the
+    run), its collectives over gRPC between the workers. It waits for every worker when it is built: a
+    worker that never comes fails the run in ``rendezvous_timeout()`` seconds, in one line."""
+    import tensorflow as tf
+
+    check_tf_config(config)
+    timeout = rendezvous_timeout()
+    message = (
+        f"MultiWorkerMirroredStrategy: the {config.nodes} TensorFlow workers at {', '.join(config.cluster)} "
+        f"did not all start within {timeout:g} s (this node: worker {config.node_rank})"
+    )
+    with deadline(writer or EventWriter(None), timeout, message):
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    if strategy.num_replicas_in_sync != config.world:
+        raise ClusterError(
+            f"MultiWorkerMirroredStrategy has {strategy.num_replicas_in_sync} replicas over {config.nodes} "
+            f"workers; the run asks for {config.world} ({config.replicas} per node)"
+        )
+    _keras_multi_worker_fixes()
+    extended = strategy.extended
+    ops = getattr(extended, "_cross_device_ops", None)
+    options = getattr(extended, "_communication_options", None)
+    asked = getattr(getattr(options, "implementation", None), "name", None) or "AUTO"
+    # AUTO: NCCL for GPU tensors, a ring (gRPC between workers) for the CPU's (TensorFlow's collectives).
+    became = asked if asked != "AUTO" else ("NCCL" if kind == "GPU" else "RING")
+    devices = [str(d) for d in getattr(extended, "worker_devices", ())]
+    return strategy.scope(), {
+        "replicas": strategy.num_replicas_in_sync,
+        "devices": devices,
+        "all_reduce": f"{type(ops).__name__ if ops is not None else 'default'} (implementation {asked}"
+        + (f" -> {became})" if asked == "AUTO" else ")"),
+        "bucket": "all gradients in one pack (bytes_per_pack 0)",
+        "overlap": "no: Keras computes every gradient, then the optimizer all-reduces them in its apply step",
+        **nodes_record(
+            config,
+            "tf.distribute.MultiWorkerMirroredStrategy",
+            config.node_rank,
+            f"{asked}{' -> ' + became if asked == 'AUTO' else ''} collectives over gRPC",
+        ),
+        "cluster": list(config.cluster),
+    }
+
+
+def join_jax(config: RunConfig, writer: EventWriter) -> None:
+    """Keras/JAX on several nodes: ``jax.distributed.initialize`` with node 0's coordinator, before
+    anything starts the backend (CPU collectives between processes: gloo). A process that waits longer
+    than ``rendezvous_timeout()`` seconds fails in one line (JAX's own timeout, set later as a
+    backstop, aborts the process without a word)."""
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    timeout = rendezvous_timeout()
+    message = (
+        f"jax.distributed: the {config.nodes} processes did not all join the coordinator at "
+        f"{config.rendezvous} within {timeout:g} s (this node: process {config.node_rank})"
+    )
+    with deadline(writer, timeout, message):
+        jax.distributed.initialize(
+            coordinator_address=config.rendezvous,
+            num_processes=config.nodes,
+            process_id=config.node_rank,
+            initialization_timeout=int(timeout) + 30,
+        )
+
+
+def jax_processes(config: RunConfig, kind: str) -> tuple[Any, dict[str, Any]]:
+    """Keras/JAX on several nodes: ``keras.distribution.DataParallel`` over every process's devices
+    (``jax.devices()``, global once ``join_jax`` has run); each process feeds its own share of every
+    global batch (``auto_shard_dataset`` off: the batch Keras is handed is this process's)."""
+    import contextlib
+
+    import jax
+    import keras
+
+    devices = keras.distribution.list_devices(kind.lower())
+    if len(devices) != config.world:
+        raise ClusterError(
+            f"jax.distributed joined {jax.process_count()} processes with {len(devices)} {kind} device(s) in "
+            f"all; the run asks for {config.world} ({config.replicas} on each of {config.nodes} nodes)"
+        )
+    distribution = keras.distribution.DataParallel(devices=devices)
+    distribution.auto_shard_dataset = False
+    keras.distribution.set_distribution(distribution)
+    link = (
+        "NCCL through XLA" if kind == "GPU" else "jax.distributed (gRPC coordinator), CPU collectives: gloo"
+    )
+    return contextlib.nullcontext(), {
+        "replicas": len(devices),
+        "devices": [str(d) for d in devices],
+        "all_reduce": "inserted by XLA's SPMD partitioner (NCCL on GPUs, gloo between processes on the CPU)",
+        "bucket": "XLA's all-reduce combiner joins gradients up to its size threshold",
+        "overlap": "as XLA schedules it (asynchronous collectives on GPUs can overlap the backward pass)",
+        **nodes_record(
+            config, "jax.distributed + keras.distribution.DataParallel", jax.process_index(), link
+        ),
+        "rendezvous": f"jax.distributed coordinator at {config.rendezvous}",
+    }
 
 
 def _gpus() -> list[dict[str, Any]]:
@@ -370,6 +583,21 @@ def _gpu_index(device_name: str) -> int:
     return int(device_name.split(":")[1])
 
 
+def _sync_worker(task: int) -> None:
+    """``tf.test.experimental.sync_devices`` over this worker's own devices only: under
+    MultiWorkerMirroredStrategy the logical devices include the other workers' (``/job:worker/task:K``),
+    which a SyncDevice cannot run on ("Haven't set up remote eager worker")."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    mine = f"/task:{task}/"
+    for device in tf.config.list_logical_devices():
+        if "/task:" not in device.name or mine in device.name:
+            with tf.device(device.name):
+                tf.raw_ops.SyncDevice()
+    context.async_wait()
+
+
 class KerasDevice:
     """Keras's device layer, per backend: waits, peak memory, versions and the device's record.
 
@@ -385,12 +613,15 @@ class KerasDevice:
         info: dict[str, Any],
         state: Callable[[], Any] | None = None,
         detail: bool = True,
+        task: int | None = None,
     ) -> None:
         self.backend = backend
         self.name = name
         self._info = info
         self.state = state
         self.detail = detail
+        # TensorFlow on several nodes: this worker's task index (its devices are the ones it waits for).
+        self.task = task
         self._torch_device: Any = None
 
     @property
@@ -415,7 +646,9 @@ class KerasDevice:
         it waits for the step.
         """
         backend = self.backend
-        if backend == "tensorflow":
+        if backend == "tensorflow" and self.task is not None:
+            _sync_worker(self.task)
+        elif backend == "tensorflow":
             import tensorflow as tf
 
             tf.test.experimental.sync_devices()
@@ -766,6 +999,24 @@ def input_record(config: RunConfig, backend: str) -> str:
     return "a pool of 4 batches made on the device, cycled into model.fit by a generator (no copy)"
 
 
+def nodes_input_record(config: RunConfig, backend: str) -> str:
+    """The input path of a run on several nodes, in words: each process feeds its own share."""
+    what = (
+        "the node's share of the epoch"
+        if config.data == "host"
+        else "a pool of 4 batches of the node's share"
+    )
+    if backend == "tensorflow":
+        return (
+            f"{what} in host memory, drawn from the node's own seed, in a tf.data dataset of per-replica batches "
+            "that MultiWorkerMirroredStrategy hands to this worker's replicas (distribute_datasets_from_function)"
+        )
+    return (
+        f"{what}, drawn from the node's own seed; Keras makes each global batch from every process's "
+        "share at every step (jax.make_array_from_process_local_data)"
+    )
+
+
 def run(config: RunConfig, writer: EventWriter, import_started: float) -> None:
     lifecycle.run(config, writer, KerasBackend(config))
 
@@ -776,7 +1027,7 @@ class KerasBackend:
     ``predict_on_batch`` for inference, the framework's own data parallel."""
 
     device: KerasDevice  # set by start()
-    rank: int = 0
+    lead: bool = True  # one process per node: it sends everything
     gather: Callable[[float], list[float]] | None = None
 
     def __init__(self, config: RunConfig) -> None:
@@ -794,6 +1045,7 @@ class KerasBackend:
         self.model: Any = None
 
     def load(self) -> None:
+        refuse_nodes(self.config, self.backend)
         _pre_import_settings(self.config)
         import keras  # noqa: F401 - imported here: the import phase
 
@@ -801,13 +1053,15 @@ class KerasBackend:
         import keras
 
         config, backend = self.config, self.backend
+        if config.nodes > 1 and backend == "jax":
+            join_jax(config, writer)  # before anything starts the backend
         device_name, device_info = _resolve_device(config.device)
         refuse_emulated_bf16(config, backend, device_info)
         memory_policy = _memory_policy(backend, device_name)  # before anything starts the GPU runtime
         _logical_cpus(config, backend)  # before the runtime starts too
         runtime_settings = _settings(config, backend)
-        if config.replicas > 1:
-            self.parallel, self.distributed = data_parallel(config, backend)
+        if config.world > 1:
+            self.parallel, self.distributed = data_parallel(config, backend, writer)
         distributed = self.distributed
         self.mirrored = distributed is not None and backend == "tensorflow"
         settings = {
@@ -818,7 +1072,9 @@ class KerasBackend:
         }
         if distributed is not None:
             settings["distributed"] = distributed
-            if config.data != "host" and backend == "tensorflow":
+            if config.nodes > 1:
+                settings["input"] = nodes_input_record(config, backend)
+            elif config.data != "host" and backend == "tensorflow":
                 settings["input"] = (
                     "a pool of 4 global batches in host memory, in a tf.data dataset that MirroredStrategy "
                     "splits among the replicas and prefetches to each device"
@@ -846,7 +1102,8 @@ class KerasBackend:
 
             settings["attention"] = KERAS_GPT2_ATTENTION
         keras.utils.set_random_seed(config.seed)
-        self.device = KerasDevice(backend, device_name, device_info, state=self.state)
+        task = config.node_rank if config.nodes > 1 and backend == "tensorflow" else None
+        self.device = KerasDevice(backend, device_name, device_info, state=self.state, task=task)
         return settings
 
     def scope(self) -> AbstractContextManager[Any]:
@@ -859,6 +1116,10 @@ class KerasBackend:
         config, backend = self.config, self.backend
         bs, steps, n = config.global_batch, config.steps_per_epoch, config.samples_per_epoch
         rng = np.random.default_rng(config.seed)
+        if config.nodes > 1:
+            # Several nodes: each process draws its own share of every global batch, from its own seed.
+            bs, n = bs // config.nodes, n // config.nodes
+            rng = np.random.default_rng(config.seed + config.node_rank)
         if self.mirrored:
             # tf.distribute splits batches of a tf.data dataset among its replicas: a few global
             # batches in host memory, repeated (or the whole epoch, for host data).
@@ -877,12 +1138,14 @@ class KerasBackend:
         else:
             pool = [
                 (
-                    _device_inputs(config, bs, config.seed + i),
+                    _device_inputs(config, bs, config.seed + config.node_rank * 4 + i),
                     keras.ops.convert_to_tensor(_labels(config, bs, rng)),
                 )
                 for i in range(min(steps, 4))
             ]
-            if self.distributed is not None:  # JAX: each batch laid out over the devices once, here
+            if self.distributed is not None and config.nodes == 1:
+                # JAX: each batch laid out over the devices once, here. Several nodes: Keras makes the
+                # global batch from each process's share at every step (its devices are not all here).
                 pool = [_laid_out(x, y) for x, y in pool]
             self.device.sync(pool)
             self.pool = pool
@@ -1113,10 +1376,21 @@ def _fit_on(
     if mirrored:  # MirroredStrategy: a batched dataset it splits among replicas
         import tensorflow as tf
 
-        data = tf.data.Dataset.from_tensor_slices((x_host, y_host))
-        if config.shuffle and config.data == "host":
-            data = data.shuffle(len(x_host), seed=config.seed, reshuffle_each_iteration=True)
-        data = data.batch(config.global_batch, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
+        def dataset(batch: int) -> Any:
+            data = tf.data.Dataset.from_tensor_slices((x_host, y_host))
+            if config.shuffle and config.data == "host":
+                data = data.shuffle(len(x_host), seed=config.seed, reshuffle_each_iteration=True)
+            return data.batch(batch, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
+
+        if config.nodes > 1:
+            # MultiWorkerMirroredStrategy: each worker feeds its own replicas from its own share
+            # (per-replica batches of the worker's data: nothing is drawn twice and dropped).
+            strategy = tf.distribute.get_strategy()
+            data = strategy.distribute_datasets_from_function(
+                lambda context: dataset(context.get_per_replica_batch_size(config.global_batch))
+            )
+        else:
+            data = dataset(config.global_batch)
         model.fit(data, steps_per_epoch=steps or config.steps_per_epoch, **common)
     elif x_host is not None and backend == "tensorflow" and (adapter := _array_adapter()) is not None:
         # Keras's own pipeline for arrays, the one model.fit(x, y) builds, made once and repeated,
@@ -1127,9 +1401,9 @@ def _fit_on(
         model.fit(data.repeat(), steps_per_epoch=steps or config.steps_per_epoch, **common)
     elif x_host is not None:
         per_epoch = {"steps_per_epoch": steps} if steps else {}
-        model.fit(
-            x_host, y_host, batch_size=config.global_batch, shuffle=config.shuffle, **per_epoch, **common
-        )
+        # Several nodes (JAX): each process is handed its own share of every global batch.
+        batch = config.global_batch // max(1, config.nodes)
+        model.fit(x_host, y_host, batch_size=batch, shuffle=config.shuffle, **per_epoch, **common)
     elif backend == "tensorflow":
         import tensorflow as tf
 

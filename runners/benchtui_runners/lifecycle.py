@@ -80,8 +80,10 @@ class Backend(Protocol):
     def device(self) -> Device:
         """The run's device layer, once :meth:`start` has placed the run."""
 
-    #: This process's rank: 0, or a data-parallel worker's under torchrun (only rank 0 sends).
-    rank: int
+    #: Whether this process leads its node: the one process per node that sends the run's events and
+    #: does what one process does alone (the losses, the profile, the FLOP count). Under torchrun each
+    #: node's local rank 0; Keras: its one process on each node.
+    lead: bool
     #: Samples per step over every replica: what the clock counts a step as.
     step_samples: int
     #: The batch the FLOP count is of (one step's, as the framework is handed it).
@@ -179,7 +181,8 @@ def run(config: RunConfig, writer: EventWriter, backend: Backend) -> None:
             final_memory = device.peak_memory()  # before counting: its extra step is no part of the run
             if config.profile and config.mode == "train" and epochs:
                 # Where step time goes: a few more steps under the framework's profiler, after the
-                # timed epochs. Every rank runs them (their collectives must meet); rank 0 profiles.
+                # timed epochs. Every rank runs them (their collectives must meet); each node's lead
+                # profiles.
                 from benchtui_runners.profiling import profile_run
 
                 profile_run(
@@ -189,10 +192,10 @@ def run(config: RunConfig, writer: EventWriter, backend: Backend) -> None:
                     device.sync,
                     backend.profile_steps,
                     versions=backend.profiler_version,
-                    active=backend.rank == 0,
+                    active=backend.lead,
                 )
         backend.release()
-        if config.mode != "probe" and backend.rank == 0:
+        if config.mode != "probe" and backend.lead:
             # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
             from benchtui_runners.flops import COUNTED_FORWARD, COUNTED_TRAIN, emit_flops
 

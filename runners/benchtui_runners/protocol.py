@@ -9,22 +9,26 @@ frameworks print there, and the parent sends that output to the run's log file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import select
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from benchtui_runners.wire import LOSS_FIELDS, WIRE_VERSION, loss_wire
 
-__all__ = ["FD_ENV", "FIFO_ENV", "WIRE_VERSION", "EventWriter", "ParentGone", "die_with_parent"]
+__all__ = ["FD_ENV", "FIFO_ENV", "WIRE_VERSION", "EventWriter", "ParentGone", "deadline", "die_with_parent"]
 
 FD_ENV = "BENCHTUI_EVENT_FD"
 #: Data parallel under torchrun, whose workers inherit no file descriptor: the path of a FIFO that
-#: ``benchtui_runners.torchrun`` reads and relays to the event pipe. Rank 0 sends its events there;
-#: every other rank sends only its ``error`` (with its rank), so a rank that fails says why.
+#: ``benchtui_runners.torchrun`` reads and relays to the event pipe. Each node's lead (its local rank 0:
+#: rank 0 on one node) sends its events there; every other rank sends only its ``error`` (with its
+#: rank), so a rank that fails says why.
 FIFO_ENV = "BENCHTUI_EVENT_FIFO"
 #: The longest error line a rank other than 0 writes: below PIPE_BUF, so it never interleaves.
 RANK_ERROR_BYTES = 3500
@@ -63,6 +67,56 @@ def die_with_parent(sig: int = 15) -> None:
         sys.exit(3)
 
 
+@contextlib.contextmanager
+def deadline(writer: EventWriter, seconds: float, message: str) -> Iterator[None]:
+    """Fail the process if the block has not ended within ``seconds``: ``message`` as its one ``error``
+    line, then SIGKILL.
+
+    For a rendezvous with other nodes, where the framework waits in native code that holds the GIL and
+    ignores SIGTERM (TensorFlow's cluster start, ``ensure_initialized``) or aborts the process without a
+    word when its own timeout expires (jax.distributed: SIGABRT). No thread of this process can run
+    then, so the watch is a forked child that only waits on a pipe: the block's end closes it; else the
+    child writes the error line to the event pipe, says it on stderr, and kills this process.
+    """
+    parent = os.getpid()
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the watch: nothing but a wait, a line and a signal
+        code = 0
+        try:
+            os.close(write_end)
+            _die_with(parent)
+            ready, _, _ = select.select([read_end], [], [], seconds)
+            if not ready and os.getppid() == parent:
+                with contextlib.suppress(Exception):
+                    writer.error("exception", message)
+                with contextlib.suppress(OSError):
+                    os.write(2, f"benchtui runner: {message}\n".encode())
+                os.kill(parent, signal.SIGKILL)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(read_end)
+    try:
+        yield
+    finally:
+        os.close(write_end)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child, 0)
+
+
+def _die_with(parent: int) -> None:
+    """The watch of ``deadline`` ends with the process it watches, however that ends."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(0)
+
+
 class ParentGone(SystemExit):
     """The parent closed its end of the pipe: nobody is listening, so the run ends."""
 
@@ -82,28 +136,33 @@ class EventWriter:
         *,
         sink: Callable[[bytes], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        lead: bool | None = None,
     ) -> None:
         self._fd = fd
         self._sink = sink
         self.clock = clock
         self.closed = fd is None and sink is None
-        self.rank = rank  # data parallel: only rank 0 sends anything but errors
+        self.rank = rank  # data parallel: this process's global rank (named in its error)
+        # Data parallel: only each node's lead (its local rank 0; rank 0 on one node) sends anything but
+        # errors. None: rank 0 leads.
+        self.lead = rank == 0 if lead is None else lead
         self.phases: dict[str, str] = {}  # each phase's last edge sent: what was going on at an error
 
     @classmethod
     def from_env(cls) -> EventWriter:
         fifo = os.environ.get(FIFO_ENV)
-        if fifo:  # a torchrun worker: rank 0's events, any rank's error, through the relay's FIFO
+        if fifo:  # a torchrun worker: its node's lead's events, any rank's error, through the relay's FIFO
             rank = int(os.environ.get("RANK", "0") or 0)
+            lead = int(os.environ.get("LOCAL_RANK", str(rank)) or 0) == 0
             try:
-                return cls(os.open(fifo, os.O_WRONLY), rank)
+                return cls(os.open(fifo, os.O_WRONLY), rank, lead=lead)
             except OSError:
-                return cls(None, rank)
+                return cls(None, rank, lead=lead)
         raw = os.environ.get(FD_ENV)
         return cls(int(raw) if raw else None)
 
     def emit(self, type_: str, **fields: Any) -> None:
-        if self.closed or (self.rank and type_ != "error"):
+        if self.closed or (not self.lead and type_ != "error"):
             return
         event = {"v": WIRE_VERSION, "type": type_, "t": self.clock()}
         event.update(fields)
@@ -151,13 +210,22 @@ class EventWriter:
         self.emit("memory", **fields)
 
     def error(self, kind: str, message: str, traceback: str = "") -> None:
-        if self.rank:  # one short line, written whole, naming the rank
+        if not self.lead:  # one short line, written whole, naming the rank
             message = f"rank {self.rank}: {message}"[:1000]
             self.emit(
                 "error",
                 kind=kind,
                 message=message,
                 traceback=traceback[-(RANK_ERROR_BYTES - 2000) :],
+                rank=self.rank,
+            )
+            return
+        if self.rank:  # another node's lead: its error in full, naming its rank
+            self.emit(
+                "error",
+                kind=kind,
+                message=f"rank {self.rank}: {message}",
+                traceback=traceback,
                 rank=self.rank,
             )
             return

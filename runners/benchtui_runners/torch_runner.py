@@ -317,8 +317,12 @@ def ranks() -> tuple[int, int, int]:
     return int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1))
 
 
-def start_group(device: torch.device, world: int) -> dict[str, Any]:
-    """Join torchrun's process group (NCCL on GPUs, Gloo on the CPU); what it is, for the record."""
+def start_group(device: torch.device, world: int, config: RunConfig | None = None) -> dict[str, Any]:
+    """Join torchrun's process group (NCCL on GPUs, Gloo on the CPU); what it is, for the record.
+
+    Several nodes (``config.nodes`` > 1): which node this is, its processes' global ranks (``ranks``:
+    [first, count], from torchrun's RANK and LOCAL_RANK: the c10d rendezvous orders the nodes as it
+    likes, so they need not follow the node ranks), and the link between the nodes."""
     import datetime
 
     import torch.distributed as dist
@@ -343,7 +347,36 @@ def start_group(device: torch.device, world: int) -> dict[str, Any]:
         )
     else:
         record["all_reduce"] = "Gloo all-reduce over TCP (ring), on the host"
+    if config is not None and config.nodes > 1:
+        env = os.environ
+        rank, local_rank = int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0))
+        record.update(
+            engine="torchrun c10d + DDP",
+            nodes=config.nodes,
+            node_rank=config.node_rank,
+            ranks=[rank - local_rank, int(env.get("LOCAL_WORLD_SIZE", 1) or 1)],
+            link=torch_link(backend),
+            rendezvous=f"c10d at {config.rendezvous}",
+        )
     return record
+
+
+def torch_link(backend: str) -> str:
+    """The link between nodes, as far as the environment says: Gloo's TCP, or NCCL's transport (NCCL
+    picks InfiniBand or RoCE when it finds them, else sockets; its variables narrow the choice)."""
+    env = os.environ
+    if backend != "nccl":
+        iface = env.get("GLOO_SOCKET_IFNAME")
+        return "Gloo over TCP" + (f" (GLOO_SOCKET_IFNAME={iface})" if iface else "")
+    if env.get("NCCL_NET"):
+        parts = [f"NCCL_NET={env['NCCL_NET']}"]
+    elif env.get("NCCL_IB_DISABLE", "0") not in ("", "0"):
+        parts = ["sockets: InfiniBand off (NCCL_IB_DISABLE=1)"]
+    else:
+        parts = ["InfiniBand or RoCE where NCCL finds them, else sockets"]
+    if env.get("NCCL_SOCKET_IFNAME"):
+        parts.append(f"NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']}")
+    return f"NCCL ({'; '.join(parts)})"
 
 
 def ddp_record(model: Any) -> dict[str, Any]:
@@ -383,6 +416,7 @@ class TorchBackend:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.rank, self.local_rank, self.world = ranks()
+        self.lead = self.local_rank == 0  # each node's local rank 0 sends the node's events
         self.inference = config.task == "inference"
         self.memory_format: Any = torch.contiguous_format
         self.loader: Any = None
@@ -420,7 +454,7 @@ class TorchBackend:
         if device.type == "cuda":
             torch.cuda.set_device(device)
             torch.cuda.reset_peak_memory_stats(device)
-        self.distributed = start_group(device, self.world) if self.world > 1 else None
+        self.distributed = start_group(device, self.world, config) if self.world > 1 else None
         if self.distributed is not None:
             settings["distributed"] = self.distributed
         self.gather = gather_step_times(device, self.world) if self.world > 1 else None
@@ -504,8 +538,8 @@ class TorchBackend:
         # A step's time runs from the previous step's end, so the loader's fetch and the copy to the
         # device are in it, as tf.data's are on the Keras side. Training: each step's loss stays on the
         # device (LossTally), read once the epoch's end has waited for its last step. Data parallel:
-        # rank 0's own losses (the only rank that sends).
-        keep = not self.inference and self.rank == 0
+        # the lead's own losses (each node's local rank 0, the only rank that sends).
+        keep = not self.inference and self.lead
         for epoch in range(1, epochs + 1):
             tally = LossTally() if keep else None
             clock.epoch_begin(epoch)

@@ -1,9 +1,14 @@
 """PyTorch data parallel: torchrun starts the runner once per rank, and this process relays their events.
 
 ``python -m benchtui_runners.torchrun --nproc-per-node N [--nnodes M --node-rank R --rdzv-endpoint
-HOST:PORT] -- --config JSON`` runs torchrun's own launcher in this process (``torch.distributed.run``,
-the code behind the ``torchrun`` command: ``--standalone`` on one machine, the c10d rendezvous across
-machines) on ``python -m benchtui_runners --config JSON``, with no restarts.
+HOST:PORT --rdzv-id ID] -- --config JSON`` runs torchrun's own launcher in this process
+(``torch.distributed.run``, the code behind the ``torchrun`` command: ``--standalone`` on one machine,
+the c10d rendezvous across machines) on ``python -m benchtui_runners --config JSON``, with no restarts.
+Across machines node 0 hosts the rendezvous's store (``--rdzv-conf is_host=1``, the others
+``is_host=0``: on one host, as the tests run two nodes, each agent would otherwise try to host it), and a
+node whose peers do not all join within ``config.rendezvous_timeout()`` seconds fails in one line naming
+the endpoint (torchrun's ``join_timeout`` on node 0; a node that cannot reach the store retries
+connecting for longer, so a timer here ends it).
 
 torchrun starts its workers with no file descriptor of its own and each in a session of its own, so:
 
@@ -31,6 +36,7 @@ import tempfile
 import threading
 from typing import Any
 
+from benchtui_runners.config import rendezvous_timeout
 from benchtui_runners.protocol import FD_ENV, FIFO_ENV, EventWriter, ParentGone, die_with_parent
 
 
@@ -44,10 +50,12 @@ class Relay(threading.Thread):
         os.set_blocking(self.read_fd, True)
         self.writer = writer
         self.errors: list[dict[str, Any]] = []
+        self.heard = threading.Event()  # a worker has written: the rendezvous is over
 
     def run(self) -> None:
         pending = b""
         while chunk := os.read(self.read_fd, 1 << 16):
+            self.heard.set()
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
@@ -74,8 +82,9 @@ class Relay(threading.Thread):
             os.close(self.read_fd)
 
 
-def torchrun_args(args: argparse.Namespace, runner: list[str]) -> list[str]:
-    """torchrun's arguments: one machine (``--standalone``) or a rendezvous, no restarts, our runner."""
+def torchrun_args(args: argparse.Namespace, runner: list[str], timeout: float = 60.0) -> list[str]:
+    """torchrun's arguments: one machine (``--standalone``) or a rendezvous (node 0 hosting its store,
+    ``timeout`` seconds for every node to join), no restarts, our runner."""
     where = (
         [
             "--nnodes",
@@ -88,6 +97,8 @@ def torchrun_args(args: argparse.Namespace, runner: list[str]) -> list[str]:
             args.rdzv_endpoint,
             "--rdzv-id",
             args.rdzv_id,
+            "--rdzv-conf",
+            f"is_host={1 if args.node_rank == 0 else 0},join_timeout={max(1, round(timeout))}",
         ]
         if args.nnodes > 1
         else ["--standalone"]
@@ -132,6 +143,41 @@ def root_cause(failures: dict[int, Any], errors: list[dict[str, Any]]) -> tuple[
     return "exception", "torchrun failed"
 
 
+def rendezvous_failed(args: argparse.Namespace, timeout: float, detail: str = "") -> str:
+    """One line: the rendezvous at the endpoint did not complete, and what this node waited for."""
+    return (
+        f"torchrun's c10d rendezvous at {args.rdzv_endpoint} did not complete within {timeout:g} s: node "
+        f"{args.node_rank} waited for all {args.nnodes} nodes (--rdzv-id {args.rdzv_id})"
+        + (f" ({detail})" if detail else "")
+    )
+
+
+def _watch_rendezvous(
+    args: argparse.Namespace,
+    timeout: float,
+    relay: Relay,
+    writer: EventWriter,
+    over: threading.Event,
+    folder: str,
+) -> None:
+    """Several nodes: no worker has written ``timeout`` seconds (and a margin for torchrun's own
+    join timeout to say it first) after this process started: the rendezvous never completed. Say so in
+    one line and end this process (its workers, if any, die with it)."""
+
+    margin = min(15.0, max(3.0, timeout / 2))
+
+    def watch() -> None:
+        if relay.heard.wait(timeout + margin) or over.is_set():
+            return
+        with contextlib.suppress(Exception):
+            writer.error("exception", rendezvous_failed(args, timeout))
+        print(f"benchtui torchrun: {rendezvous_failed(args, timeout)}", file=sys.stderr, flush=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="benchtui-rendezvous").start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchtui_runners.torchrun")
     parser.add_argument("--nproc-per-node", type=int, required=True)
@@ -155,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop(FD_ENV, None)  # the workers do not have it
     failures: dict[int, Any] = {}
     code = 0
+    timeout = rendezvous_timeout()
+    over = threading.Event()
+    if args.nnodes > 1:
+        _watch_rendezvous(args, timeout, relay, writer, over, folder)
     try:
         try:
             from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -165,16 +215,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 3
         try:
-            run(parse_args(torchrun_args(args, runner)))
+            run(parse_args(torchrun_args(args, runner, timeout)))
         except ChildFailedError as exc:
             failures, code = dict(exc.failures), 1
         except Exception as exc:  # a rendezvous that fails, a signal: the run's reason
             signalled = type(exc).__name__ == "SignalException"  # stopped: the parent knows why
             if not signalled:
+                name = type(exc).__name__
+                detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                message = (
+                    rendezvous_failed(args, timeout, f"{name}: {detail}" if detail else name)
+                    if args.nnodes > 1 and not relay.heard.is_set()
+                    else f"torchrun: {name}: {exc}"
+                )
                 with contextlib.suppress(ParentGone):
-                    writer.error("exception", f"torchrun: {type(exc).__name__}: {exc}")
+                    writer.error("exception", message)
             code = 143 if signalled else 2
     finally:
+        over.set()
         relay.finish()
         shutil.rmtree(folder, ignore_errors=True)
     if code == 1 and not writer.closed:

@@ -72,8 +72,9 @@ class TorchrunLauncher(LocalLauncher):
     """PyTorch data parallel: the same runner command, started ``nproc`` times by torchrun.
 
     ``python -m benchtui_runners.torchrun`` runs torchrun's own launcher (``torch.distributed.run``,
-    what the ``torchrun`` command is) with ``--standalone`` on one machine, or a rendezvous endpoint
-    across machines, and relays rank 0's events (and any rank's error) to the event pipe: torchrun
+    what the ``torchrun`` command is) with ``--standalone`` on one machine, or across machines the c10d
+    rendezvous at ``rendezvous`` (node 0 hosts its store) under ``rendezvous_id`` (unique per run), and
+    relays its node's lead's events (local rank 0; and any rank's error) to the event pipe: torchrun
     starts its workers with none of its own file descriptors, so they write to a FIFO it reads.
     """
 
@@ -81,6 +82,7 @@ class TorchrunLauncher(LocalLauncher):
     nodes: int = 1
     node_rank: int = 0
     rendezvous: str = ""
+    rendezvous_id: str = ""
 
     def command(self, python: str, args: list[str]) -> list[str]:
         node = (
@@ -91,6 +93,7 @@ class TorchrunLauncher(LocalLauncher):
                 str(self.node_rank),
                 "--rdzv-endpoint",
                 self.rendezvous,
+                *(["--rdzv-id", self.rendezvous_id] if self.rendezvous_id else []),
             ]
             if self.nodes > 1
             else []
@@ -112,7 +115,9 @@ def launcher_for(config: RunConfig) -> LocalLauncher:
     from benchtui_runners import catalog
 
     if catalog.family(config.framework) == "torch" and config.world > 1:
-        return TorchrunLauncher(config.replicas, config.nodes, config.node_rank, config.rendezvous)
+        return TorchrunLauncher(
+            config.replicas, config.nodes, config.node_rank, config.rendezvous, config.rendezvous_id
+        )
     return LocalLauncher()
 
 
