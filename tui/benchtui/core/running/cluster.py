@@ -37,8 +37,7 @@ from benchtui.core.running.sampler import Sampler
 from benchtui.core.running.source import Listener
 from benchtui.core.store.session import SessionWriter
 from benchtui.core.wire.events import MAX_LINE_BYTES, Malformed, parse_line
-from benchtui_runners import config as runner_config
-from benchtui_runners.config import RunConfig
+from benchtui_runners.config import RunConfig, tf_config
 
 #: The longest message read: an event line of the wire's longest, and the envelope around it.
 MESSAGE_LIMIT = MAX_LINE_BYTES + 64 * 1024
@@ -72,18 +71,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("", 0))
         return int(sock.getsockname()[1])
-
-
-def tf_config(config: RunConfig) -> str:
-    """TF_CONFIG for a run on several nodes: its workers by node rank, and this node's index (the runners'
-    own ``config.tf_config``, which the runner checks against its config)."""
-    made = getattr(runner_config, "tf_config", None)
-    if made is not None:
-        return str(made(config))
-    return json.dumps(  # a runner package from before several nodes: the same JSON
-        {"cluster": {"worker": list(config.cluster)}, "task": {"type": "worker", "index": config.node_rank}},
-        separators=(",", ":"),
-    )
 
 
 def _words(value: Any) -> str:
