@@ -14,19 +14,26 @@ A tiny MLP on one thread: the whole file takes about two minutes on two cores.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchtui.core.running.launcher import collect_events, config_args, launcher_for, start_runner
 from benchtui_runners import catalog
-from benchtui_runners.config import RENDEZVOUS_TIMEOUT_ENV, RunConfig, tf_config
+from benchtui_runners.config import RENDEZVOUS_TIMEOUT_ENV, ClusterError, RunConfig, tf_config
+from benchtui_runners.protocol import FIFO_ENV, EventWriter
+from support import ROOT
 
 MLP = """
 def build_torch(config):
@@ -201,3 +208,146 @@ def test_keras_on_torch_is_refused_on_several_nodes(mlp: dict[str, Any]) -> None
     assert [e["kind"] for e in errors] == ["unavailable"], log
     assert "several nodes" in errors[0]["message"] and "JAX only" in errors[0]["message"]
     assert "hello" not in [e["type"] for e in events]
+
+
+# -- the pieces, without a framework ---------------------------------------------------------------
+def test_tf_config_is_every_nodes_worker_by_rank_and_this_nodes_index() -> None:
+    config = RunConfig(framework="tensorflow", model="resnet50", nodes=2, node_rank=1, cluster=["a:1", "b:2"])
+    assert json.loads(tf_config(config)) == {
+        "cluster": {"worker": ["a:1", "b:2"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    assert check_tf_config_with(config, tf_config(config))["task"]["index"] == 1
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (None, "TF_CONFIG in the runner's environment"),
+        ("{not json", "TF_CONFIG is not JSON"),
+        (
+            '{"cluster": {"worker": ["a:1", "c:3"]}, "task": {"type": "worker", "index": 1}}',
+            "not the run's nodes",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}',
+            "not this node's",
+        ),
+    ],
+)
+def test_a_tf_config_missing_or_other_than_the_runs_is_one_line(raw: str | None, says: str) -> None:
+    config = RunConfig(framework="tensorflow", model="resnet50", nodes=2, node_rank=1, cluster=["a:1", "b:2"])
+    with pytest.raises(ClusterError, match=re.escape(says)) as caught:
+        check_tf_config_with(config, raw)
+    assert "\n" not in str(caught.value)
+
+
+def check_tf_config_with(config: RunConfig, raw: str | None) -> dict[str, Any]:
+    from benchtui_runners.keras_runner import check_tf_config
+
+    saved = os.environ.pop("TF_CONFIG", None)
+    try:
+        if raw is not None:
+            os.environ["TF_CONFIG"] = raw
+        return check_tf_config(config)
+    finally:
+        os.environ.pop("TF_CONFIG", None)
+        if saved is not None:
+            os.environ["TF_CONFIG"] = saved
+
+
+def test_torchrun_meets_at_the_runs_rendezvous_with_node_0_hosting_its_store() -> None:
+    from benchtui_runners.torchrun import torchrun_args
+
+    for rank in (0, 1):
+        config = RunConfig(
+            framework="torch",
+            model="resnet50",
+            nodes=2,
+            node_rank=rank,
+            rendezvous="h0:29500",
+            rendezvous_id="r-7",
+        )
+        command = launcher_for(config).command("python", ["--config", "{}"])
+        assert command[:3] == ["python", "-m", "benchtui_runners.torchrun"]
+        wrapper = command[3 : command.index("--")]
+        assert wrapper[wrapper.index("--rdzv-endpoint") + 1] == "h0:29500"
+        assert wrapper[wrapper.index("--rdzv-id") + 1] == "r-7"
+        import argparse
+
+        args = argparse.Namespace(
+            nnodes=2, node_rank=rank, rdzv_endpoint="h0:29500", rdzv_id="r-7", nproc_per_node=1
+        )
+        torchrun = torchrun_args(args, ["--config", "{}"], timeout=45)
+        conf = torchrun[torchrun.index("--rdzv-conf") + 1]
+        assert conf == f"is_host={1 if rank == 0 else 0},join_timeout=45"
+        assert torchrun[torchrun.index("--rdzv-backend") + 1] == "c10d"
+    one = launcher_for(RunConfig(framework="torch", model="resnet50", replicas=2)).command("python", [])
+    assert "--rdzv-id" not in one and "--nnodes" not in one  # one node: --standalone, as before
+
+
+@pytest.mark.parametrize(
+    ("rank", "local_rank", "leads"), [(0, 0, True), (1, 1, False), (2, 0, True), (3, 1, False)]
+)
+def test_each_nodes_local_rank_0_sends_the_stream_and_the_others_only_their_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rank: int, local_rank: int, leads: bool
+) -> None:
+    fifo = tmp_path / "events"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    monkeypatch.setenv(FIFO_ENV, str(fifo))
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("LOCAL_RANK", str(local_rank))
+    writer = EventWriter.from_env()
+    try:
+        assert writer.lead is leads
+        writer.phase("import", "start")
+        writer.error("exception", "boom")
+        lines = [json.loads(line) for line in os.read(reader, 1 << 16).splitlines()]
+    finally:
+        writer.close()
+        os.close(reader)
+    assert [e["type"] for e in lines] == (["phase", "error"] if leads else ["error"])
+    error = lines[-1]
+    if rank:  # another node's lead or a worker: its error names its rank
+        assert error["message"] == f"rank {rank}: boom" and error["rank"] == rank
+    else:
+        assert error["message"] == "boom" and "rank" not in error
+
+
+def test_a_deadline_says_why_in_one_line_and_kills_a_process_stuck_past_it(tmp_path: Path) -> None:
+    """The watch is a forked child: it acts even while the runner's main thread holds the GIL in native
+    code (TensorFlow's cluster start), where no thread of the runner could."""
+    script = tmp_path / "stuck.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, sys, time
+            from benchtui_runners.protocol import EventWriter, deadline
+
+            writer = EventWriter(int(sys.argv[1]))
+            with deadline(writer, 0.5, "the rendezvous at h0:1 did not complete within 0.5 s"):
+                pass  # in time: nothing happens
+            with deadline(writer, 0.5, "the rendezvous at h0:2 did not complete within 0.5 s"):
+                time.sleep(30)
+            """
+        )
+    )
+    read_end, write_end = os.pipe()
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(script), str(write_end)],
+        pass_fds=(write_end,),
+        env={**os.environ, "PYTHONPATH": str(ROOT / "runners")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        lines = [json.loads(line) for line in pipe.read().splitlines()]
+    assert proc.returncode == -signal.SIGKILL and time.monotonic() - started < 20
+    assert [(e["type"], e["message"]) for e in lines] == [
+        ("error", "the rendezvous at h0:2 did not complete within 0.5 s")
+    ]
+    assert "h0:2" in proc.stderr
