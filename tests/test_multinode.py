@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,55 @@ def test_two_nodes_train_one_session_and_its_efficiency_over_nodes(tmp_path: Pat
     assert points[(2, 1)]["images_per_s"] == pytest.approx(_throughput(events, two))
     assert points[(2, 1)]["efficiency"] == pytest.approx(efficiency)
     assert 0 < efficiency < 2
+
+
+@pytest.mark.slow
+def test_node_1_killed_mid_run_fails_the_run_on_node_0_and_leaves_no_process(tmp_path: Path) -> None:
+    """PyTorch across two nodes: node 1's runner (torchrun and its worker) killed while it trains; node 0's
+    run fails with node 1's reason, not with the Gloo error its own worker meets, and nothing is left."""
+    import psutil
+
+    port = _free_port()
+    long = [a for a in SMALL if a != "--scaling"] + ["--epochs", "100"]
+    procs = []
+    for rank in (0, 1):
+        argv = [sys.executable, "-m", "benchtui", "run", "--headless", "--frameworks", "torch", *long]
+        argv += ["--node-rank", str(rank), "--rendezvous", f"127.0.0.1:{port}"]
+        argv += ["--sessions-dir", str(tmp_path / f"node{rank}")]
+        procs.append(
+            subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )  # fmt: skip
+        )
+    family: set[int] = set()
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # node 1's first epoch relayed to node 0: both train
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+            sessions = list((tmp_path / "node0").glob("*/events.jsonl"))
+            events = read_events(sessions[0].parent) if sessions else []
+            if any(e["type"] == "epoch" and e.get("node") == 1 for e in events):
+                break
+            time.sleep(0.5)
+        for proc in procs:
+            family |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+        (theirs,) = [e["pid"] for e in events if e["type"] == "run_start" and e.get("node") == 1]
+        os.kill(theirs, signal.SIGKILL)
+        outs = [proc.communicate(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+    assert [p.returncode for p in procs] == [1, 1], outs[0][1][-3000:]
+    events = read_events(sessions[0].parent)
+    (end,) = [e for e in events if e["type"] == "run_end" and "node" not in e]
+    assert end["status"] == "failed"
+    assert end["reason"].startswith(f"node 1 ({socket.gethostname()}): ") and "SIGKILL" in end["reason"]
+    assert not [pid for pid in family if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
