@@ -47,7 +47,7 @@ class FakeDevice:
 class FakeBackend:
     """Every lifecycle call recorded in ``log``; ``fail_at``: the call that raises."""
 
-    rank = 0
+    lead = True
     gather: Callable[[float], list[float]] | None = None
     profiler_version = "fake 1.0"
 
@@ -227,10 +227,10 @@ def test_a_probe_counts_no_flops_and_inference_counts_the_forward_pass() -> None
     assert next(f for t, f in recorder.events if t == "flops")["counted"] == "forward"
 
 
-def test_only_rank_0_counts_flops_and_profiles(profiled: list[dict[str, Any]]) -> None:
+def test_only_a_nodes_lead_counts_flops_and_profiles(profiled: list[dict[str, Any]]) -> None:
     config = _config(profile=True)
     backend, recorder = FakeBackend(config), Recorder()
-    backend.rank = 1  # a torchrun worker: it runs the profiled steps, its collectives must meet
+    backend.lead = False  # a torchrun worker, not its node's lead: it runs the profiled steps (collectives)
     lifecycle.run(config, recorder.writer, backend)
     assert profiled[0]["active"] is False and "count_flops" not in backend.log
 

@@ -208,10 +208,6 @@ def test_trackers_name_the_nodes(report: Report) -> None:
     assert names == {"2 nodes x 2x NVIDIA H100 80GB HBM3"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wire.events.prune_gpu_sample drops 'node' (asked of the lead: keep it, drop this marker)",
-)
 def test_the_telemetry_plots_are_node_0_s(path: Path, report: Report) -> None:
     samples = load_session(path).folder.gpu_samples()
     assert any("node" in s for s in samples)

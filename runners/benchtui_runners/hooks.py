@@ -84,8 +84,8 @@ class _Process:
             return cls(pid, None)
         if not os.environ.get(FIFO_ENV) and not _is_pipe(int(os.environ[FD_ENV])):
             return cls(pid, None)  # not the parent's pipe: a number this process never inherited
-        # Under torchrun, ranks other than 0 send only errors, which hooks never send.
-        return cls(pid, None if writer.closed or writer.rank else writer)
+        # Under torchrun, ranks other than their node's lead send only errors, which hooks never send.
+        return cls(pid, None if writer.closed or not writer.lead else writer)
 
     def stop(self, who: str, exc: BaseException | None) -> None:
         """Switch every hook in this process off: silently when the parent has gone, else with one line."""
