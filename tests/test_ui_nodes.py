@@ -17,6 +17,7 @@ from benchtui.app import BenchApp, make_app
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.status import RunStatus
 from benchtui.screens.live import TICK_S, ScalingView
+from benchtui.widgets.comparison import BatchComparison
 from benchtui.widgets.node_rows import NodeRows
 from benchtui.widgets.results_table import ResultsTable
 from sessionfactory import make_session
@@ -132,3 +133,32 @@ async def test_one_node_sessions_show_no_nodes(tmp_path: Path) -> None:
         await finished(pilot, app)
         assert not app.screen.query_one(NodeRows).display
         assert rows(app) == []
+
+
+@pytest.mark.asyncio
+async def test_the_strips_follow_a_one_node_point_of_a_scaling_over_nodes(tmp_path: Path) -> None:
+    """While 1 node of 2 devices trains (a scaling over nodes goes through it first), the strips are that
+    point's runs and their title says 1×2; the 2-node runs are not it."""
+    path = make_session(tmp_path, nodes=2, devices=2, scaling=True, runs=1, frameworks=("torch",), steps=40)
+    app = make_app(replay=path, speed=20)
+    async with app.run_test(size=(120, 45)) as pilot:
+
+        def on_one_by_two() -> bool:
+            model = app.replayer.model if app.replayer else None
+            run = model.runs.get(model.current) if model and model.current else None
+            return (
+                run is not None
+                and (run.spec.nodes, run.spec.devices) == (1, 2)
+                and run.status is RunStatus.RUNNING
+                and len(run.batch_seconds) > 2
+            )
+
+        await until(pilot, on_one_by_two)
+        assert app.replayer is not None
+        app.replayer.pause()
+        await pilot.pause(3 * TICK_S)
+        model = app.replayer.model
+        assert model.current is not None
+        comparison = app.screen.query_one(BatchComparison)
+        assert str(comparison.border_title).startswith("ResNet50 1×2 · time per batch")
+        assert [s.run.spec.run_id for s in comparison.strips["torch"]] == [model.current]

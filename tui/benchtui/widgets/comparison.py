@@ -211,12 +211,20 @@ def run_strip(run: RunState) -> RunStrip:
 
 def focus_devices(model: SessionModel, model_id: str) -> int:
     """The device count of the run on screen: a scaling session goes through several."""
+    return focus_scale(model, model_id)[1]
+
+
+def focus_scale(model: SessionModel, model_id: str) -> tuple[int, int]:
+    """(nodes, devices) of the run on screen: a scaling session goes through several (on several nodes,
+    1 node at 1, 2 ... devices, then 2 ... nodes)."""
     if model.current is not None:
-        return model.runs[model.current].spec.devices
+        spec = model.runs[model.current].spec
+        return spec.nodes, spec.devices
     started = [r for r in model.runs.values() if r.spec.model == model_id and r.started_t is not None]
     if not started:
-        return model.plan.devices
-    return max(started, key=lambda r: r.started_t or 0.0).spec.devices
+        return model.plan.nodes, model.plan.devices
+    spec = max(started, key=lambda r: r.started_t or 0.0).spec
+    return spec.nodes, spec.devices
 
 
 def focus_point(model: SessionModel, model_id: str) -> Point | None:
@@ -288,10 +296,11 @@ class BatchComparison(Widget):
         strips: dict[str, list[RunStrip]] = {}
         self.point = focus_point(model, self.model_id) if self.model_id is not None else None
         if self.model_id is not None:
-            devices = focus_devices(model, self.model_id)
+            nodes, devices = focus_scale(model, self.model_id)
             for framework in model.plan.frameworks:
                 strips[framework] = [
-                    self._strip(r) for r in model.cell_runs(framework, self.model_id, devices, self.point)
+                    self._strip(r)
+                    for r in model.cell_runs(framework, self.model_id, devices, self.point, nodes=nodes)
                 ]
                 run = latest_run(model, framework, self.model_id, self.point)
                 if run is None:
@@ -317,7 +326,8 @@ class BatchComparison(Widget):
             same = model.parity(self.model_id)
             label = marked(label, bool(same and same.flagged))
             if model.plan.multi_device:
-                label += f" ×{focus_devices(model, self.model_id)}"
+                nodes, devices = focus_scale(model, self.model_id)
+                label += f" {nodes}×{devices}" if model.plan.nodes > 1 else f" ×{devices}"
             if self.point:
                 label += f" · {self.point.label}"
         clipped = ", 1st clipped" if self.clipped else ""
