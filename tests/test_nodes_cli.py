@@ -398,3 +398,35 @@ def test_the_plans_size_says_its_nodes() -> None:
     assert sweep_words(swept_scaling.validate(), 2.0, gpu=True) == (
         "2 points × 3 scale points × 2 frameworks × 1 run = 12 runs at 1 node × 1, 2 devices, then 2 nodes × 2 devices"
     )
+
+
+def test_slurms_node_0_is_where_the_nodes_meet(tmp_path: Path) -> None:
+    """Under srun (its variables faked), node 0 listens at the first host of the node list, at the port
+    --rendezvous names alone, and node 1 looks for it there: each alone gives up after --node-timeout,
+    naming that address, exit 2, no session."""
+    import socket
+
+    from support import benchtui
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "127.0.0.1,127.0.0.2"}
+    flags = (
+        "--nodes",
+        "slurm",
+        "--rendezvous",
+        str(port),
+        "--node-timeout",
+        "1",
+        "--sessions-dir",
+        str(tmp_path),
+    )
+    for rank in (0, 1):
+        result = benchtui(
+            "run", "--headless", *PLAN, *flags, env={**env, "SLURM_NODEID": str(rank)}, timeout=60
+        )
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith("benchtui: error: ") and f"127.0.0.1:{port} within 1 s" in last, result.stderr
+    assert list(tmp_path.iterdir()) == []
