@@ -189,6 +189,7 @@ def test_slurm_variables_of_the_job_step_come_first() -> None:
     job = {"SLURM_JOB_NUM_NODES": "3", "SLURM_NODEID": "1", "SLURM_NODELIST": "r[1-2]-n[1-2]"}
     assert cluster_from_args(args, job) == Cluster(3, 1, "r1-n1", DEFAULT_PORT, source="slurm")
     assert cluster_from_args(args, {**job, "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0"}) is None
+    assert cluster_from_args(args, {"SLURM_NNODES": "1"}) is None  # one node: no rank or host list needed
 
 
 # -- every refusal through the real command line: one line, exit 2, nothing started -------------------------

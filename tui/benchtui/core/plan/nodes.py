@@ -273,9 +273,11 @@ def cluster_from_args(args: Any, environ: Mapping[str, str]) -> Cluster | None:
             raise PlanError(
                 f"--nodes slurm reads this node's rank from {SLURM_RANK}: drop --node-rank {rank}"
             )
+        if nodes == 1:  # a job of one node: nothing to meet (its batch script may run benchtui itself)
+            return None
         rank, head = slurm_place(environ, nodes)
         host, port = parse_rendezvous(rendezvous, head) if rendezvous is not None else (head, DEFAULT_PORT)
-        return Cluster(nodes, rank, host, port, float(timeout), SLURM) if nodes > 1 else None
+        return Cluster(nodes, rank, host, port, float(timeout), SLURM)
     if rank is not None and not 0 <= rank < nodes:
         raise PlanError(
             f"--node-rank {rank} is beyond --nodes {nodes}: "
