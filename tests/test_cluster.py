@@ -509,3 +509,30 @@ def test_each_nodes_gpus_are_summed_in_its_own_run_end(nodes: Nodes, monkeypatch
         (gpu,) = ends[node]["per_gpu"]
         assert gpu["index"] == 0 and gpu["samples"] >= 1 and gpu["util"] == 97
     assert any(e["type"] == "gpu" and e.get("node") == 1 and e.get("devices") == [0] for e in events)
+
+
+def test_node_k_relays_a_sample_as_a_session_writes_it(tmp_path: Path) -> None:
+    """A reading NVML gives as NaN is null on the wire to node 0, as in a session: it never stops node k."""
+    from benchtui.core.running.cluster import Channel, RelayWriter
+    from support import small_plan
+
+    sent: list[str] = []
+
+    class Wire(Channel):
+        def __init__(self) -> None:  # no connection: what would be sent is kept
+            pass
+
+        def send_raw(self, text: str) -> None:
+            sent.append(text)
+
+    writer = RelayWriter(tmp_path, small_plan(), Wire())
+    writer.append({"type": "gpu", "t": 1.0, "run": None, "gpus": [{"index": 0, "power_w": float("nan")}]})
+    writer.append_raw('{"run":"r","v":1,"type":"batch"}')
+    assert json.loads(sent[0]) == {
+        "op": "event",
+        "event": {"type": "gpu", "t": 1.0, "run": None, "gpus": [{"index": 0, "power_w": None}]},
+    }
+    assert json.loads(sent[1]) == {"op": "event", "event": {"run": "r", "v": 1, "type": "batch"}}
+    writer.finish("complete", {})
+    writer.append({"type": "gpu", "t": 2.0, "run": None})
+    assert len(sent) == 2 and list(tmp_path.iterdir()) == []  # nothing after the end, no session written

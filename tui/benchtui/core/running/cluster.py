@@ -35,7 +35,7 @@ from benchtui.core.running.engine import Engine
 from benchtui.core.running.launcher import read_event_line
 from benchtui.core.running.sampler import Sampler
 from benchtui.core.running.source import Listener
-from benchtui.core.store.session import SessionWriter
+from benchtui.core.store.session import SessionWriter, json_safe
 from benchtui.core.wire.events import MAX_LINE_BYTES, Malformed, parse_line
 from benchtui_runners.config import RunConfig, tf_config
 
@@ -675,7 +675,7 @@ class RelayWriter(SessionWriter):
 
     def append(self, event: dict[str, Any]) -> None:
         if not self._closed:
-            self.channel.send({"op": "event", "event": event})
+            self.channel.send({"op": "event", "event": json_safe(event)})  # as a session writes it
 
     def append_raw(self, line: str) -> None:
         if not self._closed:
