@@ -74,6 +74,17 @@ def alive(pid: int) -> bool:
         return False
 
 
+def joined(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a connection to node 0's ``port``."""
+    import psutil
+
+    try:
+        connections = psutil.Process(pid).net_connections("tcp")
+    except psutil.Error:
+        return False
+    return any(c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED for c in connections)
+
+
 class Nodes:
     """Node processes started by a test, all stopped (with every stand-in runner) when it ends."""
 
@@ -88,11 +99,25 @@ class Nodes:
         self.procs: list[subprocess.Popen[str]] = []
 
     def start(
-        self, rank: int, *extra: str, timeout: float = 20, env: dict[str, str] | None = None
+        self,
+        rank: int,
+        *extra: str,
+        timeout: float = 20,
+        env: dict[str, str] | None = None,
+        nodes: int = 2,
+        folder: str = "",
     ) -> subprocess.Popen[str]:
-        args = [*PLAN, "--python", f"tensorflow={self.python}", "--nodes", "2", "--node-rank", str(rank)]
+        args = [
+            *PLAN,
+            "--python",
+            f"tensorflow={self.python}",
+            "--nodes",
+            str(nodes),
+            "--node-rank",
+            str(rank),
+        ]
         args += ["--rendezvous", f"127.0.0.1:{self.port}", "--node-timeout", f"{timeout:g}"]
-        args += ["--sessions-dir", str(self.tmp / f"node{rank}"), *extra]
+        args += ["--sessions-dir", str(self.tmp / (folder or f"node{rank}")), *extra]
         proc = subprocess.Popen(
             [sys.executable, "-m", "benchtui", *args],
             stdin=subprocess.DEVNULL,
@@ -218,6 +243,22 @@ def test_plans_that_differ_are_refused_on_both_nodes_naming_the_difference(nodes
     assert "Traceback" not in err0 + err1
     assert not (nodes.tmp / "node0").exists() or not list((nodes.tmp / "node0").iterdir())
     assert not nodes.runners()
+
+
+def test_a_rank_that_joins_twice_is_refused_on_every_node(nodes: Nodes) -> None:
+    three = ("--runs", "1", "--samples", "24")  # a global batch of 3 x 8
+    head = nodes.start(0, *three, nodes=3)
+    first = nodes.start(1, *three, nodes=3)
+    deadline = time.monotonic() + 20
+    while not joined(first.pid, nodes.port):  # the first node 1 is in (node 0 waits for node 2)
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.05)
+    again = nodes.start(1, *three, nodes=3, folder="again")
+    results = [finish(proc) for proc in (head, first, again)]
+    line = "benchtui: error: node 1 joined twice (from 127.0.0.1 and another)"
+    assert [code for code, _, _ in results] == [2, 2, 2]
+    assert [errors(err) for _, _, err in results] == [[line]] * 3
+    assert not list((nodes.tmp / "node0").iterdir()) and not nodes.runners()
 
 
 def test_a_node_that_never_comes_fails_node_0_within_the_timeout(nodes: Nodes) -> None:
