@@ -181,7 +181,9 @@ def test_two_nodes_train_one_run_through_the_frameworks_own_engine(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("framework", "alone"), [("torch", 1), ("tensorflow", 0), ("keras-jax", 1)])
+@pytest.mark.parametrize(
+    ("framework", "alone"), [("torch", 0), ("torch", 1), ("tensorflow", 0), ("keras-jax", 1)]
+)
 def test_a_node_whose_peer_never_comes_fails_in_one_line_naming_the_address(
     framework: str, alone: int, mlp: dict[str, Any]
 ) -> None:
