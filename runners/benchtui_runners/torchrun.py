@@ -13,8 +13,9 @@ connecting for longer, so a timer here ends it).
 torchrun starts its workers with no file descriptor of its own and each in a session of its own, so:
 
 - the workers write to a FIFO this process reads (``FIFO_ENV``), and every line is copied whole
-  to the event pipe: rank 0's events, and the ``error`` of any rank that fails (held back and sent
-  once the group is down, the root cause first: a rank killed by a signal says nothing itself);
+  to the event pipe: its node's lead's events (local rank 0), and the ``error`` of any rank that
+  fails (held back and sent once the group is down, the root cause first: a rank killed by a signal
+  says nothing itself);
 - the group is stopped as a whole by stopping this process: torchrun's agent turns SIGTERM into a
   shutdown of every worker, and each worker dies with this process (``PR_SET_PDEATHSIG``) if it is
   killed outright.
