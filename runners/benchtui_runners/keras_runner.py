@@ -453,12 +453,17 @@ def step_waits(config: RunConfig, backend: str) -> str | None:
 
 
 def _jax_gpus() -> list[Any]:
+    """This process's GPUs (on several nodes ``jax.devices`` lists every process's: only its own are
+    this node's to place on and to read memory from)."""
     import jax
 
     try:
-        return list(jax.devices("gpu"))
+        gpus = list(jax.devices("gpu"))
     except RuntimeError:  # "Unknown backend: 'gpu' requested": no CUDA plugin, or it failed to start
         return []
+    if jax.process_count() > 1:
+        gpus = [d for d in gpus if d.process_index == jax.process_index()]
+    return gpus
 
 
 def _devices() -> list[dict[str, Any]]:
