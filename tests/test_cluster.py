@@ -180,6 +180,11 @@ def test_node_1s_run_is_recorded_on_node_0_tagged_with_its_node(nodes: Nodes) ->
     code0, out0, err0 = finish(head)
     code1, _, err1 = finish(other)
     assert (code0, code1) == (0, 0), err0 + err1
+    # Node 0 says where the plan trains, beside the nodes that joined.
+    (line,) = [x for x in err0.splitlines() if x.startswith("nodes · ")]
+    assert line.startswith("nodes · 2: node 0 at 127.0.0.1:") and line.endswith(
+        " · runs on 2 nodes × 1 device"
+    )
     session = session_of(nodes.tmp / "node0")
     meta = json.loads((session / "session.json").read_text())
     assert meta["status"] == "complete"

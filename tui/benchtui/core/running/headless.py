@@ -18,7 +18,7 @@ from benchtui.core.model.runs import RunState
 from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import status_style
 from benchtui.core.plan.devices import place
-from benchtui.core.plan.estimate import long_cpu_warning, sweep_words
+from benchtui.core.plan.estimate import long_cpu_warning, nodes_words, sweep_words
 from benchtui.core.plan.nodes import Cluster
 from benchtui.core.plan.plan import Plan, PlanError, command_text
 from benchtui.core.plan.sweep import Point
@@ -172,8 +172,10 @@ def run_headless(
         say(f"[bold]plan[/] · {_shown(threads_words(measured))}")
     if head is not None:
         others = ", ".join(f"node {m.node} {m.host} ({m.address})" for _, m in sorted(head.members.items()))
+        where = "" if plan.sweep else nodes_words(plan)  # a sweep's line says it with the plan's size
         say(
             f"[bold]nodes[/] · {head.cluster.nodes}: node 0 at {_shown(head.cluster.address)}, {_shown(others)}"
+            + (f" · runs {_shown(where)}" if where else "")
         )
     swept = "" if watch else _sweep_line(plan, session.sampler.gpus(), measured)
     if swept:
