@@ -273,6 +273,11 @@ def test_slurm_variables_of_the_job_step_come_first() -> None:
         (["--nodes", "2", "--frameworks", "keras-torch"], {}, "keras-torch cannot train across nodes"),
         (["--nodes", "2", "--task", "inference"], {}, "--task inference runs on one device"),
         (
+            ["--nodes", "2", "--frameworks", "torch,tensorflow", "--device", "cpu", "--devices", "2"],
+            {},
+            "tensorflow on the CPU trains one replica a node across --nodes 2",
+        ),
+        (
             ["--nodes", "2", "--batch-size", "auto"],
             {},
             "--batch-size auto searches one device on one machine",
@@ -379,7 +384,8 @@ def test_the_global_batch_divides_among_every_scale_point() -> None:
 
 # -- the plan's size in words -------------------------------------------------------------------------------
 def test_the_plans_size_says_its_nodes() -> None:
-    base = {"frameworks": ["torch", "tensorflow"], "models": ["resnet50"], "device": "cpu", "samples": 256}
+    # On GPUs: tensorflow trains one CPU replica a node (refused with --devices 2 on the CPU).
+    base = {"frameworks": ["torch", "tensorflow"], "models": ["resnet50"], "device": "cuda", "samples": 256}
     across = Plan(**base, nodes=2).validate()
     assert nodes_words(across) == "on 2 nodes × 1 device"
     assert nodes_words(Plan(**base).validate()) == ""

@@ -439,6 +439,11 @@ class Plan:
                 "keras-torch cannot train across nodes: Keras 3's keras.distribution runs on JAX only "
                 "(use torch for DDP, keras-jax or tensorflow for Keras)"
             )
+        if "tensorflow" in self.frameworks and self.device == "cpu" and self.devices > 1:
+            raise PlanError(
+                f"tensorflow on the CPU trains one replica a node {across}: MultiWorkerMirroredStrategy takes one "
+                "CPU device per worker (give --devices 1, or leave tensorflow out)"
+            )
         if self.batch_auto:
             raise PlanError(
                 f"--batch-size auto searches one device on one machine: {across} give the per-device batch "
