@@ -139,7 +139,19 @@ def test_nodes_within_the_ratio_name_no_straggler(tmp_path: Path) -> None:
     slow = row.node_straggler
     assert slow is not None and not slow.named and slow.ratio < STRAGGLER_RATIO
     assert slow.text == f"no straggler: nodes within {slow.ratio - 1:.0%} of each other's step time"
+    assert slow.ratio - 1 >= 0.01  # a whole percent; under one, a tenth ("within 0.1%", never "within 0%")
     assert slow.rank is None  # tf.keras times no rank of its own
+
+
+def test_nodes_within_a_percent_say_a_tenth_of_one(tmp_path: Path) -> None:
+    path = make_session(
+        tmp_path, nodes=2, node_speed={1: 1.004}, runs=2, frameworks=("tensorflow",), noise=0.0
+    )
+    (row,) = load_session(path).model.rows()
+    slow = row.node_straggler
+    assert slow is not None and slow.ratio - 1 < 0.01
+    assert slow.text == f"no straggler: nodes within {slow.ratio - 1:.1%} of each other's step time"
+    assert "within 0%" not in slow.text and "within 0.0%" not in slow.text
 
 
 def test_a_node_that_sent_nothing_is_said_so(tmp_path: Path) -> None:
