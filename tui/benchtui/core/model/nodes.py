@@ -130,9 +130,6 @@ def straggler(per_node: Sequence[NodeFigures]) -> NodeStraggler | None:
             text += f"; slowest rank {rank}, {rank_ratio:.2f}× the fastest rank's"
     else:
         spread = ratio - 1  # under 1%: a tenth of a percent, never "within 0%"
-        text = (
-            f"no straggler: nodes within {spread:.1%} of each other's step time"
-            if spread < 0.01
-            else (f"no straggler: nodes within {spread:.0%} of each other's step time")
-        )
+        share = f"{spread:.1%}" if spread < 0.01 else f"{spread:.0%}"
+        text = f"no straggler: nodes within {share} of each other's step time"
     return NodeStraggler(slow.node, slow.host, ratio, named, rank, rank_ratio, text)
