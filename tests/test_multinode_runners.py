@@ -163,6 +163,10 @@ def test_two_nodes_train_one_run_through_the_frameworks_own_engine(
         assert batches and all(b["samples"] == 8 for b in batches)
         assert sum(b["steps"] for b in batches) == 4  # every step of both epochs, on each node
         assert [e["epoch"] for e in events if e["type"] == "epoch"] == [1, 2]
+        # Each lead counts a step's FLOPs after its timed epochs (tf.keras: on a copy of the network made
+        # outside MultiWorkerMirroredStrategy, whose variables are unreadable outside a replica).
+        (flops,) = [e for e in events if e["type"] == "flops"]
+        assert (flops.get("per_step") or 0) > 0 and not flops.get("reason"), json.dumps(flops)
     assert sorted(firsts) == [0, 1]  # each node's processes hold their own global ranks
     if framework == "torch":
         assert "Gloo over TCP" in hellos[0]["settings"]["distributed"]["link"]

@@ -9,6 +9,7 @@ of steps, never per step.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from collections.abc import Callable
@@ -1284,18 +1285,28 @@ class KerasBackend:
         from benchtui_runners.flops import count_keras
 
         config = self.config
-        return count_keras(
-            self.model,
-            self.backend,
-            config.global_batch,
-            config.image_size,
-            config.num_classes,
-            config.head,
-            seq_len=config.tokens,
-            vocab=config.outputs if config.tokens else 0,
-            forward_only=self.inference,
-            input_shape=config.sample_shape("keras"),
-        )
+        where: Any = contextlib.nullcontext()
+        if self.backend == "tensorflow" and config.nodes > 1:
+            # MultiWorkerMirroredStrategy's variables cannot be read outside a replica ("DistributedVariable.
+            # handle is not available outside the replica context"): the step is traced in this worker's
+            # first replica's context (a trace runs nothing, and a step's forward and gradients hold no
+            # collective: the all-reduce is the optimizer's).
+            import tensorflow as tf
+
+            where = tf.distribute.ReplicaContext(self.model.distribute_strategy, replica_id_in_sync_group=0)
+        with where:
+            return count_keras(
+                self.model,
+                self.backend,
+                config.global_batch,
+                config.image_size,
+                config.num_classes,
+                config.head,
+                seq_len=config.tokens,
+                vocab=config.outputs if config.tokens else 0,
+                forward_only=self.inference,
+                input_shape=config.sample_shape("keras"),
+            )
 
 
 def step_state(backend: str, model: Any) -> Any:
