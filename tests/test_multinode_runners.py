@@ -178,6 +178,7 @@ def test_two_nodes_train_one_run_through_the_frameworks_own_engine(
         assert losses[0] == pytest.approx(losses[1])
     if framework == "tensorflow":
         assert "collectives over gRPC" in hellos[0]["settings"]["distributed"]["link"]
+        assert "keras-team/keras#20585" in hellos[0]["settings"]["distributed"]["keras_patch"]
         assert hellos[1]["settings"]["distributed"]["cluster"] == nodes[0].cluster
     if framework == "keras-jax":
         assert "gloo" in hellos[0]["settings"]["distributed"]["link"]

@@ -275,6 +275,9 @@ def multi_worker(config: RunConfig, kind: str, writer: EventWriter | None) -> tu
             f"{asked}{' -> ' + became if asked == 'AUTO' else ''} collectives over gRPC",
         ),
         "cluster": list(config.cluster),
+        # Said where the wiring is read: this run's fit is Keras's with two fixes of benchtui's.
+        "keras_patch": "model.fit under this strategy fixed in two places Keras 3 breaks (keras-team/keras#20585): "
+        "the first step's build from one replica's batch, scalar metrics reduced without an axis",
     }
 
 
