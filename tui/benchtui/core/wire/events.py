@@ -353,7 +353,9 @@ def prune_gpu_sample(event: dict[str, Any]) -> dict[str, Any]:
     what a file adds to them must not grow with the file (a sample is about 450 bytes a GPU)."""
     gpus = event.get("gpus")
     host = event.get("host")
-    out: dict[str, Any] = {k: event[k] for k in ("type", "t", "run", "v", "watched", "devices", "node") if k in event}
+    out: dict[str, Any] = {
+        k: event[k] for k in ("type", "t", "run", "v", "watched", "devices", "node") if k in event
+    }
     if isinstance(gpus, list):
         out["gpus"] = [_gpu_reading(g) if isinstance(g, dict) else None for g in gpus[:MAX_SAMPLE_GPUS]]
     if isinstance(host, dict):
