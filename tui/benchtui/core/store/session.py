@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import hashlib
 import json
 import math
 import os
@@ -38,7 +39,13 @@ from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import RunStatus, SessionStatus
 from benchtui.core.plan.options import LIMITS
 from benchtui.core.plan.plan import MAX_RUNS_IN_PLAN, Plan, repeated, watch_label
-from benchtui.core.provenance import cpu_model, provenance, recorded_by_other
+from benchtui.core.provenance import (
+    benchtui_version,
+    cpu_model,
+    provenance,
+    recorded_by_other,
+    runner_code_hash,
+)
 from benchtui.core.wire.events import (
     MAX_LINE_BYTES,
     Malformed,
@@ -417,8 +424,91 @@ class SessionFolder:
                     out.append(prune_gpu_sample(event))  # the sampler's fields: a plot's worth, not a file's
         return out
 
+    # -- the summary cache ----------------------------------------------------------------------
+    def events_stamp(self) -> tuple[int, int] | None:
+        """events.jsonl's size and modification time (ns), what a cached summary was folded from; None
+        when it is not a regular file (nothing is cached of it)."""
+        try:
+            st = os.lstat(self.events_path)
+        except OSError:
+            return None
+        return (st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+
+    def summary_cache(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """summary.json's summary and its ``cache`` entry when they still hold: the session finished, its
+        events.jsonl has the size and mtime the summary was folded from, and this code folds and summarises
+        as the code that wrote it (``summary_code``). None otherwise (the caller folds), never an error."""
+        try:
+            data = read_json_file(self.summary_path, MAX_SUMMARY_BYTES)
+            if not isinstance(data, dict) or not isinstance(cache := data.get("cache"), dict):
+                return None
+            if cache.get("code") != summary_code() or self.read_meta().get("status") not in FINISHED:
+                return None
+        except SessionError:
+            return None
+        stamp = self.events_stamp()
+        if stamp is None or [cache.get("events_size"), cache.get("events_mtime_ns")] != list(stamp):
+            return None
+        summary = cache.get("summary", {k: v for k, v in data.items() if k != "cache"})
+        warnings = cache.get("warnings")
+        if not isinstance(summary, dict) or not isinstance(warnings, list):
+            return None
+        if not all(isinstance(w, str) for w in warnings):
+            return None
+        return summary, cache
+
+    def cached_summary(self) -> dict[str, Any] | None:
+        """summary.json's summary when it still holds for events.jsonl and this code (``summary_cache``),
+        as ``SessionModel.summary()`` gives it after JSON; None: fold the events as before."""
+        hit = self.summary_cache()
+        return hit[0] if hit is not None else None
+
+    def cached_warnings(self) -> list[str] | None:
+        """What loading the session said (``LoadedSession.warnings``) when its summary was cached; None
+        without a cache that holds."""
+        hit = self.summary_cache()
+        return list(hit[1]["warnings"]) if hit is not None else None
+
+    def write_summary_cache(
+        self, summary: dict[str, Any], warnings: list[str], stamp: tuple[int, int] | None
+    ) -> bool:
+        """Record in summary.json that ``summary`` (``SessionModel.summary()`` of a load) is what events.jsonl
+        folds into while its size and mtime are ``stamp`` (taken before that load read it): adds the ``cache``
+        key, nothing else. The summary the writer wrote stays as it was; when the load's differs (the
+        writer's live model saw what the file does not), the load's is kept under the key. Only a finished
+        session whose events are as they were and whose summary.json exists; False when nothing was
+        written (a read-only folder included)."""
+        if stamp is None or self.events_stamp() != stamp:
+            return False
+        try:
+            if self.read_meta().get("status") not in FINISHED:
+                return False
+            data = read_json_file(self.summary_path, MAX_SUMMARY_BYTES)
+        except SessionError:
+            return False
+        if not isinstance(data, dict):
+            return False
+        fresh = json.loads(json.dumps(json_safe(summary), allow_nan=False))
+        cache: dict[str, Any] = {
+            "events_size": stamp[0],
+            "events_mtime_ns": stamp[1],
+            "code": summary_code(),
+            "warnings": list(warnings),
+        }
+        written = {k: v for k, v in data.items() if k != "cache"}
+        if written != fresh:
+            cache["summary"] = fresh
+        if data.get("cache") == cache:
+            return True
+        try:
+            _write_json_atomic(self.summary_path, {**written, "cache": cache})
+        except (OSError, ValueError):
+            return False
+        return True
+
     def load(self, keep_events: bool = False) -> LoadedSession:
         """Fold the events into a fresh model; warnings say what was skipped, cut off or recorded by other code."""
+        stamp = self.events_stamp()
         warnings: list[str] = []
         meta = read_meta(self.path, warnings)
         plan = self.read_plan(meta)
@@ -438,7 +528,7 @@ class SessionFolder:
         if tail is not None:
             model.events += tail.dropped
         warnings += self.settle(meta, model, check)
-        return LoadedSession(self.path, meta, plan, model, kept, warnings)
+        return LoadedSession(self.path, meta, plan, model, kept, warnings, stamp)
 
     def settle(self, meta: dict[str, Any], model: SessionModel, check: EventCheck) -> list[str]:
         """After every event is folded: what the file lost, said; runs that cannot go on, ended.
@@ -691,10 +781,41 @@ class LoadedSession:
     model: SessionModel
     events: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: events.jsonl's (size, mtime ns) before it was read: what the summary cache is keyed on.
+    events_stamp: tuple[int, int] | None = None
 
     @property
     def folder(self) -> SessionFolder:
         return SessionFolder(self.path)
+
+    def summary(self) -> dict[str, Any]:
+        """``SessionModel.summary()`` as summary.json holds it (after JSON), cached: a finished session's
+        summary is written into its summary.json's ``cache`` once computed (``write_summary_cache``), and
+        read from there while events.jsonl and the code stay the same."""
+        cached = self.folder.cached_summary()
+        if cached is not None:
+            return cached
+        summary = self.model.summary()
+        self.folder.write_summary_cache(summary, self.warnings, self.events_stamp)
+        normal: dict[str, Any] = json.loads(json.dumps(json_safe(summary), allow_nan=False))
+        return normal
+
+
+#: The packages whose code decides a summary's figures: reading, checking, folding, summarising.
+_SUMMARY_PACKAGES = ("model", "wire", "store", "plan")
+
+
+@functools.cache
+def summary_code() -> str:
+    """Which code folded and summarised a cached summary: a hash of benchtui's version, the parent's
+    reading, checking, folding and summarising code (``_SUMMARY_PACKAGES``) and the runner package's
+    (its wire and catalog). Any change to them makes every cached summary stale."""
+    core = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256(f"{benchtui_version()}\0{runner_code_hash()}\0".encode())
+    for package in _SUMMARY_PACKAGES:
+        for path in sorted((core / package).rglob("*.py")):
+            digest.update(path.relative_to(core).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 #: session.json's fields that views read, and the type each must have: a field of another type
