@@ -17,10 +17,11 @@ from benchtui.core.fmt import clean
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.reporting import files, terminal
 from benchtui.core.reporting.compare import compare_sessions
-from benchtui.core.reporting.model import build_report
+from benchtui.core.reporting.model import build_report, summary_of
 from benchtui.core.reporting.registry import writer_for
 
 if TYPE_CHECKING:
+    from benchtui.core.model.cell import SessionSummary
     from benchtui.core.store.session import LoadedSession
 
 
@@ -32,10 +33,26 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``benchtui export SESSION --format F [-o FILE] [--per-batch]``: md/csv/json to stdout, html to SESSION/report.html."""
-    writer = writer_for(args.format, args.per_batch)  # wrong combinations fail before the session is read
-    loaded = load(args.session, args.sessions_dir)
+    writer_for(args.format, args.per_batch)  # wrong combinations fail before the session is read
+    if args.per_batch:  # its rows stream from the events, with the plan's runs: nothing to fold first
+        from benchtui.core.store.session import resolve_session
+
+        loaded = files.unfolded(resolve_session(args.session, args.sessions_dir))
+        try:
+            return _export(args, loaded)
+        finally:  # what session.json and the one pass over the events had to say, once it is done
+            for warning in loaded.warnings:
+                say(f"warning: {warning}")
+    return _export(args, load(args.session, args.sessions_dir))
+
+
+def _export(args: argparse.Namespace, loaded: LoadedSession) -> int:
+    """Write the export of ``loaded`` where ``args`` says (stdout, -o FILE, or the html beside the session)."""
+    writer = writer_for(args.format, args.per_batch)
+    summary = None
     if writer.tracker:  # the cells a tracker cannot follow, said before the file (a CI log shows them)
-        _say_left_out(loaded, args.format)
+        summary = summary_of(loaded)  # once: the export is built from the same
+        _say_left_out(summary, args.format)
     output = args.output
     if output is None and args.format == "html":
         output = str(files.default_output(loaded.path, "html"))
@@ -47,12 +64,12 @@ def cmd_export(args: argparse.Namespace) -> int:
                 with tempfile.SpooledTemporaryFile(
                     SPOOL_BYTES, "w+", encoding="utf-8", errors="surrogatepass", newline=""
                 ) as buf:  # in memory up to SPOOL_BYTES, then on disk: a long session's json need not fit
-                    files.render(loaded, args.format, buf)
+                    files.render(loaded, args.format, buf, summary=summary)
                     buf.seek(0)
                     shutil.copyfileobj(buf, sys.stdout)
             sys.stdout.flush()
         return EXIT_OK
-    print(clean(files.write_file(Path(output), loaded, args.format, args.per_batch)))
+    print(clean(files.write_file(Path(output), loaded, args.format, args.per_batch, summary)))
     return EXIT_OK
 
 
@@ -60,11 +77,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 SPOOL_BYTES = 8 << 20
 
 
-def _say_left_out(loaded: LoadedSession, format_: str) -> None:
+def _say_left_out(summary: SessionSummary, format_: str) -> None:
     """One line on stderr per cell a tracker's export leaves out (it failed, diverged or did not finish)."""
     from benchtui.core.reporting.trackers import left_out
 
-    for line in left_out(loaded.model.session_summary().rows):
+    for line in left_out(summary.rows):
         say(f"note: not in the {format_} export: {line}")
 
 

@@ -26,12 +26,13 @@ from benchtui.core.model.analysis import (
     threads_text,
     timing_groups,
 )
-from benchtui.core.model.cell import FrameworkRatio
+from benchtui.core.model.cell import FrameworkRatio, SessionSummary
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.session_model import OTHER_LOAD_WARN_CORES, contention_part
 from benchtui.core.model.stats import Ratio, grouped_mean, ratio_ci
 from benchtui.core.plan.plan import command_text
 from benchtui.core.plan.sweep import NO_POINT, Point
+from benchtui.core.reporting.model.build import summary_of
 from benchtui.core.store.session import LoadedSession, load_session
 
 #: Plan fields that change what an epoch is or how fast it runs: differences are pointed out, each by the
@@ -237,9 +238,11 @@ def watch_text(watch: dict[str, Any]) -> str:
     return (command_text(command) if command else "telemetry only") + f" in {watch.get('cwd') or '?'}"
 
 
-def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
+def _differences(
+    a: LoadedSession, b: LoadedSession, summary_a: SessionSummary, summary_b: SessionSummary
+) -> list[str]:
     """Settings, hardware and library versions that differ between the sessions (cleaned: GPU names
-    and versions come from the session files)."""
+    and versions come from the session files); ``summary_a``, ``summary_b``: their summaries."""
     out = []
     if a.plan.watch or b.plan.watch:  # benchtui watch: what each session watched, and where
         wa, wb = (watch_text(p.watch) for p in (a.plan, b.plan))
@@ -305,8 +308,8 @@ def _differences(a: LoadedSession, b: LoadedSession) -> list[str]:
         )
         if ia != ib:
             out.append(f"{framework_label(fw)} interpreter: {ia} vs {ib}")
-    ea = a.model.session_summary().frameworks or {}
-    eb = b.model.session_summary().frameworks or {}
+    ea = summary_a.frameworks or {}
+    eb = summary_b.frameworks or {}
     for fw in sorted(set(ea) & set(eb)):
         va, vb = ea[fw].get("versions") or {}, eb[fw].get("versions") or {}
         for lib in sorted(set(va) | set(vb)):
@@ -396,6 +399,7 @@ def compare_sessions(
     one value a side it has none.
     """
     la, lb = _load(a), _load(b)
+    sa, sb = summary_of(la), summary_of(lb)  # once each: a million events' intervals are seconds of work
     cells: list[tuple[str, str, Point]] = []  # (model, framework, sweep point): a cell of either plan
     for loaded in (la, lb):
         for fw, m, point in loaded.model.grid():
@@ -404,9 +408,9 @@ def compare_sessions(
     out = Comparison(
         la,
         lb,
-        differences=_differences(la, lb),
-        verdicts_a=_cleaned(la.model.session_summary().ratios),
-        verdicts_b=_cleaned(lb.model.session_summary().ratios),
+        differences=_differences(la, lb, sa, sb),
+        verdicts_a=_cleaned(sa.ratios),
+        verdicts_b=_cleaned(sb.ratios),
     )
     for m, fw, at in cells:
         row = CompareRow(m, fw, _cell_status(la, fw, m, at), _cell_status(lb, fw, m, at), point=at)

@@ -12,7 +12,7 @@ from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.cell import CELL_FIELDS, HEADLINE, CellSummary, SessionSummary
 from benchtui.core.plan.sweep import Point
 from benchtui.core.reporting.model import Report, ratio_mark
-from benchtui.core.store.session import LoadedSession
+from benchtui.core.store.session import GpuTail, LoadedSession
 
 STAT_FIELDS = (
     "n",
@@ -317,19 +317,35 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
 
     A row is a window of ``steps`` steps (benchtui_runners.timing): ``seconds`` is their mean
     time per step and ``samples`` the samples of one step.
+
+    Only the plan is read beside the events (a run's id, framework, model, index and point are the plan's),
+    so ``loaded`` need have folded nothing (``commands.report``'s per-batch export folds nothing): one pass,
+    in constant memory whatever the session's length (issue 35). GPU samples are held back unparsed (no row
+    comes of them); what the pass skipped is said in ``loaded.warnings``.
     """
-    specs = {rid: run.spec for rid, run in loaded.model.runs.items()}
     axes = axis_columns(loaded.plan.points())  # a sweep: the run's point, a column per axis
+    # A run's own cells, made once per run rather than once per row.
+    heads = {
+        rid: [
+            csv_value(run.spec.run_id),
+            csv_value(run.spec.framework),
+            csv_value(run.spec.model),
+            csv_value(run.spec.index),
+        ]
+        for rid, run in loaded.model.runs.items()
+    }
+    tails = {rid: [csv_value(run.spec.point.get(a)) for a in axes] for rid, run in loaded.model.runs.items()}
     # Several machines (issue 33): every node's windows, each row saying its node (0: the run's own).
-    nodes = ["node"] if loaded.plan.nodes > 1 else []
+    nodes = loaded.plan.nodes > 1
     writer = csv.writer(fh, lineterminator="\n")
-    writer.writerow([*BATCH_COLUMNS, *nodes, *axes])
+    writer.writerow([*BATCH_COLUMNS, *(["node"] if nodes else []), *axes])
     count = 0
-    for event in loaded.folder.events([]):
+    for event in loaded.folder.events(loaded.warnings, GpuTail(0)):
         if event.get("type") != "batch":
             continue
-        spec = specs.get(event.get("run"))  # type: ignore[arg-type]
-        if spec is None:
+        rid = event.get("run")
+        head = heads.get(rid) if isinstance(rid, str) else None
+        if head is None:
             continue
         seconds, samples = event.get("seconds"), event.get("samples")
         rate = (
@@ -339,10 +355,7 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
         )
         writer.writerow(
             [
-                csv_value(spec.run_id),
-                csv_value(spec.framework),
-                csv_value(spec.model),
-                csv_value(spec.index),
+                *head,
                 csv_value(event.get("epoch")),
                 csv_value(event.get("step")),
                 csv_value(seconds),
@@ -351,7 +364,7 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
                 csv_value(rate),
                 csv_value(event.get("t")),
                 *([csv_value(event.get("node") or 0)] if nodes else []),
-                *(csv_value(spec.point.get(a)) for a in axes),
+                *tails[rid],  # type: ignore[index]
             ]
         )
         count += 1

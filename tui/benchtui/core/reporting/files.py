@@ -9,22 +9,49 @@ import secrets
 from pathlib import Path
 from typing import IO
 
+from benchtui.core.model.cell import SessionSummary
+from benchtui.core.model.session_model import SessionModel
+from benchtui.core.provenance import recorded_by_other
 from benchtui.core.reporting.folder import Tail as Tail
 from benchtui.core.reporting.folder import holds_file as holds_file
 from benchtui.core.reporting.folder import log_text as log_text
 from benchtui.core.reporting.folder import read_tail as read_tail
 from benchtui.core.reporting.model import build_report
 from benchtui.core.reporting.registry import writer_for
-from benchtui.core.store.session import LoadedSession, SessionError, load_session
+from benchtui.core.store.session import LoadedSession, SessionError, SessionFolder, load_session
 
 
-def render(loaded: LoadedSession, fmt: str, fh: IO[str], per_batch: bool = False) -> None:
-    """Write the export of ``loaded`` in format ``fmt`` to ``fh``."""
+def render(
+    loaded: LoadedSession,
+    fmt: str,
+    fh: IO[str],
+    per_batch: bool = False,
+    summary: SessionSummary | None = None,
+) -> None:
+    """Write the export of ``loaded`` in format ``fmt`` to ``fh`` (``summary``: its summary, when the caller
+    has it already: ``summary_of`` otherwise)."""
     writer = writer_for(fmt, per_batch)
     if per_batch:
         writer.write_batches(loaded, fh)
     else:
-        writer.write(build_report(loaded, telemetry=writer.telemetry), fh)
+        writer.write(build_report(loaded, summary, telemetry=writer.telemetry), fh)
+
+
+def unfolded(path: str | os.PathLike[str]) -> LoadedSession:
+    """The session at ``path`` with its meta and plan read and no event folded (a fresh model knows the plan's
+    runs): what the per-batch CSV needs beside its one pass over the events, in constant memory whatever the
+    session's length (issue 35). A folder without a usable session.json or plan fails (SessionError) as
+    loading it would; ``warnings`` holds what session.json had to say, and the pass adds its own."""
+    folder = SessionFolder.open(path)
+    warnings: list[str] = []
+    meta = folder.read_meta(warnings)
+    plan = folder.read_plan(meta)
+    other = recorded_by_other(meta.get("benchtui"))
+    if other:
+        warnings.append(other)
+    host = meta.get("host")
+    model = SessionModel(plan, host=host if isinstance(host, dict) else None)
+    return LoadedSession(folder.path, meta, plan, model, [], warnings)
 
 
 def default_output(session: Path, fmt: str, per_batch: bool = False) -> Path:
@@ -32,7 +59,13 @@ def default_output(session: Path, fmt: str, per_batch: bool = False) -> Path:
     return session / writer_for(fmt, per_batch).default_name(per_batch)
 
 
-def write_file(path: Path, loaded: LoadedSession, fmt: str, per_batch: bool = False) -> Path:
+def write_file(
+    path: Path,
+    loaded: LoadedSession,
+    fmt: str,
+    per_batch: bool = False,
+    summary: SessionSummary | None = None,
+) -> Path:
     """Write through a temporary file so a failed export leaves no half file behind (SessionError if unwritable).
 
     The temporary file is made new (O_EXCL, O_NOFOLLOW) under a name no one can guess: an html export
@@ -50,7 +83,7 @@ def write_file(path: Path, loaded: LoadedSession, fmt: str, per_batch: bool = Fa
         raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as fh:
-            render(loaded, fmt, fh, per_batch)
+            render(loaded, fmt, fh, per_batch, summary)
         os.replace(tmp, path)
     except OSError as exc:
         _discard(tmp)
@@ -80,6 +113,6 @@ def export_session(
     writer (summary.md, summary.csv, batches.csv, summary-export.json, report.html).
     Raises SessionError for an unreadable session or a file that cannot be written.
     """
-    loaded = load_session(path)
+    loaded = unfolded(path) if per_batch else load_session(path)
     target = Path(output) if output is not None else default_output(loaded.path, fmt, per_batch)
     return write_file(target, loaded, fmt, per_batch)

@@ -19,6 +19,7 @@ from benchtui.core.reporting.model.answer import ratio_mark as ratio_mark
 from benchtui.core.reporting.model.answer import refusal_of as refusal_of
 from benchtui.core.reporting.model.answer import verdict_of as verdict_of
 from benchtui.core.reporting.model.build import build_report as build_report
+from benchtui.core.reporting.model.build import summary_of as summary_of
 from benchtui.core.reporting.model.columns import LATENCY_COLUMNS as LATENCY_COLUMNS
 from benchtui.core.reporting.model.columns import STUDY_COLUMNS as STUDY_COLUMNS
 from benchtui.core.reporting.model.columns import TIMING_COLUMNS as TIMING_COLUMNS

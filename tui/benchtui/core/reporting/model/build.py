@@ -36,6 +36,20 @@ from benchtui.core.reporting.model.warmup import epoch_times, stall_lines, warmu
 from benchtui.core.reporting.model.why import why_views
 from benchtui.core.store.session import LoadedSession
 
+#: Whether views take a finished session's summary from summary.json when its cache says the events are those
+#: it was computed from (``SessionFolder.cached_summary``, issue 35): the statistics and bootstrap intervals of a
+#: million events are seconds of work that reopening a session need not redo.
+USE_CACHED_SUMMARY = True
+
+
+def summary_of(loaded: LoadedSession) -> SessionSummary:
+    """``loaded``'s summary: summary.json's when its cache matches the events file and this code (the same
+    figures, computed when the session ended or was last loaded), else computed from the folded model.
+    Every view takes its summary here once (show, export, compare), never twice."""
+    cached = getattr(loaded.folder, "cached_summary", None) if USE_CACHED_SUMMARY else None
+    given = cached() if cached is not None else None
+    return SessionSummary.of(given) if given else loaded.model.session_summary()
+
 
 def build_report(
     loaded: LoadedSession, given: SessionSummary | dict[str, Any] | None = None, *, telemetry: bool = True
@@ -47,7 +61,7 @@ def build_report(
     The one place where the session's text is made safe to show (``fmt.clean``): every writer
     and view reads the report, none of them the session's strings directly.
     """
-    summary = SessionSummary.of(given) if given else loaded.model.session_summary()
+    summary = SessionSummary.of(given) if given else summary_of(loaded)
     plan = loaded.plan
     efficiency = efficiency_table(summary)
     latency = latency_table(summary)
