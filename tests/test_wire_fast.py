@@ -2,8 +2,8 @@
 wire's one statement as msgspec Structs; every line gives exactly what the standard library's path gives.
 
 ``parse_line_exact`` is the reader before issue 35 (json with its hooks, then ``check_event``), kept as the
-path for every line the fast one cannot vouch for; each test holds ``parse_line`` (and the batch
-``parse_lines``) to it: the same event (same keys, same order, same types) or the same refusal, same reason.
+path for every line the fast one cannot vouch for; each test holds ``parse_line`` to it: the same event
+(same keys, same order, same types) or the same refusal, same reason.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from benchtui.core.wire import events
-from benchtui.core.wire.events import Malformed, parse_line, parse_line_exact, parse_lines
+from benchtui.core.wire.events import Malformed, parse_line, parse_line_exact
 from benchtui_runners import wire
 from sessionfactory import make_session
 
@@ -44,15 +44,11 @@ def _typed(value: Any) -> Any:
 
 
 def assert_same(lines: list[bytes]) -> int:
-    """Each line read the fast way and the exact way, one by one and as a batch: the same outcome."""
-    batch = list(parse_lines(lines))
-    assert len(batch) == len(lines)
+    """Each line read the fast way and the exact way: the same outcome."""
     events_seen = 0
-    for line, got in zip(lines, batch, strict=True):
+    for line in lines:
         want = outcome(parse_line_exact, line)
         assert outcome(parse_line, line) == want, line[:300]
-        as_batch = ("malformed", str(got)) if isinstance(got, Malformed) else ("event", _typed(got))
-        assert as_batch == want, line[:300]
         events_seen += want[0] == "event"
     return events_seen
 
@@ -207,18 +203,15 @@ HOSTILE: list[bytes | str] = [
 
 @pytest.mark.parametrize("line", HOSTILE, ids=range(len(HOSTILE)))
 def test_a_hostile_line_reads_as_before(line: bytes | str) -> None:
-    want = outcome(parse_line_exact, line)
-    assert outcome(parse_line, line) == want
-    if isinstance(line, bytes):
-        got = next(iter(parse_lines([line])))
-        assert (("malformed", str(got)) if isinstance(got, Malformed) else ("event", _typed(got))) == want
+    assert outcome(parse_line, line) == outcome(parse_line_exact, line)
 
 
 def test_a_key_given_twice_is_refused_the_fast_way_too() -> None:
     """What the hostile lines above hold the fast reader to, said plainly (a broken count fails here)."""
     with pytest.raises(Malformed, match="appears twice"):
         parse_line(b'{"type":"batch","epoch":1,"step":1,"seconds":0.1,"seconds":-5}')
-    assert list(parse_lines([b'{"type":"x","a":{"b":1,"b":2}}']))[0].args == ("field 'b' appears twice",)
+    with pytest.raises(Malformed, match="field 'b' appears twice"):
+        parse_line(b'{"type":"x","a":{"b":1,"b":2}}')
 
 
 #: Values put in every field of every kind of event (nested ones too): each limit's edges and beyond.
@@ -268,10 +261,3 @@ def test_every_field_at_every_edge_reads_as_before(made_lines: list[bytes]) -> N
     assert len(lines) > 10_000
     events_seen = assert_same(lines)
     assert 0.2 * len(lines) < events_seen < 0.9 * len(lines)  # both sides of every limit were tried
-
-
-def test_the_batch_reader_keeps_order_and_says_each_refusal(made_lines: list[bytes]) -> None:
-    lines = [*made_lines[:50], b"x\n", *HOSTILE[:20], *made_lines[50:100]]
-    got = list(parse_lines(line for line in lines if isinstance(line, bytes)))
-    assert [type(g) is Malformed for g in got][50] is True
-    assert sum(isinstance(g, dict) for g in got) >= 100
