@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape as _html_escape
+from itertools import chain
+from typing import Any, cast
 
 from benchtui.core import fmt
 
@@ -83,9 +85,9 @@ def downsample_minmax(
         lo, hi = int(b * size), min(n, int((b + 1) * size))
         if lo >= hi:
             continue
-        seg = range(lo, hi)
-        i_min = min(seg, key=ys.__getitem__)
-        i_max = max(seg, key=ys.__getitem__)
+        seg = ys[lo:hi]  # min/max of the values, then their first index: as min(range, key=...) picks, faster
+        i_min = lo + seg.index(min(seg))
+        i_max = lo + seg.index(max(seg))
         for i in sorted({i_min, i_max}):
             out_x.append(xs[i])
             out_y.append(ys[i])
@@ -135,8 +137,28 @@ class Band:
     label: str = ""
 
 
+#: The types a plotted value may have; anything else is not drawn.
+_NUMBERS = frozenset({int, float, bool})
+
+
+def _all_finite(values: Sequence[Any]) -> bool:
+    """Whether every value is a number and finite, in passes at C speed: NaN and the infinities carry through
+    a sum (a sum that overflows only sends the caller to its slow path). A run's million batches are
+    checked here rather than one by one."""
+    if not set(map(type, values)) <= _NUMBERS:
+        return False
+    try:
+        return math.isfinite(sum(values))
+    except (TypeError, OverflowError):
+        return False
+
+
 def _finite_points(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[float], list[float | None]]:
     """Drop points that cannot be drawn (infinite or NaN x; an infinite or NaN y becomes a gap)."""
+    if len(xs) == len(ys) and _all_finite(xs):  # the common case, whole: every point kept
+        if _all_finite(ys):
+            return list(xs), list(ys)
+        return list(xs), [y if isinstance(y, (int, float)) and math.isfinite(y) else None for y in ys]
     out_x: list[float] = []
     out_y: list[float | None] = []
     for x, y in zip(xs, ys, strict=False):
@@ -144,6 +166,15 @@ def _finite_points(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[lis
             out_x.append(x)
             out_y.append(y if isinstance(y, (int, float)) and math.isfinite(y) else None)
     return out_x, out_y
+
+
+def _drawn(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[float], list[float]]:
+    """A line's points that have a value (``_finite_points``'s, whose lists are equally long): all of them
+    when it has no gap, as a run's batches have none, without a pass per point."""
+    if None not in ys:
+        return list(xs), cast("list[float]", list(ys))
+    pts = [(x, y) for x, y in zip(xs, ys, strict=False) if y is not None]
+    return [p[0] for p in pts], [p[1] for p in pts]
 
 
 class _Frame:
@@ -373,8 +404,8 @@ def line_chart(
     # A legend that does not fit beside the title goes under it, and the plot down with it.
     extra = LEGEND_ROW * (len(legend_rows(legend, width - 16, title_width(title))) - 1)
     fr = _Frame(width, height, top=34 + extra)
-    all_y = sorted(y for s in series for y in s.ys if y is not None)
-    all_x = [x for s in series for x in s.xs]
+    all_y = sorted(chain.from_iterable(_drawn(s.xs, s.ys)[1] for s in series))
+    all_x = list(chain.from_iterable(s.xs for s in series))
     parts = _open(width, height, title, desc)
     if not all_y or not all_x:
         parts.append(
@@ -420,10 +451,10 @@ def line_chart(
     peaks: dict[str, tuple[str, float, float]] = {}  # colour -> the highest off-scale point of its lines
     for i, s in enumerate(series):
         color = s.color or PALETTE[i % len(PALETTE)]
-        pts = [(x, y) for x, y in zip(s.xs, s.ys, strict=False) if y is not None]
-        if not pts:
+        line_x, line_y = _drawn(s.xs, s.ys)
+        if not line_x:
             continue
-        xs, ys = downsample_minmax([p[0] for p in pts], [p[1] for p in pts], max_points)
+        xs, ys = downsample_minmax(line_x, line_y, max_points)
         off = [(x, y) for x, y in zip(xs, ys, strict=False) if y > fr.yhi]
         coords = " ".join(
             f"{_coord(fr.px(x))},{_coord(fr.py(min(max(y, fr.ylo), fr.yhi)))}"

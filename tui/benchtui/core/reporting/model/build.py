@@ -37,18 +37,17 @@ from benchtui.core.reporting.model.why import why_views
 from benchtui.core.store.session import LoadedSession
 
 #: Whether views take a finished session's summary from summary.json when its cache says the events are those
-#: it was computed from (``SessionFolder.cached_summary``, issue 35): the statistics and bootstrap intervals of a
-#: million events are seconds of work that reopening a session need not redo.
+#: it was computed from (``SessionFolder.cached_summary``, issue 35): the statistics and bootstrap intervals of
+#: a million events are seconds of work that reopening a session need not redo.
 USE_CACHED_SUMMARY = True
 
 
 def summary_of(loaded: LoadedSession) -> SessionSummary:
-    """``loaded``'s summary: summary.json's when its cache matches the events file and this code (the same
-    figures, computed when the session ended or was last loaded), else computed from the folded model.
-    Every view takes its summary here once (show, export, compare), never twice."""
-    cached = getattr(loaded.folder, "cached_summary", None) if USE_CACHED_SUMMARY else None
-    given = cached() if cached is not None else None
-    return SessionSummary.of(given) if given else loaded.model.session_summary()
+    """``loaded``'s summary: summary.json's when its cache holds for the events file and this code, else
+    computed from the folded model. Every view takes its summary here, once (show, export, compare). A view
+    reads the cache and never writes it: ``show`` leaves a session's files as they were."""
+    cached = loaded.folder.cached_summary() if USE_CACHED_SUMMARY else None
+    return SessionSummary.of(cached) if cached is not None else loaded.model.session_summary()
 
 
 def build_report(
