@@ -17,7 +17,7 @@ import pytest
 
 from benchtui.cli import main
 from benchtui.core.model.session_model import SessionModel
-from benchtui.core.reporting import csvfile
+from benchtui.core.reporting import csvfile, jsonfile
 from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.plots import _finite_points, downsample_minmax
 from benchtui.core.store.session import SessionFolder, load_session
@@ -222,3 +222,21 @@ def test_a_replay_draws_before_it_has_read_its_file(tmp_path: Path) -> None:
         asyncio.run(run())
     assert seen, "the replay never drew an event"
     assert seen[0] < total // 10, (seen[0], total)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.25, 0.5, 1e-9, 123456.789],
+        [0.25, 2, True, 0.5],  # an int or a bool among floats: written as its float
+        [0.25, math.nan, 0.5, math.inf, -math.inf],
+        [1e308, 1e308, 0.5],  # a sum that overflows
+        [float(i) / 7 for i in range(3 * jsonfile.CHUNK + 5)],  # several chunks, the fast path in each
+        [],
+    ],
+)
+def test_json_steps_as_written_value_by_value(values: list[Any]) -> None:
+    def one_by_one(v: Any) -> str:
+        return jsonfile._seconds(v)  # not the writer's own function: the path of a value at a time
+
+    assert list(jsonfile._steps(values)) == list(jsonfile._steps(values, one_by_one))

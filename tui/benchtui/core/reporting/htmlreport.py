@@ -653,6 +653,22 @@ def _host_number(sample: dict[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _gpu_reading(sample: dict[str, Any], idx: int) -> dict[str, Any] | None:
+    """A sample's reading of GPU ``idx`` (the first that says it is that GPU), None when it has none."""
+    for g in sample.get("gpus") or []:
+        if isinstance(g, dict) and g.get("index", 0) == idx:
+            return g
+    return None
+
+
+def _number(reading: dict[str, Any] | None, key: str) -> float | None:
+    """A figure of a GPU's reading as a float, None when absent or not a number."""
+    if reading is None:
+        return None
+    v = reading.get(key)
+    return float(v) if isinstance(v, (int, float)) else None
+
+
 def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
     if not samples:
         return '<p class="note">No telemetry samples were recorded.</p>'
@@ -699,25 +715,19 @@ def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
         mem: list[Series] = []
         total_gib = 0.0
         for k, idx in enumerate(indices):
-
-            def metric(s: dict[str, Any], key: str, idx: int = idx) -> float | None:
-                for g in s.get("gpus") or []:
-                    if isinstance(g, dict) and g.get("index", 0) == idx:
-                        v = g.get(key)
-                        return float(v) if isinstance(v, (int, float)) else None
-                return None
-
+            # Each sample's reading of this GPU, found once for its four figures (a long session has 100,000s).
+            readings = [_gpu_reading(s, idx) for s in samples]
             util.append(
                 Series(
                     f"GPU {idx} utilization",
                     xs,
-                    [metric(s, "util") for s in samples],
+                    [_number(g, "util") for g in readings],
                     GPU_COLORS[k % len(GPU_COLORS)],
                 )
             )
-            used = [metric(s, "mem_used") for s in samples]
-            proc = [metric(s, "proc_mem") for s in samples]
-            totals = [v for v in (metric(s, "mem_total") for s in samples) if v]
+            used = [_number(g, "mem_used") for g in readings]
+            proc = [_number(g, "proc_mem") for g in readings]
+            totals = [v for v in (_number(g, "mem_total") for g in readings) if v]
             total_gib = max([total_gib] + [t / 2**30 for t in totals])
             color = GPU_COLORS[k % len(GPU_COLORS)]
             mem.append(
