@@ -95,8 +95,13 @@ def parse_line(line: bytes | str) -> dict[str, Any]:
     """
     if len(line) > MAX_LINE_BYTES:
         raise Malformed(f"a line of {len(line)} bytes (at most {MAX_LINE_BYTES})")
-    if type(line) is bytes and (event := fast_event(line)) is not None:
-        return event
+    if type(line) is bytes:
+        try:
+            value = _DECODE(line)
+        except (ValueError, RecursionError):
+            return parse_line_exact(line)
+        if (event := _checked(line, value)) is not None:
+            return event
     return parse_line_exact(line)
 
 
@@ -729,8 +734,10 @@ def fast_event(line: bytes) -> dict[str, Any] | None:
 
 def _checked(line: bytes, value: Any) -> dict[str, Any] | None:
     """``fast_event`` of ``line``, which msgspec decoded to ``value``."""
-    if type(value) is not dict or not _once_each(line, value):
+    if type(value) is not dict:
         return None
+    if (line.count(b":") != len(value) or b"[" in line) and not _once_each(line, value):
+        return None  # a flat line with no key twice (a batch) asks nothing more
     kind = value.get("type")
     struct = _STRUCTS.get(kind) if type(kind) is str else None
     if struct is not None:
