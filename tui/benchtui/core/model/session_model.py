@@ -110,6 +110,20 @@ class SessionModel:
     def apply(self, event: dict[str, Any]) -> None:
         self.events += 1
         kind = event.get("type")
+        if kind == "batch" and "node" not in event:
+            # The common event (a million in a long session): what the path below does for a batch, without
+            # the tests of the other types and the handler's lookup.
+            run_id = event.get("run")
+            run = self.runs.get(run_id) if type(run_id) is str else None
+            if run is None:
+                if run_id is not None:
+                    self.unknown_runs += 1
+                return
+            try:
+                self._handlers["batch"](run, event)
+            except (TypeError, ValueError, KeyError):
+                self.malformed += 1
+            return
         if "node" in event:  # another machine's share of a run (issue 33): never the run's own figures
             self._apply_node(event, kind)
             return
@@ -311,17 +325,28 @@ class SessionModel:
         seconds, epoch, step = float(event["seconds"]), int(event["epoch"]), int(event["step"])
         if (run.epochs_planned and epoch > run.epochs_planned) or step < steps:
             raise ValueError("a step outside the plan")
-        self._check_window(run, step, steps)  # what a window may hold is the plan's, not the line's
+        # What a window may hold is the plan's, not the line's (``_check_window``, inline: this runs for
+        # every batch line of a long session).
+        said, watch = run.hello.get("steps_per_epoch"), self.plan.watch
+        bound = said if isinstance(said, int) and said > 0 else (None if watch else self.plan.samples)
+        if (bound is not None and step > bound) or (watch and steps > MAX_WATCH_WINDOW):
+            self._check_window(run, step, steps)  # raises, saying why
         # Steps by their numbers: a window that does not start where the last one ended means
         # lost lines; the gap is counted and said, never filled in.
         before = run.current_step if epoch == run.current_epoch else 0
         if step - steps < before:
             raise ValueError("steps already counted")
         run.missing_steps += step - steps - before
-        run.batch_seconds.extend([seconds] * steps)
-        run.batch_epochs.extend([epoch] * steps)
+        if steps == 1:
+            run.batch_seconds.append(seconds)
+            run.batch_epochs.append(epoch)
+        else:
+            run.batch_seconds.extend([seconds] * steps)
+            run.batch_epochs.extend([epoch] * steps)
         if step > steps or epoch > 1:  # the run's first step is its own window (compiling, warming up)
-            run.window_max_s = max(run.window_max_s, seconds * steps)
+            window = seconds * steps
+            if window > run.window_max_s:
+                run.window_max_s = window
         run.current_epoch = epoch
         run.current_step = step
         run.status = RunStatus.RUNNING

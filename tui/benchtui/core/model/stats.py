@@ -188,12 +188,13 @@ class _Group:
 def _groups(groups: Sequence[Sequence[float]]) -> list[_Group]:
     out = []
     for g in groups:
-        vals = tuple(float(v) for v in g)
+        vals = tuple(map(float, g))  # map, not a generator: a run's batches are tens of thousands
         if not vals:
             continue
         m = math.fsum(vals) / len(vals)
         if len(vals) > 1:
-            var = math.fsum((v - m) ** 2 for v in vals) / (len(vals) - 1)
+            # (v - m) ** 2 for each v, in C: the same float operations, several times faster.
+            var = math.fsum(map(pow, map(operator.sub, vals, repeat(m)), repeat(2))) / (len(vals) - 1)
             se = math.sqrt(var / len(vals))
         else:
             se = 0.0
@@ -249,7 +250,8 @@ def hierarchical_replicates(
     reps: list[float] = []
     for r in range(0, k * resamples, k):
         chosen = picks[r : r + k]
-        reps.append(sum(nexts[p]() for p in chosen) / sum(sizes[p] for p in chosen))
+        # Lists, not generators: the same sums in the same order, without a generator per replicate.
+        reps.append(sum([nexts[p]() for p in chosen]) / sum([sizes[p] for p in chosen]))
     return reps
 
 
@@ -465,7 +467,7 @@ def warmup_cut(values: Sequence[float], tolerance: float = WARMUP_TOLERANCE) -> 
         return 1
     tail = sorted(values[n // 2 :])
     m = quantile(tail, 0.5)
-    mad = quantile(sorted(abs(v - m) for v in tail), 0.5)
+    mad = quantile(sorted(map(abs, map(operator.sub, tail, repeat(m)))), 0.5)  # |v - m|, in C
     limit = m * (1 + tolerance) + 3 * 1.4826 * mad
     window = max(3, min(20, n // 10))
     streak = 0

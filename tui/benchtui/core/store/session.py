@@ -50,8 +50,8 @@ from benchtui.core.wire.events import (
     MAX_LINE_BYTES,
     Malformed,
     check_event,
+    fast_event,
     loads_strict,
-    plain_batch,
     prune_gpu_sample,
     scrub_surrogates,
 )
@@ -419,7 +419,12 @@ class SessionFolder:
                     break  # loading said so
                 if b'"gpu"' not in raw or len(raw) > MAX_GPU_LINE_BYTES:  # a longer one: loading counted it
                     continue
-                event = _event_of(raw, _DECODER.raw_decode, skipped)
+                try:
+                    event = fast_event(raw)
+                except Malformed:
+                    continue
+                if event is None:
+                    event = _event_of(raw, _DECODER.raw_decode, skipped)
                 if event is not None and event["type"] == "gpu" and isinstance(event.get("t"), (int, float)):
                     out.append(prune_gpu_sample(event))  # the sampler's fields: a plot's worth, not a file's
         return out
@@ -1025,31 +1030,30 @@ def iter_events(
                     gpu_tail.lines.append((check.lines, raw))
                     gpu_tail.count += 1
                     continue
-                # The common line (a batch as a runner wrote it) inline; anything else through _event_of,
-                # with what was parsed here (a line is parsed once: a long one is costly).
-                whole = _NOT_PARSED
+                # Decoded and checked by msgspec (``fast_event``) where it certainly gives what the exact
+                # path gives; else through _event_of, which says why a line is refused.
                 try:
-                    text = raw.decode("utf-8")
-                    parsed, end = decode(text)
-                    if end == len(text) - 1:
-                        # No \u escape: no lone surrogate in a field plain_batch does not look at.
-                        if type(parsed) is dict and parsed.get("type") == "batch" and "\\u" not in text:
-                            if plain_batch(parsed):
-                                yield parsed
-                                continue
-                        whole = parsed
-                except (ValueError, RecursionError):  # the slow path says why
-                    pass
-                event = _event_of(raw, decode, check, event=whole)
-                if event is None:
+                    event = fast_event(raw)
+                except Malformed as exc:
+                    check.skip(str(exc))
                     continue
+                if event is None:
+                    event = _event_of(raw, decode, check)
+                    if event is None:
+                        continue
                 if event["type"] == "session_end":
                     check.end = event
                 yield event
         except OSError as exc:  # a disk's read error: what was read stands
             warnings.append(f"events.jsonl could not be read past line {check.lines}: {storage_problem(exc)}")
     for line, raw in gpu_tail.lines if gpu_tail is not None else ():
-        event = _event_of(raw, decode, check, line)
+        try:
+            event = fast_event(raw)
+        except Malformed as exc:
+            check.skip(str(exc), line)
+            continue
+        if event is None:
+            event = _event_of(raw, decode, check, line)
         if event is not None:
             yield event
     if check.bad:
