@@ -198,3 +198,64 @@ def test_an_older_session_loads_as_before_and_its_show_is_unchanged(
     assert SessionFolder(path).cached_summary() == summary
     assert main(["show", str(path)]) == 0
     assert capsys.readouterr().out == first
+
+
+def _written(tmp_path: Path, status: str) -> Path:
+    """A session as the engine writes it: a writer, a model folding what it appends, finish with its summary."""
+    from benchtui.core.model.session_model import SessionModel
+    from benchtui.core.plan.plan import Plan
+    from benchtui.core.store.session import SessionWriter
+
+    plan = Plan(
+        frameworks=["torch"],
+        models=["resnet50"],
+        image_size=32,
+        samples=8,
+        batch_sizes={"resnet50": 8},
+        epochs=1,
+        runs=2,
+        device="cpu",
+    ).validate()
+    writer = SessionWriter.create(plan, tmp_path)
+    model = SessionModel(plan)
+    for run in model.runs:
+        events: list[dict[str, Any]] = [
+            {"type": "run_start", "t": 0.0, "run": run},
+            *(
+                {"type": "batch", "t": 0.1 * s, "run": run, "epoch": 1, "step": s, "seconds": 0.1}
+                for s in range(1, 9)
+            ),
+            {"type": "epoch", "t": 1.0, "run": run, "epoch": 1, "seconds": 0.8, "samples": 64},
+            {"type": "done", "t": 1.1, "run": run},
+            {"type": "run_end", "t": 1.2, "run": run, "status": "ok"},
+        ]
+        for event in events:
+            writer.append(event)
+            model.apply(event)
+    writer.finish(status, model.summary())
+    return writer.path
+
+
+def test_a_complete_session_is_written_with_its_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _written(tmp_path, "complete")
+    cache = _file(path)["cache"]
+    st = os.stat(path / "events.jsonl")
+    assert (cache["events_size"], cache["events_mtime_ns"]) == (st.st_size, st.st_mtime_ns)
+    assert "warnings" not in cache and "summary" not in cache
+    loaded = load_session(path)
+    fresh = json.loads(json.dumps(loaded.model.summary()))
+    assert SessionFolder(path).cached_summary() == fresh  # what a load would compute, read instead
+    assert SessionFolder(path).cached_warnings() is None  # the writer has not loaded the file
+    monkeypatch.setattr(loaded.model, "summary", lambda: pytest.fail("computed again"))
+    assert loaded.summary() == fresh
+
+
+@pytest.mark.parametrize("status", ["interrupted", "failed", "incomplete"])
+def test_a_session_that_did_not_complete_is_written_without_one(tmp_path: Path, status: str) -> None:
+    """Its live model may hold what the file's fold settles otherwise (a cut run): a load caches it."""
+    path = _written(tmp_path, status)
+    assert "cache" not in _file(path)
+    load_session(path).summary()
+    assert SessionFolder(path).cached_summary() is not None

@@ -455,7 +455,7 @@ class SessionFolder:
         if stamp is None or [cache.get("events_size"), cache.get("events_mtime_ns")] != list(stamp):
             return None
         summary = cache.get("summary", {k: v for k, v in data.items() if k != "cache"})
-        warnings = cache.get("warnings")
+        warnings = cache.get("warnings", [])  # the writer's cache has none: a load's adds them
         if not isinstance(summary, dict) or not isinstance(warnings, list):
             return None
         if not all(isinstance(w, str) for w in warnings):
@@ -469,10 +469,10 @@ class SessionFolder:
         return hit[0] if hit is not None else None
 
     def cached_warnings(self) -> list[str] | None:
-        """What loading the session said (``LoadedSession.warnings``) when its summary was cached; None
-        without a cache that holds."""
+        """What loading the session said (``LoadedSession.warnings``) when a load cached its summary; None
+        without a cache that holds, or with the writer's (which has not loaded the file)."""
         hit = self.summary_cache()
-        return list(hit[1]["warnings"]) if hit is not None else None
+        return list(hit[1]["warnings"]) if hit is not None and "warnings" in hit[1] else None
 
     def write_summary_cache(
         self, summary: dict[str, Any], warnings: list[str], stamp: tuple[int, int] | None
@@ -745,7 +745,7 @@ class SessionWriter:
         }
         steps: tuple[Callable[[], object], ...] = (
             lambda: self.append(end),
-            lambda: _write_json_atomic(self.folder.summary_path, summary),
+            lambda: _write_json_atomic(self.folder.summary_path, self._cached(status, summary)),
         )
         for step in steps:
             if self.failure:
@@ -763,6 +763,16 @@ class SessionWriter:
         with contextlib.suppress(StorageError):
             self.write_meta()
         self.close()
+
+    def _cached(self, status: str, summary: dict[str, Any]) -> dict[str, Any]:
+        """``summary`` with its cache key (``SessionFolder.cached_summary``) when the session is complete: every
+        run ended, so what its live model summarised is what the file folds into (a load recomputes it the
+        same). events.jsonl is whole (its last line flushed) when this is called."""
+        stamp = self.folder.events_stamp()
+        if status != SessionStatus.COMPLETE or self.failure or "rows" not in summary or stamp is None:
+            return summary
+        cache = {"events_size": stamp[0], "events_mtime_ns": stamp[1], "code": summary_code()}
+        return {**summary, "cache": cache}
 
     @property
     def closed(self) -> bool:
