@@ -446,4 +446,8 @@ def summary_view(path: Path, width: int) -> Group:
     from benchtui.core.reporting.model import build_report
     from benchtui.core.store.session import load_session
 
-    return terminal.summary_view(build_report(load_session(path), telemetry=False), width)
+    loaded = load_session(path)
+    # Its summary.json's cache, or computed and cached there (a finished session's, where the folder is
+    # writable): the next look at a long session skips the bootstrap's seconds (issue 35).
+    summary = loaded.summary()
+    return terminal.summary_view(build_report(loaded, summary, telemetry=False), width)
