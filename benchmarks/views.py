@@ -7,9 +7,12 @@ Each view runs as ``benchtui ...`` in a fresh process: its wall time and its pea
 (``ru_maxrss`` of that child, from ``os.wait4``). With ``--before TREE`` (a ``git worktree`` of an
 older commit) the same command runs from that tree's ``tui/`` too, alternating with this one, and a
 ratio before/after is printed per view with the spread of the repeats and the machine's load.
-The per-batch CSV and the html go to a temporary folder (never into the session). Replay: the seconds
-from the app's start (``make_app(replay=...)`` in a headless ``run_test``) to the live screen's first
-draw with at least one recorded event on it. Asserts nothing.
+The exports go to a temporary folder (never into the session). "compare copy" compares the session with
+the same files under another folder (two loads, as two sessions are); "compare self" names it twice.
+Replay: the seconds from ``make_app(replay=..., speed=--speed)`` (a headless ``run_test``; the imports
+before it are a constant and not counted) to the live screen's first redraw (``LiveScreen.tick``) with a
+recorded event on it. ``--finish`` first gives the session summary.json and its summary cache, as a
+session its writer finished has (load_session.py builds it without). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -72,8 +75,30 @@ def views(session: Path, out: Path) -> dict[str, list[str]]:
         "html": ["export", s, "--format", "html", "-o", str(out / "r.html")],
         "bencher": ["export", s, "--format", "bencher", "-o", str(out / "t.json")],
         "gab": ["export", s, "--format", "gab-throughput", "-o", str(out / "g.json")],
-        "compare": ["compare", s, s],
+        "compare self": ["compare", s, s],
+        "compare copy": ["compare", s, str(out / "copy" / session.name)],
     }
+
+
+def finish(session: Path) -> str:
+    """Give the session what a finished one has: summary.json as the writer writes it, then the summary cache
+    a load adds (``LoadedSession.summary``, issue 35), where this code has one. Says what it did."""
+    sys.path[:0] = [str(ROOT / "tui"), str(ROOT / "runners")]
+    import json
+
+    from benchtui.core.store.session import load_session
+
+    done = []
+    if not (session / "summary.json").exists():
+        loaded = load_session(session)
+        (session / "summary.json").write_text(json.dumps(loaded.model.summary()), encoding="utf-8")
+        done.append("summary.json written")
+    loaded = load_session(session)
+    if hasattr(loaded, "summary") and loaded.folder.cached_summary() is None:
+        loaded.summary()
+        done.append("cache written")
+    cached = hasattr(loaded.folder, "cached_summary") and loaded.folder.cached_summary() is not None
+    return ", ".join(done) + f"{'; ' if done else ''}cache {'holds' if cached else 'absent'}"
 
 
 def run_one(tree: Path, argv: list[str]) -> tuple[float, float, int]:
@@ -101,11 +126,11 @@ def replay_argv(session: Path) -> list[str]:
     return ["-c", REPLAY_CHILD, str(session)]
 
 
-def run_replay(tree: Path, session: Path) -> tuple[float, float, int]:
+def run_replay(tree: Path, session: Path, speed: float) -> tuple[float, float, int]:
     """The replay's seconds to its first draw (as the child measured it), its peak RSS, its exit status."""
     env = dict(os.environ, PYTHONPATH=f"{tree / 'tui'}{os.pathsep}{tree / 'runners'}")
     proc = subprocess.Popen(
-        [sys.executable, *replay_argv(session)],
+        [sys.executable, *replay_argv(session), str(speed)],
         cwd=tree,
         env=env,
         stdout=subprocess.PIPE,
@@ -140,6 +165,12 @@ def main() -> int:
         "--only", help="comma-separated views (show, md, csv, per-batch csv, json, html, ...)"
     )
     parser.add_argument("--no-replay", action="store_true")
+    parser.add_argument("--speed", type=float, default=1.0, help="the replay's speed (default 1)")
+    parser.add_argument(
+        "--finish",
+        action="store_true",
+        help="first give the session summary.json and its cache, as a finished one has",
+    )
     args = parser.parse_args()
 
     sessions = sorted(args.dir.glob("*_bench-1m"))
@@ -154,9 +185,13 @@ def main() -> int:
         lines = sum(1 for _ in fh)
     trees = {"after": ROOT} | ({"before": args.before.resolve()} if args.before else {})
     print(f"session {session.name}: {lines:,} events; load average {os.getloadavg()}")
-    print(f"cached summary: {'yes' if (session / 'summary.json').exists() else 'no summary.json'}")
+    if args.finish:
+        print(f"finished: {finish(session)}")
+    print(f"summary.json: {'yes' if (session / 'summary.json').exists() else 'none'}")
     out = Path(tempfile.mkdtemp(prefix="views-"))
     try:
+        # B of "compare copy": the same files under another folder (hard links: no copy of 160 MB).
+        shutil.copytree(session, out / "copy" / session.name, copy_function=os.link)
         table = views(session, out)
         if args.only:
             wanted = {w.strip() for w in args.only.split(",")}
@@ -172,7 +207,7 @@ def main() -> int:
                     rss.setdefault((name, label), []).append(peak)
             if not args.no_replay:
                 for label, tree in order:
-                    first, _, _ = run_replay(tree, session)
+                    first, _, _ = run_replay(tree, session, args.speed)
                     walls.setdefault(("replay first draw", label), []).append(first)
         print(f"load average after: {os.getloadavg()}")
         print(f"{'view':18} {'tree':7} {'wall s: median [min-max]':26} {'peak RSS MiB':14} verdict")

@@ -240,3 +240,38 @@ def test_json_steps_as_written_value_by_value(values: list[Any]) -> None:
         return jsonfile._seconds(v)  # not the writer's own function: the path of a value at a time
 
     assert list(jsonfile._steps(values)) == list(jsonfile._steps(values, one_by_one))
+
+
+def test_a_watch_sessions_html_reads_its_samples_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long ``benchtui watch`` is most of a million events in GPU samples: its html (plots and telemetry
+    lines) reads them from the file once."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "sessions"
+    args = ["watch", "--headless", "--no-nvml", "--sessions-dir", str(root), "--interval", "0.05"]
+    command = [sys.executable, "-c", "import time; time.sleep(0.6)"]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchtui", *args, "--", *command],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (path,) = root.iterdir()
+    reads: list[int] = []
+    real = SessionFolder.gpu_samples
+
+    def counted(self: SessionFolder) -> list[dict[str, Any]]:
+        reads.append(1)
+        return real(self)
+
+    monkeypatch.setattr(SessionFolder, "gpu_samples", counted)
+    assert main(["export", str(path), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    assert len(reads) == 1
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Watched" in html and "CPU over time" in html

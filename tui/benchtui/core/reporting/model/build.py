@@ -68,7 +68,9 @@ def build_report(
     per_device, per_device_notes = per_device_table(summary)
     wiring = wiring_table(summary, list(plan.frameworks))
     devices = summary.devices
-    env = _clean_pairs(environment(loaded, summary))
+    # Every GPU sample of the file, read once: for the html's plots and a watch session's telemetry lines.
+    samples = loaded.folder.gpu_samples() if telemetry or plan.watch else None
+    env = _clean_pairs(environment(loaded, summary, samples))
     times_by_epoch = epoch_times(loaded)
     return Report(
         source=Source(
@@ -148,7 +150,7 @@ def build_report(
         warmup_notes=[fmt.clean(line) for line in stall_lines(summary, times_by_epoch)],
         runs=run_series(loaded),
         # Node 0's samples: another node's GPUs (tagged ``node``) are in its row of the Nodes tables, not here.
-        telemetry=tuple(s for s in loaded.folder.gpu_samples() if "node" not in s) if telemetry else (),
+        telemetry=tuple(s for s in samples or () if "node" not in s) if telemetry else (),
     )
 
 

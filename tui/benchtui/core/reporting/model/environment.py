@@ -40,8 +40,11 @@ def _listed(*parts: Any) -> str:
     return ", ".join(str(x) for x in parts if x)
 
 
-def environment(loaded: LoadedSession, summary: SessionSummary) -> list[tuple[str, str]]:
-    """(label, text) lines describing where and how the session ran: GPU, driver, versions, settings."""
+def environment(
+    loaded: LoadedSession, summary: SessionSummary, samples: list[dict[str, Any]] | None = None
+) -> list[tuple[str, str]]:
+    """(label, text) lines describing where and how the session ran: GPU, driver, versions, settings
+    (``samples``: the file's GPU samples when the caller has read them: ``watch_facts``)."""
     meta, plan = loaded.meta, loaded.plan
     items: list[tuple[str, str]] = []
     gpus = meta.get("gpus") or []
@@ -98,7 +101,7 @@ def environment(loaded: LoadedSession, summary: SessionSummary) -> list[tuple[st
         settings = env.get("settings") or {}
         items.append((f"{label} settings", settings_text(settings) or "unknown"))
     if plan.watch:  # benchtui watch: no plan, a command (or none), where it ran, what was sampled
-        return items + watch_facts(loaded)
+        return items + watch_facts(loaded, samples)
     sizes = ", ".join(f"{model_label(m)} {plan.batch_size(m)}" for m in plan.models)
     recorded = (meta.get("plan") or {}).get("timing")  # sessions before --timing recorded none
     timing = f", timing {recorded}" if isinstance(recorded, str) and recorded else ""
@@ -180,9 +183,10 @@ def threads_text(plan: Any) -> str:
 WATCH_LABELS = ("Watched", "Folder", "Batch size", "Over the run")
 
 
-def watch_facts(loaded: LoadedSession) -> list[tuple[str, str]]:
+def watch_facts(loaded: LoadedSession, samples: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
     """A watch session in (label, text) lines: the command, its folder, the hooks' batch, and its telemetry
-    over the run (every sample of the file, not only the model's window); [] for a plan's session."""
+    over the run (every sample of the file, not only the model's window: ``samples`` when the caller has
+    read them, a long watch's file read once); [] for a plan's session."""
     plan = loaded.plan
     if not plan.watch:
         return []
@@ -192,8 +196,10 @@ def watch_facts(loaded: LoadedSession) -> list[tuple[str, str]]:
         items.append(("Folder", str(plan.watch.get("cwd") or "?")))
         size = plan.batch_sizes.get(catalog.WATCH_MODEL)
         items.append(("Batch size", f"{size} (as the hooks said)" if size else "not known (no timing hooks)"))
-    samples = [s for s in loaded.folder.gpu_samples() if s.get("run") is not None]
-    return items + telemetry_facts(samples, bool(command))
+    during = [
+        s for s in (loaded.folder.gpu_samples() if samples is None else samples) if s.get("run") is not None
+    ]
+    return items + telemetry_facts(during, bool(command))
 
 
 def _mean(values: list[float]) -> float | None:
