@@ -13,7 +13,9 @@ benchmarks/load_session.py builds) a study-shaped session and times, on its firs
 - decode + validate: what each decoder needs to give exactly what today gives (the guards that send a
   line it cannot vouch for to the stdlib path, then ``check_event``);
 - ``parse_line`` as it is now in this checkout, and (``--old``: a checkout of the code before issue 35,
-  e.g. a ``git worktree`` of c10ec9b) as it was, side by side in this one process.
+  e.g. a ``git worktree`` of c10ec9b) as it was, side by side in this one process;
+- the file reader (``iter_events``: GPU samples held back, only the newest parsed) of both, each in a
+  process of its own, on a file of those lines.
 
 Prints M lines/s of CPU time (best of ``--repeat``, and the spread: worst over best), each ratio against today's stdlib path, and the
 load average. Asserts nothing.
@@ -25,6 +27,7 @@ import argparse
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -267,6 +270,32 @@ def load_old(path: Path) -> Any:
         del sys.path[:2]
 
 
+_READER = """
+import sys, time
+sys.path[:0] = [sys.argv[1] + "/tui", sys.argv[1] + "/runners"]
+from pathlib import Path
+from benchtui.core.store.session import iter_events
+best, n = 1e9, 0
+for _ in range(int(sys.argv[3])):
+    t = time.process_time()
+    n = sum(1 for _ in iter_events(Path(sys.argv[2]), []))
+    best = min(best, time.process_time() - t)
+print(best, n)
+"""
+
+
+def file_reader(checkout: Path, folder: Path, repeat: int) -> tuple[float, int]:
+    """Best CPU seconds of ``iter_events`` (the file reader, GPU samples included) of ``checkout``'s code on
+    ``folder``'s events.jsonl, in a process of its own (two versions of the package cannot share one)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _READER, str(checkout), str(folder), str(repeat)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return float(out[0]), int(out[1])
+
+
 def session_file(args: argparse.Namespace, tmp: str) -> Path:
     root = args.dir or Path(tmp)
     existing = sorted(root.glob("*_bench-1m"))
@@ -365,12 +394,24 @@ def main() -> int:
     for name, fn in candidates:
         best, worst, _count = timed(lambda fn=fn: fn(lines), args.repeat)
         results[name] = (best, worst)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "events.jsonl").write_bytes(b"".join(lines))
+        for name, checkout in (
+            ("file reader: iter_events before (--old)", args.old),
+            ("file reader: iter_events now", ROOT),
+        ):
+            if checkout is not None:
+                times = [file_reader(checkout, Path(tmp), 1)[0] for _ in range(args.repeat)]
+                results[name] = (min(times), max(times))
     base = {
         "read": results["read: event_lines (bytes)"][0],
         "decode": results["decode: stdlib loads_strict (parse_line's)"][0],
         "decode+validate": results["decode+validate: stdlib, today's file reader"][0],
         "parse_line": results.get("parse_line: before (--old)", results["parse_line: this checkout"])[0],
         "parse_lines": results.get("parse_line: before (--old)", results["parse_line: this checkout"])[0],
+        "file reader": results.get(
+            "file reader: iter_events before (--old)", results["file reader: iter_events now"]
+        )[0],
     }
     print(f"{'stage: candidate':52} {'M lines/s':>10} {'spread':>8} {'× today':>8}")
     for name, (best, worst) in results.items():
