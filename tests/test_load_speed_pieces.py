@@ -191,3 +191,23 @@ def test_the_sessions_screen_summarises_from_the_cache(
     monkeypatch.setattr(SessionModel, "session_summary", lambda self: pytest.fail("computed again"))
     assert text() == first
     assert load_session(path).summary() == SessionFolder(path).cached_summary()
+
+
+@pytest.mark.parametrize("slow_start", [0, 3, 200])
+def test_a_run_s_sorted_steady_batches_are_its_steady_batches_sorted(slow_start: int) -> None:
+    """Taken out of the sorted whole (a few warm-up batches) or sorted anew (many): the same values."""
+    from array import array
+
+    from benchtui.core.model import analysis
+
+    rng = random.Random(slow_start)
+    model = _model()
+    run = model.runs[RUN]
+    warm = [rng.uniform(1.0, 2.0) for _ in range(slow_start)]
+    steady = [rng.choice([0.1, 0.11, 0.12]) + rng.random() * 1e-3 for _ in range(400)]
+    run.batch_seconds = array("d", warm + steady + warm[:2])
+    cut = stats.warmup_cut(run.batch_seconds)
+    assert (cut > analysis._FEW_CUT) == (slow_start > analysis._FEW_CUT)
+    every, kept = analysis.sorted_batches(run)
+    assert list(every) == sorted(run.batch_seconds)
+    assert list(kept) == sorted(analysis.steady_batches(run))
