@@ -196,6 +196,10 @@ HOSTILE: list[bytes | str] = [
     b'{"type":"profile","ok":"yes"}',
     b'{"type":"' + b"x" * 65 + b'"}',
     '{"type":"batch","epoch":1,"step":1,"seconds":0.1}',  # a str (the cluster's relay)
+    '{"type":"batch","epoch":1,"step":1,"seconds":0.1,"seconds":-1}',
+    '{"type":"batch","epoch":1,"step":1,"seconds":0.1,"run":"\\ud800"}',
+    ' {"type":"batch","epoch":1,"step":1,"seconds":0.1}\x0b',
+    '{"type":"batch","epoch":1,"step":1,"seconds":0.1,"run":"é"}',
     '{"type":"error","kind":"exception","message":"\udce9"}',
     b"x" * (events.MAX_LINE_BYTES + 1),
 ]

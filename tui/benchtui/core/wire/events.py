@@ -91,10 +91,13 @@ def parse_line(line: bytes | str) -> dict[str, Any]:
     Raises Malformed, with the reason, for anything that is not a JSON object with a string
     ``type`` whose known fields have the types and ranges their type says. A line of bytes is read by
     msgspec where that certainly gives what the standard library's json gives (``fast_event``), else
-    as before (``parse_line_exact``): the same events, the same refusals, the same reasons.
+    as before (``parse_line_exact``): the same events, the same refusals, the same reasons. A ``str`` line
+    (the cluster's relay) is read as its bytes when it is ASCII, else the exact way.
     """
     if len(line) > MAX_LINE_BYTES:
         raise Malformed(f"a line of {len(line)} bytes (at most {MAX_LINE_BYTES})")
+    if type(line) is str and line.isascii():
+        line = line.encode("ascii")  # the cluster's relay: the same text either way
     if type(line) is bytes:
         try:
             value = _DECODE(line)
