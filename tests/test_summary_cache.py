@@ -259,3 +259,15 @@ def test_a_session_that_did_not_complete_is_written_without_one(tmp_path: Path, 
     assert "cache" not in _file(path)
     load_session(path).summary()
     assert SessionFolder(path).cached_summary() is not None
+
+
+def test_a_summary_json_past_the_cache_s_bound_is_folded_and_left_alone(
+    made: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A summary.json larger than a real one (the densest JSON at the file's bound) is not parsed for a cache."""
+    _cached(made)
+    monkeypatch.setattr(store, "MAX_CACHED_SUMMARY_BYTES", 100)  # the made session's is a few KB
+    assert SessionFolder(made).cached_summary() is None
+    (made / "summary.json").write_text(json.dumps({k: v for k, v in _file(made).items() if k != "cache"}))
+    load_session(made).summary()
+    assert "cache" not in _file(made)
