@@ -1,5 +1,6 @@
-"""The summary cache (issue 35): a finished session's summary is kept in its summary.json with what it was
-folded from (events.jsonl's size and mtime, the code), and read back only while all of that still holds."""
+"""The summary cache (issue 35): a finished session's summary.json is read back instead of folding the events
+while what it was folded from (events.jsonl's size and mtime, the code, in summary-cache.json beside it) still
+holds. summary.json itself stays the summary and nothing else."""
 
 from __future__ import annotations
 
@@ -24,8 +25,17 @@ def made(tmp_path: Path) -> Path:
 
 
 def _file(path: Path) -> dict[str, Any]:
+    """summary.json, with its cache entry (summary-cache.json) under "cache" where there is one."""
     data: dict[str, Any] = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+    assert "cache" not in data  # summary.json is the summary alone
+    cache = path / "summary-cache.json"
+    if cache.exists():
+        data["cache"] = json.loads(cache.read_text(encoding="utf-8"))
     return data
+
+
+def _write_cache(path: Path, entry: Any) -> None:
+    (path / "summary-cache.json").write_text(json.dumps(entry))
 
 
 def _cached(path: Path) -> dict[str, Any]:
@@ -45,8 +55,8 @@ def test_a_loads_summary_is_cached_and_read_back_while_the_events_are_unchanged(
     assert data["cache"]["events_mtime_ns"] == st.st_mtime_ns
     assert data["cache"]["code"] == store.summary_code()
     assert "summary" not in data["cache"]  # the writer's summary is the load's: not written twice
-    # Nothing else in the file changed: the same text with the key added at the end.
-    assert {k: v for k, v in data.items() if k != "cache"} == json.loads(before)
+    # summary.json is left as it was, to the byte: the cache's entry is a file of its own.
+    assert (made / "summary.json").read_text(encoding="utf-8") == before
     assert summary == {k: v for k, v in data.items() if k != "cache"}
 
 
@@ -122,8 +132,10 @@ def test_a_summary_json_without_a_usable_cache_is_folded(made: Path, damage: str
         meta = json.loads((made / "session.json").read_text())
         meta["status"] = "running"
         (made / "session.json").write_text(json.dumps(meta))
+    elif damage == "no key":
+        (made / "summary-cache.json").unlink()
     else:
-        (made / "summary.json").write_text(json.dumps(data))
+        _write_cache(made, data["cache"])
     assert SessionFolder(made).cached_summary() is None
     assert SessionFolder(made).cached_warnings() is None
 
@@ -131,6 +143,7 @@ def test_a_summary_json_without_a_usable_cache_is_folded(made: Path, damage: str
 def test_a_summary_that_differs_from_the_load_is_left_as_written(made: Path) -> None:
     """The writer's summary (its live model's) stays; the load's goes under the key and is what is read."""
     data = _file(made)
+    data.pop("cache", None)
     data["malformed_lines"] = 99  # what the live model saw and the file does not hold
     written = json.dumps(data, indent=2) + "\n"
     (made / "summary.json").write_text(written)
@@ -268,6 +281,25 @@ def test_a_summary_json_past_the_cache_s_bound_is_folded_and_left_alone(
     _cached(made)
     monkeypatch.setattr(store, "MAX_CACHED_SUMMARY_BYTES", 100)  # the made session's is a few KB
     assert SessionFolder(made).cached_summary() is None
-    (made / "summary.json").write_text(json.dumps({k: v for k, v in _file(made).items() if k != "cache"}))
+    (made / "summary-cache.json").unlink()
     load_session(made).summary()
     assert "cache" not in _file(made)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized", "not json"])
+def test_a_hostile_cache_entry_is_folded_past_never_hung_on(made: Path, kind: str) -> None:
+    """summary-cache.json is read as a stranger's file: a FIFO (which would block a plain open), a folder, a file
+    past the bound or one that is no JSON give no cache, and the session is folded as before."""
+    _cached(made)
+    entry = made / "summary-cache.json"
+    entry.unlink()
+    if kind == "fifo":
+        os.mkfifo(entry)
+    elif kind == "directory":
+        entry.mkdir()
+    elif kind == "oversized":
+        entry.write_text(" " * (store.MAX_CACHED_SUMMARY_BYTES + 1) + "{}")
+    else:
+        entry.write_text("{not json")
+    assert SessionFolder(made).cached_summary() is None
+    assert load_session(made).summary()["rows"]

@@ -324,6 +324,9 @@ class SessionFolder:
     META = "session.json"
     EVENTS = "events.jsonl"
     SUMMARY = "summary.json"
+    #: The summary cache's key (issue 35): what summary.json was folded from (events.jsonl's size and mtime,
+    #: the code), beside it, so summary.json stays the summary and nothing else.
+    SUMMARY_CACHE = "summary-cache.json"
     LOGS = "logs"
     TRACES = "traces"
     RESERVE = ".reserve"
@@ -354,6 +357,10 @@ class SessionFolder:
     @property
     def summary_path(self) -> Path:
         return self.path / self.SUMMARY
+
+    @property
+    def summary_cache_path(self) -> Path:
+        return self.path / self.SUMMARY_CACHE
 
     @property
     def reserve_path(self) -> Path:
@@ -444,12 +451,16 @@ class SessionFolder:
         return (st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
     def summary_cache(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """summary.json's summary and its ``cache`` entry when they still hold: the session finished, its
-        events.jsonl has the size and mtime the summary was folded from, and this code folds and summarises
-        as the code that wrote it (``summary_code``). None otherwise (the caller folds), never an error."""
+        """summary.json's summary and its cache entry (summary-cache.json) when they still hold: the session
+        finished, its events.jsonl has the size and mtime the summary was folded from, and this code folds
+        and summarises as the code that wrote it (``summary_code``). None otherwise (the caller folds), never
+        an error."""
         try:
+            cache = read_json_file(self.summary_cache_path, MAX_CACHED_SUMMARY_BYTES)
+            if not isinstance(cache, dict):
+                return None
             data = read_json_file(self.summary_path, MAX_CACHED_SUMMARY_BYTES)
-            if not isinstance(data, dict) or not isinstance(cache := data.get("cache"), dict):
+            if not isinstance(data, dict):
                 return None
             if cache.get("code") != summary_code() or self.read_meta().get("status") not in FINISHED:
                 return None
@@ -458,7 +469,7 @@ class SessionFolder:
         stamp = self.events_stamp()
         if stamp is None or [cache.get("events_size"), cache.get("events_mtime_ns")] != list(stamp):
             return None
-        summary = cache.get("summary", {k: v for k, v in data.items() if k != "cache"})
+        summary = cache.get("summary", data)
         warnings = cache.get("warnings", [])  # the writer's cache has none: a load's adds them
         if not isinstance(summary, dict) or not isinstance(warnings, list):
             return None
@@ -481,10 +492,10 @@ class SessionFolder:
     def write_summary_cache(
         self, summary: dict[str, Any], warnings: list[str], stamp: tuple[int, int] | None
     ) -> bool:
-        """Record in summary.json that ``summary`` (``SessionModel.summary()`` of a load) is what events.jsonl
-        folds into while its size and mtime are ``stamp`` (taken before that load read it): adds the ``cache``
-        key, nothing else. The summary the writer wrote stays as it was; when the load's differs (the
-        writer's live model saw what the file does not), the load's is kept under the key. Only a finished
+        """Record beside summary.json (summary-cache.json) that ``summary`` (``SessionModel.summary()`` of a
+        load) is what events.jsonl folds into while its size and mtime are ``stamp`` (taken before that load
+        read it). summary.json stays as the writer wrote it; when the load's summary differs (the writer's
+        live model saw what the file does not), the load's is kept in the cache entry. Only a finished
         session whose events are as they were and whose summary.json exists; False when nothing was
         written (a read-only folder included)."""
         if stamp is None or self.events_stamp() != stamp:
@@ -504,13 +515,15 @@ class SessionFolder:
             "code": summary_code(),
             "warnings": list(warnings),
         }
-        written = {k: v for k, v in data.items() if k != "cache"}
-        if written != fresh:
+        if data != fresh:
             cache["summary"] = fresh
-        if data.get("cache") == cache:
-            return True
         try:
-            _write_json_atomic(self.summary_path, {**written, "cache": cache})
+            if read_json_file(self.summary_cache_path, MAX_CACHED_SUMMARY_BYTES) == cache:
+                return True
+        except SessionError:
+            pass  # none yet, or one that is not a cache entry: written anew
+        try:
+            _write_json_atomic(self.summary_cache_path, cache)
         except (OSError, ValueError):
             return False
         return True
@@ -749,7 +762,8 @@ class SessionWriter:
         }
         steps: tuple[Callable[[], object], ...] = (
             lambda: self.append(end),
-            lambda: _write_json_atomic(self.folder.summary_path, self._cached(status, summary)),
+            lambda: _write_json_atomic(self.folder.summary_path, summary),
+            lambda: self._write_cache(status, summary),
         )
         for step in steps:
             if self.failure:
@@ -768,15 +782,17 @@ class SessionWriter:
             self.write_meta()
         self.close()
 
-    def _cached(self, status: str, summary: dict[str, Any]) -> dict[str, Any]:
-        """``summary`` with its cache key (``SessionFolder.cached_summary``) when the session is complete: every
+    def _write_cache(self, status: str, summary: dict[str, Any]) -> None:
+        """summary.json's cache entry (``SessionFolder.cached_summary``) when the session is complete: every
         run ended, so what its live model summarised is what the file folds into (a load recomputes it the
-        same). events.jsonl is whole (its last line flushed) when this is called."""
+        same). events.jsonl is whole (its last line flushed) when this is called. A cache is a convenience:
+        one that cannot be written is no failure of the session (it is folded when read)."""
         stamp = self.folder.events_stamp()
         if status != SessionStatus.COMPLETE or self.failure or "rows" not in summary or stamp is None:
-            return summary
+            return
         cache = {"events_size": stamp[0], "events_mtime_ns": stamp[1], "code": summary_code()}
-        return {**summary, "cache": cache}
+        with contextlib.suppress(OSError, ValueError):
+            _write_json_atomic(self.folder.summary_cache_path, cache)
 
     @property
     def closed(self) -> bool:
