@@ -394,10 +394,14 @@ def _start_headless(plan: Any, args: argparse.Namespace, signals: EarlySignals, 
         with signals.held():  # the folder is made whole, or not at all
             writer = SessionWriter.create(plan, args.sessions_dir)
         if head is None:
-            code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=on_summary)
+            code = run_headless(
+                plan, writer, use_nvml=not args.no_nvml, on_summary=on_summary, hold=signals.held
+            )
         else:
             head.welcome(writer.path.name)
-            code = run_headless(plan, writer, use_nvml=not args.no_nvml, on_summary=on_summary, head=head)
+            code = run_headless(
+                plan, writer, use_nvml=not args.no_nvml, on_summary=on_summary, head=head, hold=signals.held
+            )
     except KeyboardInterrupt:  # before the engine's loop took the signals over, or after it
         signals.install()
         if writer is None or writer.closed:  # no folder yet, or the session already finished

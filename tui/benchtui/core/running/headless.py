@@ -25,7 +25,7 @@ from benchtui.core.plan.sweep import Point
 from benchtui.core.plan.threads import threads_words
 from benchtui.core.running.cluster import Follower, Head
 from benchtui.core.running.sampler import Sampler
-from benchtui.core.running.session_run import exit_code, start_session, stop_on_signals
+from benchtui.core.running.session_run import exit_code, run_whole, start_session, stop_on_signals
 from benchtui.core.store.session import LoadedSession, SessionError, SessionFolder, SessionWriter
 from benchtui_runners import catalog
 from benchtui_runners.config import usable_cores
@@ -139,10 +139,12 @@ def run_headless(
     use_nvml: bool = True,
     on_summary: SummaryCallback | None = None,
     head: Head | None = None,
+    hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
 ) -> int:
     """Run a plan with progress on stderr, then hand the session (its folder, session.json and plan as
     recorded, the engine's model) to ``on_summary``, which shows its report; return the exit code.
-    ``head``: node 0 of several, the other nodes joined (``cluster.Head``)."""
+    ``head``: node 0 of several, the other nodes joined (``cluster.Head``). ``hold``: the command's
+    early signals held while an event loop is made or closed (``session_run.run_whole``)."""
     err = _console()
     session = start_session(plan, writer=writer, use_nvml=use_nvml, head=head)
     engine = session.engine
@@ -163,7 +165,7 @@ def run_headless(
     watch = bool(plan.watch)
     # A CPU plan with no --threads: the idle cores, measured once (a second) before anything is said, so
     # that the warning's estimate and the plan line come from them; the engine's runs use the same figure.
-    measured = None if watch else asyncio.run(engine.measure_cpu())
+    measured = None if watch else run_whole(engine.measure_cpu, hold)
     warning = "" if watch else _long_on_cpu(plan, session.sampler.gpus(), measured)
     if warning:  # said, never refused: scripts start long plans on purpose
         say(f"[yellow]benchtui: warning: {_shown(warning)}[/]", soft_wrap=True)
@@ -265,7 +267,7 @@ def run_headless(
         return await engine.run()
 
     with progress:
-        status = asyncio.run(main())
+        status = run_whole(main, hold)
 
     refused: fmt.OutputError | None = None
     if on_summary is not None:

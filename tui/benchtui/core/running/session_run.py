@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from benchtui.core.model.status import SessionStatus
 from benchtui.core.plan.plan import Plan
@@ -73,6 +75,49 @@ def start_session(
     else:
         engine = Engine(plan, writer, listener=listener, sampler=sampler, launcher=launcher)
     return SessionRun(engine, writer, sampler)
+
+
+T = TypeVar("T")
+
+
+def run_whole(
+    main: Callable[[], Coroutine[Any, Any, T]],
+    hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+) -> T:
+    """``asyncio.run(main())``, with its event loop made and closed whole under ``hold`` (a headless run's
+    ``EarlySignals.held``: a stop signal inside is noted, then raised as it ends).
+
+    Before the loop handles the stop signals, their handlers raise wherever the process is. One raised
+    inside ``new_event_loop`` left a loop without its self-pipe, whose finaliser then printed a traceback
+    ("no attribute '_ssock'"), and a coroutine made for it was never awaited. Here the loop is whole before
+    the signal is raised, ``main`` is called only once it exists, and the loop is closed whatever ends it.
+    """
+    loop: asyncio.AbstractEventLoop | None = None
+    try:
+        with hold():
+            loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(main())
+    finally:
+        if loop is not None:
+            with hold():
+                _close(loop)
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    """What ``asyncio.run`` does on leaving: the loop's tasks cancelled and awaited, its async generators
+    and default executor shut down, then the loop closed."""
+    try:
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def stop_on_signals(
