@@ -33,9 +33,11 @@ TOKEN_HEAD_TEXT = (
 )
 #: PyTorch host data: DataLoader worker processes unless the plan says (tf.data parallelises too).
 LOADER_WORKERS_MAX = 4
-#: What a run measures: training steps (forward, loss, backward, update), or inference (forward
-#: only, no gradients, eval mode, each framework's ordinary inference path).
-TASKS = ("train", "inference")
+#: What a run measures: training steps (forward, loss, backward, update), inference (forward
+#: only, no gradients, eval mode, each framework's ordinary inference path), or generation (token
+#: models: greedy decoding of exactly ``new_tokens`` tokens after a ``prompt_len``-token prompt, with a
+#: key/value cache, through each framework's own generate; issue 34).
+TASKS = ("train", "inference", "generate")
 #: What a runner process does: the benchmark; one short pass to test a batch size (the largest
 #: batch search); or only build the model and count its parameters and FLOPs (``benchtui parity``).
 MODES = ("train", "probe", "count")
@@ -87,6 +89,10 @@ class RunConfig:
     mode: str = "train"  # MODES: the benchmark, a probe of a batch size, or count parameters and FLOPs
     task: str = "train"  # TASKS
     seq_len: int = 0  # token models: tokens per sample (0: the model's context)
+    # Generation (task "generate"): each sample is a prompt of ``prompt_len`` tokens, given exactly
+    # ``new_tokens`` more, greedily (no early stop at an end token), one generate call per batch.
+    prompt_len: int = 0
+    new_tokens: int = 0
     probe_steps: int = 2
     memory_limit_mb: int = 0  # 0: no cap. A cap on the process's address space (probe tests).
     threads: int = 0  # CPU threads for the framework's ops; 0: the framework's own default

@@ -209,6 +209,30 @@ class EventWriter:
     def memory(self, **fields: Any) -> None:
         self.emit("memory", **fields)
 
+    def tokens(
+        self,
+        epoch: int,
+        step: int,
+        sequences: int,
+        prompt_len: int,
+        new_tokens: int,
+        first_token_s: float,
+        decode_s: float,
+        **fields: Any,
+    ) -> None:
+        """One generate step (``wire.TokensEvent``): ``token_s``, ``tokens``, ``decode_steps`` among ``fields``."""
+        self.emit(
+            "tokens",
+            epoch=epoch,
+            step=step,
+            sequences=sequences,
+            prompt_len=prompt_len,
+            new_tokens=new_tokens,
+            first_token_s=first_token_s,
+            decode_s=decode_s,
+            **fields,
+        )
+
     def error(self, kind: str, message: str, traceback: str = "") -> None:
         if not self.lead:  # one short line, written whole, naming the rank
             message = f"rank {self.rank}: {message}"[:1000]

@@ -342,6 +342,32 @@ class RanksEvent(_Event, total=False):
     seconds: Annotated[list[float], Durations(), REQUIRED]  # by rank
 
 
+class TokensEvent(_Event, total=False):
+    """Generation (issue 34): one generate step, a batch of ``sequences`` prompts of ``prompt_len`` tokens
+    each given exactly ``new_tokens`` tokens greedily with a key/value cache, sent after the step's
+    ``batch`` event (same ``epoch`` and ``step``).
+
+    ``first_token_s``: the first token's latency (prefill + first decode step): under window timing its
+    own generate call of one new token, timed to the token on the host; under ``--timing step`` the first
+    token's stamp in the full call. ``decode_s``: the full call's time after its first token (tokens
+    2..N; 0 when N is 1): under window timing the full call's time less ``first_token_s``; under step
+    timing, the last token's stamp less the first's. ``token_s`` (``--timing step`` only): each later
+    token's latency, N-1 of them, the device waited for at every token. ``tokens``: the new tokens each
+    sequence really got (counted from the output); ``decode_steps``: the one-token steps the runner
+    counted in the full call (None where it cannot count them without waiting per token)."""
+
+    epoch: Annotated[int, EPOCH, REQUIRED]
+    step: Annotated[int, POSITIVE, REQUIRED]
+    sequences: Annotated[int, POSITIVE, REQUIRED]
+    prompt_len: Annotated[int, POSITIVE, REQUIRED]
+    new_tokens: Annotated[int, POSITIVE, REQUIRED]
+    first_token_s: Annotated[float, TIME, REQUIRED]
+    decode_s: Annotated[float, SECONDS, REQUIRED]
+    token_s: Annotated[list[float], Durations()]
+    tokens: Annotated[int, COUNT]
+    decode_steps: Annotated[int | None, COUNT]
+
+
 _PROFILE = "benchtui.core.wire.events.check_profile"
 
 
@@ -484,6 +510,7 @@ RUNNER_EVENTS: dict[str, type] = {
     "done": DoneEvent,
     "ranks": RanksEvent,
     "profile": ProfileEvent,
+    "tokens": TokensEvent,
 }
 #: The parent's own events, the sampler's, the batch search's, the session's end: a runner's line of one
 #: of these is malformed, never recorded as the parent's.

@@ -296,6 +296,59 @@ def _status(value: Any) -> CellStatus:
 
 
 @dataclass(frozen=True)
+class GenerationFigures:
+    """A generate cell's figures (issue 34), over the steady epochs (after the first, which holds each
+    side's trace or compile of its decode loop) of every run that ended well.
+
+    Latencies are seconds. ``per_token``: the later tokens' latencies are each token's own (``--timing
+    step``: ``token_s``); else each step's mean over its tokens 2..N (``decode_s / (N - 1)``), and the
+    percentiles are over steps, not tokens. ``tokens_per_s``: one sequence's tokens after the first per
+    second of decoding ((N - 1) x steps / sum of ``decode_s``); ``batch_tokens_per_s``: the batch's, that
+    times ``sequences``: the verdict's figure. ``compile_s``: the first epoch's time less a steady one's.
+    ``cache_bytes_per_token``: one sequence's key/value cache per token (keys and values of every layer at
+    the compute dtype, as the runner states it). ``tokens`` / ``decode_steps``: per sequence and per
+    generate call as the runner counted them (None: not counted). ``latency_curve``: by token index 2..N,
+    the median latency over steps (``per_token`` only; else empty), for the html chart."""
+
+    prompt_len: int
+    new_tokens: int
+    sequences: int
+    steps: int = 0
+    first_token_s: float | None = None
+    first_token_p90_s: float | None = None
+    first_token_p99_s: float | None = None
+    token_s: float | None = None
+    token_p90_s: float | None = None
+    token_p99_s: float | None = None
+    per_token: bool = False
+    tokens_per_s: float | None = None
+    batch_tokens_per_s: float | None = None
+    compile_s: float | None = None
+    cache_bytes_per_token: int | None = None
+    tokens: int | None = None
+    decode_steps: int | None = None
+    latency_curve: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["latency_curve"] = list(self.latency_curve)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> GenerationFigures | None:
+        """summary.json's ``generation`` (None: not a generate cell, or not an object)."""
+        if not isinstance(data, Mapping):
+            return None
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["latency_curve"] = tuple(data.get("latency_curve") or ())
+        try:
+            return cls(**kwargs)
+        except TypeError:  # a required field missing: not this schema
+            return None
+
+
+@dataclass(frozen=True)
 class CellSummary:
     """The summary of one (framework, model) cell: every figure a table, a writer or a screen shows.
 
@@ -375,6 +428,8 @@ class CellSummary:
     loss_last: float | None = None
     #: Its sweep point (``Point()``: a plan without a sweep; the file then has no key).
     point: Point = Point()
+    #: A generate cell's figures (issue 34; None: another task, and the file has no key).
+    generation: GenerationFigures | None = None
 
     # -- reading -----------------------------------------------------------------------
     def figure(self, name: str) -> Any:
@@ -472,6 +527,8 @@ class CellSummary:
         if self.loss_first is not None or self.loss_last is not None:
             out["loss_first"] = _wire_loss(self.loss_first)
             out["loss_last"] = _wire_loss(self.loss_last)
+        if self.generation is not None:
+            out["generation"] = self.generation.to_json()
         out["epochs"] = self.epochs
         if late:
             out["reason"] = self.reason
@@ -560,6 +617,7 @@ class CellSummary:
             point=Point.of(get("point")),
             loss_first=parse_loss(get("loss_first")),
             loss_last=parse_loss(get("loss_last")),
+            generation=GenerationFigures.from_json(get("generation")),
         )
 
 
