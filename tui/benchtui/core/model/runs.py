@@ -7,6 +7,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchtui.core.model.generation import GenerationRun
 from benchtui.core.model.stats import mean, warmup_cut
 from benchtui.core.model.status import FINAL, RunStatus
 from benchtui.core.plan.plan import RunSpec
@@ -74,6 +75,8 @@ class RunState:
     host: str = ""
     pid: int | None = None
     nodes: dict[int, NodeRun] = field(default_factory=dict)
+    # Generation (issue 34): the runner's generate steps (``tokens`` events); None until the first.
+    generation: GenerationRun | None = None
 
     def distributed(self) -> dict[str, Any]:
         """Its hello's ``settings.distributed`` (data parallel: engine, link, its node's ranks), {} without."""
