@@ -336,7 +336,7 @@ def start_on_nodes(plan: Any, args: argparse.Namespace, cluster: Any, signals: E
     root = usable_sessions_dir(args.sessions_dir)
     if not cluster.is_head:
         try:
-            return run_follower(plan, cluster, root, use_nvml=not args.no_nvml)
+            return run_follower(plan, cluster, root, use_nvml=not args.no_nvml, hold=signals.held)
         except ClusterError as exc:
             raise BadInput(str(exc)) from None
     head = Head(cluster, plan)

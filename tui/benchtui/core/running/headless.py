@@ -285,11 +285,17 @@ def run_headless(
 
 
 def run_follower(
-    plan: Plan, cluster: Cluster, sessions_root: Path, use_nvml: bool = True, launcher: Any = None
+    plan: Plan,
+    cluster: Cluster,
+    sessions_root: Path,
+    use_nvml: bool = True,
+    launcher: Any = None,
+    hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
 ) -> int:
     """Node k of several: join node 0 (ClusterError, one line, when it cannot), then start each run node 0
     prepares, relaying everything to it; one line per run on stderr and one at the end. Returns 0 when
-    node 0's session completed, 1 otherwise (node 0 lost: one line naming its address)."""
+    node 0's session completed, 1 otherwise (node 0 lost: one line naming its address). ``hold``: as
+    ``run_headless``'s."""
     err = _console()
     node = f"node {cluster.node_rank}"
 
@@ -327,7 +333,7 @@ def run_follower(
         stop_on_signals(asyncio.get_running_loop(), follower.cancel)
         return await follower.run()
 
-    status = asyncio.run(main())
+    status = run_whole(main, hold)
     if follower.cancelled:
         say(f"{node}: interrupted; node 0's run fails with it")
         return 130
