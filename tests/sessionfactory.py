@@ -371,6 +371,33 @@ def _settings(framework: str) -> dict[str, Any]:
     }
 
 
+#: What each family's runner states of its generate (hello ``settings.generation``; issue 34's contract),
+#: at prompt P and N new tokens: transformers prefills the prompt for the first token, then N - 1 one-token
+#: steps; keras-hub seeds its cache over P + N positions, then N one-token steps.
+def generation_settings(framework: str, prompt_len: int, new_tokens: int) -> dict[str, Any]:
+    """A made ``settings.generation`` for ``framework`` (``generate=`` of ``make_session``)."""
+    width, layers = 256, 4  # gpt2_mini's; the bytes per token are fp32 keys and values of every layer
+    if catalog.family(framework) == "torch":
+        return {
+            "engine": "transformers GPT2LMHeadModel.generate, greedy, static cache",
+            "cache": f"static, {prompt_len + new_tokens} positions",
+            "prefill": f"{prompt_len} prompt positions, giving the first token",
+            "decode_steps": f"{new_tokens - 1} one-token steps",
+            "compile": "eager",
+            "first_token": "own call of one new token",
+            "cache_bytes_per_token": 2 * layers * width * 4,
+        }
+    return {
+        "engine": "keras-hub GPT2CausalLM.generate, GreedySampler, XLA",
+        "cache": f"seeded, {prompt_len + new_tokens} positions",
+        "prefill": f"the cache seeded over {prompt_len + new_tokens} positions (prompt and new tokens)",
+        "decode_steps": f"{new_tokens} one-token steps (the first re-reads the prompt's last token)",
+        "compile": "XLA (jit_compile)",
+        "first_token": "own call of one new token",
+        "cache_bytes_per_token": 2 * layers * width * 4,
+    }
+
+
 def make_session(
     root: str | Path,
     *,
@@ -415,6 +442,7 @@ def make_session(
     loss: dict[tuple[str, str, int], list[float]] | None = None,
     nodes: int = 1,
     node_speed: dict[int, float] | None = None,
+    generate: dict[str, Any] | None = None,
 ) -> Path:
     """Write a finished session folder under ``root`` and return its path.
 
@@ -449,8 +477,24 @@ def make_session(
     (``settings.distributed`` with its ranks, nodes, node_rank, engine and link), phases, batch windows,
     epochs, done, its GPU samples and its run_end (with its GPUs' figures on a GPU); node 0's run_start
     carries ``nodes`` and ``host``. ``node_speed`` maps a node to a factor on its step time (a straggler).
+    ``generate``: a ``--task generate`` plan (issue 34; give token models, e.g. ``models=("gpt2_mini",)``):
+    {"prompt_len": P (128), "new_tokens": N (16), "first_token_s": {framework: s}, "token_s": {framework: s},
+    "settings": {framework: {...}}, "tokens": {framework: n}, "decode_steps": {framework: n or None}}, every
+    key optional. Each run's hello carries ``settings.generation`` (``generation_settings``, updated with
+    "settings"), and each step's ``batch`` event is followed by its ``tokens`` event: the first token's
+    latency ``first_token_s`` (default a fifth of the step's base time) and each later token's ``token_s``
+    (default the rest over N - 1), both times the step's factor (noise; the first epoch's warmup), each later
+    token jittered by 1% (``token_s`` sent under ``timing="step"`` only). The step's window is the first
+    token's call and the full call under window timing (the plan's default: 2 x first + decode), the full
+    call alone under step timing (first + decode). "tokens" / "decode_steps": what the runner counted
+    (default N each; None: not counted).
     """
     root = Path(root)
+    gen = dict(generate) if generate is not None else None
+    prompt_len = new_tokens = 0
+    if gen is not None:
+        task = "generate"
+        prompt_len, new_tokens = int(gen.get("prompt_len", 128)), int(gen.get("new_tokens", 16))
     batch_sizes = {m: batch_size or catalog.MODELS[m].study_batch_size for m in models}
     plan = Plan(
         frameworks=list(frameworks),
@@ -473,12 +517,16 @@ def make_session(
         profile=profile is not None,
         sweep=dict(sweep or {}),
         nodes=nodes,
+        prompt_len=prompt_len,
+        new_tokens=new_tokens,
+        **({"timing": timing or "window"} if gen is not None else {}),
     )
     plan.samples *= devices * nodes  # every point gets ``steps`` batches per epoch at the most workers
     efficiency = {"torch": 0.9, "tensorflow": 0.8, "keras-jax": 0.85, **(efficiency or {})}
     # Every model gets exactly ``steps`` batches per epoch.
     steps_of = {m: steps for m in models}
     rng = random.Random(seed)
+    gen_rng = random.Random(seed + 11)  # each later token's jitter (a generate session's alone)
     fail = fail or {}
     speed = speed or {}
     path = root / (folder or f"20260102T030405Z_{slugify(name)}")
@@ -564,14 +612,22 @@ def make_session(
                 "run_id": rid,
                 "task": task,
                 "seq_len": at.seq_len,
+                **({"prompt_len": prompt_len, "new_tokens": new_tokens} if gen is not None else {}),
             }
             info = catalog.MODELS[model]
             tokens = catalog.tokens_per_sample(model, at.seq_len or info.context)  # a point's own seq-len
+            if gen is not None:  # a generated sequence: its prompt and its new tokens
+                tokens = catalog.tokens_per_sample(model, prompt_len + new_tokens)
             settings = _settings(fw)
             if task != "train" or tokens or timing:  # what runners with these workloads record
                 settings.update(task=task, kind=info.kind, tokens_per_sample=tokens)
-            if timing:
-                settings["timing"] = timing_words(timing)
+            if timing or gen is not None:
+                settings["timing"] = timing_words(timing or "window")
+            if gen is not None:
+                settings["generation"] = {
+                    **generation_settings(fw, prompt_len, new_tokens),
+                    **(gen.get("settings") or {}).get(fw, {}),
+                }
             device = (
                 {
                     "type": "cuda",
@@ -647,8 +703,14 @@ def make_session(
                     if epoch == 1 and step <= len(warmup):
                         # The first step compiles and autotunes; a few more are slow too.
                         seconds = base * warmup[step - 1]
+                    said_tokens: dict[str, Any] | None = None
+                    if gen is not None:
+                        said_tokens = _tokens_event(gen, fw, base, seconds / base, bs, timing, gen_rng)
+                        seconds = said_tokens.pop("window_s")
                     t += seconds
                     tl.runner(t, rid).batch(epoch, step, seconds, bs)
+                    if said_tokens is not None:
+                        tl.runner(t, rid).tokens(epoch, step, **said_tokens)
                     for k in others:  # node k's lead times its own windows (a straggler's are slower)
                         slow = (node_speed or {}).get(k, 1.0)
                         node_s = seconds * slow * (1 + noise * tl.node_rng.gauss(0, 1))
@@ -817,6 +879,38 @@ def make_session(
             model.apply(event)
         (path / "summary.json").write_text(json.dumps(model.summary(), indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def _tokens_event(
+    gen: dict[str, Any],
+    framework: str,
+    base: float,
+    factor: float,
+    sequences: int,
+    timing: str | None,
+    rng: random.Random,
+) -> dict[str, Any]:
+    """One generate step's ``tokens`` event fields (``make_session``'s ``generate=``), and ``window_s``: the
+    step's window as the runner's clock times it."""
+    prompt_len, new_tokens = int(gen.get("prompt_len", 128)), int(gen.get("new_tokens", 16))
+    first = (gen.get("first_token_s") or {}).get(framework, 0.2 * base) * factor
+    later = new_tokens - 1
+    token = (gen.get("token_s") or {}).get(framework, 0.8 * base / max(later, 1)) * factor
+    gaps = [token * (1 + 0.01 * rng.gauss(0, 1)) for _ in range(later)]
+    decode = sum(gaps)
+    step = timing == "step"
+    counted = gen.get("decode_steps") or {}
+    return {
+        "sequences": sequences,
+        "prompt_len": prompt_len,
+        "new_tokens": new_tokens,
+        "first_token_s": first,
+        "decode_s": decode,
+        **({"token_s": gaps} if step else {}),
+        "tokens": (gen.get("tokens") or {}).get(framework, new_tokens),
+        "decode_steps": counted[framework] if framework in counted else new_tokens,
+        "window_s": first + decode if step else 2 * first + decode,
+    }
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:

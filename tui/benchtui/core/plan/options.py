@@ -210,9 +210,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--task",
         "task",
-        metavar="train|inference",
+        metavar="train|inference|generate",
         help="train (default): training steps; inference: forward only, eval mode, no gradients, "
-        "every batch timed (--timing step unless given)",
+        "every batch timed (--timing step unless given); generate (token models): greedy decoding with a "
+        "key/value cache, time to first token and per-token latency",
         shapes=True,
         choices=TASKS,
         runner=True,
@@ -242,6 +243,28 @@ OPTIONS: tuple[Option, ...] = (
         runner=True,
         form="Seq len",
         widget="number",
+    ),
+    Option(
+        "--prompt-len",
+        "prompt_len",
+        type=int,
+        metavar="P",
+        help="--task generate: prompt tokens per sequence (default 128, or half the model's context where "
+        "prompt and new tokens would not fit)",
+        shapes=True,
+        most=1 << 20,
+        runner=True,
+    ),
+    Option(
+        "--new-tokens",
+        "new_tokens",
+        type=int,
+        metavar="N",
+        help="--task generate: tokens generated per sequence, exactly, greedily (default 128, or half the "
+        "model's context)",
+        shapes=True,
+        most=1 << 20,
+        runner=True,
     ),
     Option(
         "--samples",

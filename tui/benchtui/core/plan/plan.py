@@ -66,6 +66,9 @@ MAX_RUNS_IN_PLAN = 10_000
 #: The most (framework, model, point) cells a plan's runs are counted over one by one (beyond: their product).
 MAX_GRID = 100_000
 MAX_NAME = 200
+#: --task generate: prompt tokens and new tokens per sequence when the plan gives neither and the model's
+#: context holds both (else half the context each; ``Plan.generate_lengths``).
+GENERATE_DEFAULT = 128
 #: The most nodes a plan may span (--nodes): beyond it a plan is a typo, not a cluster.
 MAX_NODES = 1024
 #: A run's raw trace is kept in the session's traces/ folder up to this size (MB); a larger one is dropped.
@@ -118,6 +121,10 @@ class Plan:
     image_size: int = 299
     task: str = "train"  # TASKS: training steps, or inference (forward only)
     seq_len: int = 0  # token models: tokens per sample (0: each model's context)
+    # --task generate (issue 34): each sample a prompt of ``prompt_len`` tokens given exactly ``new_tokens``
+    # more (0: the default for the plan's models, ``generate_lengths``); no key in a file of another task.
+    prompt_len: int = 0
+    new_tokens: int = 0
     samples: int = 10000
     epochs: int = 5
     runs: int = 3
@@ -268,6 +275,8 @@ class Plan:
             del data["sweep"]
         if self.nodes == 1:  # a plan on one machine likewise, as before several nodes
             del data["nodes"]
+        if self.task != "generate":  # and a plan that does not generate, as before generation
+            del data["prompt_len"], data["new_tokens"]
         if self.watch:  # only what the command's hooks said (none: no batch size is known)
             return data
         data["batch_sizes"] = {
@@ -338,6 +347,9 @@ class Plan:
         threads a plan left to benchtui, are the resolved plan's (``Resolved.run_config``). ``nodes``: the
         machines the run trains on (which one this is, and where they meet: ``cluster``)."""
         devices = devices or self.devices
+        prompt_len, new_tokens = self.generate_lengths(model)
+        runner = {name: getattr(self, name) for name in RUNNER_FIELDS}
+        runner.update(prompt_len=prompt_len, new_tokens=new_tokens)
         return RunConfig(
             framework=framework,
             model=model,
@@ -348,8 +360,27 @@ class Plan:
             learning_rate=self.lr,
             trace_cap_mb=self.trace_cap_mb,
             model_def=self.model_def(model),
-            **{name: getattr(self, name) for name in RUNNER_FIELDS},
+            **runner,
         )
+
+    def generate_lengths(self, model: str) -> tuple[int, int]:
+        """``--task generate``: (prompt tokens, new tokens) of ``model``'s sequences: the plan's, else 128 and
+        128 where the context holds them, else half the context each (a length given, the other fills up to
+        128 of what the context leaves). (0, 0) for another task."""
+        if self.task != "generate":
+            return 0, 0
+        info = catalog.MODELS.get(model)
+        context = info.context if info is not None and info.context else GENERATE_DEFAULT * 2
+        prompt, new = self.prompt_len, self.new_tokens
+        if not prompt and not new:
+            if 2 * GENERATE_DEFAULT <= context:
+                return GENERATE_DEFAULT, GENERATE_DEFAULT
+            return context // 2, context // 2
+        if not prompt:
+            prompt = max(1, min(GENERATE_DEFAULT, context - new))
+        if not new:
+            new = max(1, min(GENERATE_DEFAULT, context - prompt))
+        return prompt, new
 
     def resolve(
         self,
