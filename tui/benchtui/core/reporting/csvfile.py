@@ -109,6 +109,28 @@ LOSS_COLUMNS = ("loss_first", "loss_last")
 #: reader of this file pivots on), and the node count is the plan's, the same for every row.
 NODE_COLUMNS = ("nodes", "straggler_node", "straggler_host", "straggler_ratio", "straggler_named", "link")
 NODE_FIELDS = ("host", "ranks", "step_s", "rank_step_s", "gpu_util", "power_w", "mem_max", "status")
+#: A generate session (issue 34), only then: a cell's ``GenerationFigures`` (seconds; ``token_per_token``: the
+#: token latencies are each token's own, under --timing step, else each call's mean) by its column name.
+#: The peak memory is ``peak_memory_bytes``'s, as for every session.
+GENERATION_COLUMNS = {
+    "prompt_len": "prompt_len",
+    "new_tokens": "new_tokens",
+    "generate_batch": "sequences",
+    "generate_steps": "steps",
+    "first_token_p50_s": "first_token_s",
+    "first_token_p90_s": "first_token_p90_s",
+    "first_token_p99_s": "first_token_p99_s",
+    "token_p50_s": "token_s",
+    "token_p90_s": "token_p90_s",
+    "token_p99_s": "token_p99_s",
+    "token_per_token": "per_token",
+    "generate_tokens_per_s": "tokens_per_s",
+    "generate_batch_tokens_per_s": "batch_tokens_per_s",
+    "compile_s": "compile_s",
+    "cache_bytes_per_token": "cache_bytes_per_token",
+    "generated_tokens": "tokens",
+    "decode_steps": "decode_steps",
+}
 RATIO_COLUMNS = (
     "vs_framework",
     "time_ratio",
@@ -217,6 +239,8 @@ def summary_records(summary: SessionSummary) -> Iterator[dict[str, Any]]:
         rec["loss_first"], rec["loss_last"] = row.loss_first, row.loss_last  # NaN written "nan"
         if row.per_node is not None:
             rec.update(node_record(row))
+        if row.generation is not None:  # a generate cell (issue 34): its columns only then
+            rec.update({col: getattr(row.generation, key) for col, key in GENERATION_COLUMNS.items()})
         rec.update(row.point.items)  # a sweep: its point, a column per axis (``axis_columns``)
         yield rec
 
@@ -302,8 +326,9 @@ def write(report: Report, fh: IO[str]) -> None:
     rows = report.summary.rows
     # Runners since issue 36 send each epoch's loss: its columns only then (an older session's csv as before).
     losses = [*LOSS_COLUMNS] if any(r.loss_first is not None or r.loss_last is not None for r in rows) else []
+    generates = [*GENERATION_COLUMNS] if any(r.generation is not None for r in rows) else []
     nodes = max((r.nodes for r in rows if r.per_node is not None), default=1)
-    cols = summary_columns() + losses + node_columns(nodes) + axis_columns(r.point for r in rows)
+    cols = summary_columns() + losses + generates + node_columns(nodes) + axis_columns(r.point for r in rows)
     writer = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     cpu_model = report.source.cpu_model

@@ -646,6 +646,55 @@ def _batch_plots(report: Report) -> str:
     return "".join(parts) or '<p class="note">No batches were recorded.</p>'
 
 
+def _generation(report: Report) -> str:
+    """A generate session (issue 34): its two tables, then per model a chart of latency per token: each
+    cell's median latency by token index (--timing step), else each run's mean token latency per generate
+    call over its calls (the first epoch's calls, its compile, before the dashed line); '' otherwise."""
+    if not report.generation:
+        return ""
+    parts = ["<h2>Generation</h2>", *(_table(t) for t in report.generation)]
+    frameworks = list(report.source.frameworks)
+    for m in dict.fromkeys(c.model for c in report.generation_curves):
+        curves = [c for c in report.generation_curves if c.model == m]
+        series: list[Series] = []
+        boundaries: list[float] = []
+        for c in curves:
+            i = frameworks.index(c.framework) if c.framework in frameworks else len(series)
+            ys_ms: list[float | None] = [y * 1000 for y in c.ys]
+            series.append(
+                Series(
+                    c.label, [float(x) for x in c.xs], ys_ms, color_for(c.framework, i), dash=run_dash(c.run)
+                )
+            )
+            if not c.per_token and c.first and not boundaries and c.first < len(c.xs):
+                boundaries = [(c.xs[c.first - 1] + c.xs[c.first]) / 2]
+        per_token = all(c.per_token for c in curves)
+        # The first epoch's calls (each side's compile) off the scale of the steady ones, marked as such.
+        steady = [y * 1000 for c in curves for y in c.ys[c.first if c.first < len(c.ys) else 0 :]]
+        top = 1.5 * max(steady) if steady and not per_token else None
+        parts.append(
+            "<figure>"
+            + line_chart(
+                f"{model_label(m)}: latency per token"
+                + (" (median over calls, by token index)" if per_token else " (each generate call's mean)"),
+                series,
+                "token index in the sequence (the first token is apart)"
+                if per_token
+                else "generate call in the run (dashed line: the first epoch's end)",
+                "ms per token",
+                y_max=top,
+                clip_quantile=None if top else 0.99,
+                vlines=boundaries,
+                max_points=MAX_POINTS,
+                desc="--timing step: each token's own latency, the median over the steady calls"
+                if per_token
+                else "--timing window: a call's time after its first token over its tokens after the first",
+            )
+            + "</figure>"
+        )
+    return "".join(parts)
+
+
 def _host_number(sample: dict[str, Any], key: str) -> float | None:
     """A number of a sample's host reading (the runner's CPU, its memory, the machine's busy cores)."""
     host = sample.get("host")
@@ -899,6 +948,7 @@ def render(report: Report) -> str:
         _study_tables(report),
         _sweep_curves(report),
         "" if report.latency is None else _table(report.latency),
+        _generation(report),
         _warmup(report),
         _efficiency_table(report),
         _parity_table(report),

@@ -181,6 +181,8 @@ def render(report: Report) -> str:
     out += data_parallel_lines(report)
     if report.latency is not None:
         out += _section(report.latency)[:-1] + ["", md_escape(report.latency.note), ""]
+    for table in report.generation:  # a generate session (issue 34)
+        out += _section(table)[:-1] + ["", md_escape(table.note), ""]
     if report.warmup.rows:
         out += _noted(report.warmup, report.warmup_notes)
     if report.efficiency is not None:

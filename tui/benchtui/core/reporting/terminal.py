@@ -42,6 +42,7 @@ from benchtui.core.reporting.model import (
     with_ci,
     wording,
 )
+from benchtui.core.reporting.model.generation import generation_line
 from benchtui.core.reporting.model.losses import loss_lines
 from benchtui.core.reporting.model.sweep import BEST_NOTE, BEST_TITLE, SAME_TITLE
 
@@ -399,6 +400,14 @@ def print_parity_table(table: report_model.Table | None, console: Console) -> No
     console.print(PARITY_NOTE, style="dim", highlight=False, markup=False)
 
 
+def print_generation(tables: list[report_model.Table], console: Console) -> None:
+    """A generate session (issue 34): time to first token and token latency, then tokens/s, compile and
+    memory, each with its note; nothing for any other session."""
+    for table in tables:
+        console.print(*fitted_tables(table, console.width))
+        console.print(table.note, style="dim", highlight=False, markup=False)
+
+
 def print_data_parallel(
     scaling: list[report_model.Scaling],
     per_device: report_model.Table | None,
@@ -591,6 +600,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
     print_gains(report.sweep, console)
     print_summary(report.rows, FIGURES_TITLE, console=console)
     print_curves(report.sweep, console)
+    print_generation(report.generation, console)
     for label, text in report.watch:  # a watch: the command, its folder, its telemetry
         console.print(Text.assemble((f"{label}: ", "bold"), text), highlight=False)
     print_how(report.summary, console)
@@ -613,6 +623,11 @@ def summary_view(report: Report, width: int) -> Group:
     parts += summary_tables(report.rows, FIGURES_TITLE, width=width)
     parts += [Text.from_markup(note) for note in summary_notes(report.rows)]
     parts += [Text(fmt.clean(line)) for line in loss_lines(report.rows)]
+    parts += [  # a generate session (issue 34): each cell's generation in a line
+        Text(fmt.clean(f"{model_label(r.model)} · {framework_label(r.framework)} generate · {line}"))
+        for r in report.rows
+        if (line := generation_line(r.generation))
+    ]
     parts += [  # a --profile session: why one framework is slower, in words
         Text(f"{model_label(view.model)} why · {text}") for view in report.why for text in view.text
     ]

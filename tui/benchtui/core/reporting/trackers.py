@@ -29,6 +29,11 @@ from benchtui.core.reporting.model import Report
 THROUGHPUT = {"image": "images-per-second", "tokens": "tokens-per-second", "samples": "samples-per-second"}
 STEP_TIME = "step-time-seconds"
 EPOCH_TIME = "epoch-time-seconds"
+#: A generate cell's own (issue 34): the batch's tokens/s after the first token (the verdict's figure), the
+#: time to the first token and a token's latency after it (medians; the summary has no CI of them).
+GENERATE_RATE = "generate-tokens-per-second"
+FIRST_TOKEN = "time-to-first-token-seconds"
+TOKEN_LATENCY = "token-latency-seconds"
 
 
 @dataclass(frozen=True)
@@ -143,7 +148,7 @@ def metrics(report: Report) -> list[Metric]:
         throughput, key = (row.tokens_per_s, "tokens_per_s") if tokens else (row.images_per_s, "images_per_s")
         counted = "tokens" if tokens else "images" if row.kind == "image" else "samples"
         unit, slug = f"{counted}/s", THROUGHPUT["image" if counted == "images" else counted]
-        figures = (
+        figures: tuple[tuple[str, str, str, float | None, Interval | None, bool], ...] = (
             (slug, "throughput", unit, throughput, row.ci_of(key), True),
             (
                 STEP_TIME,
@@ -155,6 +160,20 @@ def metrics(report: Report) -> list[Metric]:
             ),  # the summary has no CI of a median
             (EPOCH_TIME, "mean epoch time", "s", row.mean_epoch_s, row.ci_of("mean_epoch_s"), False),
         )
+        gen = row.generation
+        if gen is not None:  # a generate cell: its tokens/s after the first token and its latencies
+            figures += (
+                (
+                    GENERATE_RATE,
+                    "tokens/s after the first token",
+                    "tokens/s",
+                    gen.batch_tokens_per_s,
+                    None,
+                    True,
+                ),
+                (FIRST_TOKEN, "time to first token", "s", gen.first_token_s, None, False),
+                (TOKEN_LATENCY, "token latency", "s", gen.token_s, None, False),
+            )
         for measure, what, unit_, value, interval, bigger in figures:
             v = _finite(value)
             if v is not None:

@@ -13,6 +13,7 @@ from benchtui.core.reporting.model.columns import wording
 from benchtui.core.reporting.model.devices import node_views, per_device_table, scaling_views, wiring_table
 from benchtui.core.reporting.model.environment import WATCH_LABELS, environment, header_facts
 from benchtui.core.reporting.model.figures import _clean_pairs, clean_table
+from benchtui.core.reporting.model.generation import generation_curves, generation_tables
 from benchtui.core.reporting.model.sweep import sweep_view
 from benchtui.core.reporting.model.tables import (
     efficiency_methods,
@@ -72,6 +73,8 @@ def build_report(
     samples = loaded.folder.gpu_samples() if telemetry or plan.watch else None
     env = _clean_pairs(environment(loaded, summary, samples))
     times_by_epoch = epoch_times(loaded)
+    series = run_series(loaded)
+    rows = [CellSummary.from_json(fmt.clean_tree(r.to_json())) for r in summary.rows]
     return Report(
         source=Source(
             loaded.path,
@@ -100,7 +103,7 @@ def build_report(
             Problem(fmt.clean(p.model), fmt.clean(p.framework), fmt.clean(p.status), fmt.clean(p.reason))
             for p in problems(summary)
         ],
-        rows=[CellSummary.from_json(fmt.clean_tree(r.to_json())) for r in summary.rows],
+        rows=rows,
         warnings=[Notice(fmt.clean(n.kind), fmt.clean(n.text)) for n in notices(loaded, summary)],
         wording=wording(summary.rows),
         latency=None if latency is None else clean_table(latency),
@@ -148,9 +151,13 @@ def build_report(
             {(fw, m, p): plan.effective(p, fw, m) for fw, m, p in loaded.model.grid()},
         ),
         warmup_notes=[fmt.clean(line) for line in stall_lines(summary, times_by_epoch)],
-        runs=run_series(loaded),
+        runs=series,
         # Node 0's samples: another node's GPUs (tagged ``node``) are in its row of the Nodes tables, not here.
         telemetry=tuple(s for s in samples or () if "node" not in s) if telemetry else (),
+        generation=[clean_table(t) for t in generation_tables(summary)],
+        generation_curves=generation_curves(
+            rows, [(r.framework, r.model, r.index, r.generation) for r in series if r.generation]
+        ),
     )
 
 
@@ -184,6 +191,7 @@ def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
             batch_size_of(run),
             samples_per_epoch(run),
             run.spec.nodes,
+            tuple(run.generation.steps) if run.generation is not None else (),
         )
         for run_id, run in loaded.model.runs.items()
     )

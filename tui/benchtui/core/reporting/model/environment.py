@@ -259,6 +259,9 @@ def workload_text(plan: Any) -> str:
     text = ""
     if getattr(plan, "task", "train") == "inference":
         text += ", task inference (forward only)"
+    if getattr(plan, "task", "train") == "generate":  # issue 34: the prompt and the new tokens, not a length
+        prompt, new = getattr(plan, "prompt_len", 0), getattr(plan, "new_tokens", 0)
+        return text + f", task generate (greedy, key/value cache), prompt {prompt} tokens, {new} new tokens"
     tokens = [m for m in plan.models if m in catalog.MODELS and catalog.MODELS[m].kind == "tokens"]
     if tokens:
         seq_len = getattr(plan, "seq_len", 0)

@@ -11,6 +11,7 @@ from typing import Any
 from benchtui.core import fmt
 from benchtui.core.fmt import plural
 from benchtui.core.model.cell import CellSummary, FrameworkRatio, SessionSummary
+from benchtui.core.model.generation import TokenStep
 from benchtui.core.model.status import RunStatus
 from benchtui.core.model.why import WhyTable
 from benchtui.core.plan.sweep import NO_POINT, Point
@@ -274,6 +275,21 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class GenerationCurve:
+    """One line of the latency-per-token chart: a cell's median latency by token index (``per_token``), or
+    a run's mean token latency per generate call over its calls (window timing). Seconds."""
+
+    model: str
+    framework: str
+    label: str  # 'PyTorch' or 'PyTorch · run 2'
+    per_token: bool
+    xs: tuple[int, ...]  # token index 2..N, or the generate call's number in the run from 1
+    ys: tuple[float, ...]
+    first: int = 0  # window timing: the calls of the first epoch (its compile), drawn apart
+    run: int = 0  # window timing: the run's number in its cell (0: a cell's curve)
+
+
+@dataclass(frozen=True)
 class RunSeries:
     """One run as the html report plots it: its batch times, its epochs and figures, when it ran, and for a
     run that failed or was cut short the end of its log."""
@@ -301,6 +317,8 @@ class RunSeries:
     batch_size: int | None = None  # samples per step over every device (``analysis.batch_size_of``)
     samples_per_epoch: int | None = None  # what its images/s divides by (``analysis.samples_per_epoch``)
     nodes: int = 1  # the machines it trained on (issue 33)
+    #: A generate run (issue 34): its generate calls in order, as the parent folded them; () otherwise.
+    generation: tuple[TokenStep, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -393,6 +411,10 @@ class Report:
     runs: tuple[RunSeries, ...] = ()
     #: The session's GPU and host samples, in order, as the sampler wrote them (the html's telemetry plots).
     telemetry: tuple[dict[str, Any], ...] = ()
+    #: A generate session (issue 34): time to first token and token latency; tokens/s, compile and memory.
+    generation: list[Table] = field(default_factory=list)
+    #: Its latency-per-token chart's lines (the html's); [] otherwise.
+    generation_curves: list[GenerationCurve] = field(default_factory=list)
 
     def cell_runs(self, framework: str, model: str, point: Point | None = None) -> list[RunSeries]:
         """The runs of a cell at the plan's device count (``SessionModel.cell_runs``); at ``point``, the runs
