@@ -123,6 +123,10 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         value = getattr(args, option.name)
         if value is not None:
             overrides[option.field] = value
+    for name in ("prompt_len", "new_tokens"):  # 0 on the plan is each model's default: never a flag's
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise PlanError(f"{_flag(name)} must be at least 1, got {value}")
     if args.timing is None and args.task is not None:  # --timing's default follows the task
         overrides["timing"] = timing_for(args.task)
     if args.profile_steps is not None and not (args.profile or plan.profile):

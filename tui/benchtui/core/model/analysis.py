@@ -37,6 +37,7 @@ BASIS_LABELS = {
     "epoch-all": "epoch times",
     "single-epoch": "the single epoch's time (its warm-up included)",
     "batch": "batch times after warm-up",
+    "tokens": "the batch's time per token after the first (--task generate), over the steady generate steps",
 }
 
 

@@ -4,6 +4,7 @@ events (``benchtui_runners.wire.TokensEvent``), for the live screen and the cell
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -47,3 +48,26 @@ class GenerationRun:
 
     def latest(self) -> TokenStep | None:
         return self.steps[-1] if self.steps else None
+
+
+def token_step_of_event(event: Any) -> TokenStep:
+    """A ``tokens`` event (checked by the wire's statement) as a ``TokenStep``; ValueError where its numbers
+    cannot be one generate step (``token_s`` that is not N - 1 latencies, a sequence's count beyond N)."""
+    new_tokens = int(event["new_tokens"])
+    gaps = event.get("token_s")
+    token_s = tuple(float(v) for v in gaps) if isinstance(gaps, list) else ()
+    if token_s and len(token_s) != new_tokens - 1:
+        raise ValueError(f"tokens.token_s has {len(token_s)} latencies for {new_tokens} new tokens")
+    tokens, steps = event.get("tokens"), event.get("decode_steps")
+    return TokenStep(
+        epoch=int(event["epoch"]),
+        step=int(event["step"]),
+        sequences=int(event["sequences"]),
+        prompt_len=int(event["prompt_len"]),
+        new_tokens=new_tokens,
+        first_token_s=float(event["first_token_s"]),
+        decode_s=float(event["decode_s"]),
+        token_s=token_s,
+        tokens=int(tokens) if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+        decode_steps=int(steps) if isinstance(steps, int) and not isinstance(steps, bool) else None,
+    )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benchtui.core.fmt import plural
-from benchtui.core.model import analysis, efficiency, nodes, parity, scaling, sweeps, why
+from benchtui.core.model import analysis, efficiency, generation_figures, nodes, parity, scaling, sweeps, why
 from benchtui.core.model.cell import (
     HEADLINE,
     NO_COMMAND,
@@ -26,6 +26,7 @@ from benchtui.core.model.cell import (
     ScalingCurve,
     SessionSummary,
 )
+from benchtui.core.model.generation import GenerationRun, token_step_of_event
 from benchtui.core.model.runs import GPU_COUNTERS, NodeRun, RunState, parse_loss
 from benchtui.core.model.stats import Ratio, describe, mean, quantile
 from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus, RunStatus, caution
@@ -50,6 +51,7 @@ from benchtui.core.wire.events import (
     prune_gpu_sample,
 )
 from benchtui_runners import catalog
+from benchtui_runners.wire import TokensEvent
 
 SUMMARY_SCHEMA = 2  # 2: a row's warnings are {kind, message} (were sentences)
 #: Mean CPU (in cores) used by other processes during a run from which its row carries a caution, even
@@ -404,6 +406,15 @@ class SessionModel:
             return  # the run's first window: compiling and warming up, on every rank
         run.add_ranks(list(event["seconds"]), int(event.get("steps") or 1))
 
+    def _on_tokens(self, run: RunState, event: TokensEvent) -> None:
+        # One generate step (issue 34), after its batch window: the run's own, in the order they came.
+        step = token_step_of_event(event)
+        if run.epochs_planned and step.epoch > run.epochs_planned:
+            raise ValueError("a generate step outside the plan")
+        if run.generation is None:
+            run.generation = GenerationRun()
+        run.generation.steps.append(step)
+
     def _on_profile(self, run: RunState, event: ProfileEvent) -> None:
         run.profile = dict(event)
 
@@ -682,6 +693,9 @@ class SessionModel:
         # FLOPs per sample: the same count under the name that also fits sequences (additive).
         row["flops_per_sample"] = row.get("flops_per_image")
         self._workload_fields(row, model, runs, steady_batches)
+        if self.plan.task == "generate":  # its figures from the steady epochs (no key for another task)
+            figures = generation_figures.figures(ok, row["batch_size"] or 0)
+            row["generation"] = figures.to_json() if figures is not None else None
         row.update(scaling.device_fields(self.plan, ok, row["batch_size"]))
         row.update(nodes.node_fields(self.plan, ok))
         row["epochs"] = self.plan.epochs
@@ -787,6 +801,10 @@ class SessionModel:
         entry = self.parity(model, Point.of(row.get("point")) or None)
         if entry is not None and entry.flagged and row["framework"] in entry.frameworks:
             row["warnings"].append(caution(CautionKind.ARCHITECTURE, entry.text))
+        if self.plan.task == "generate" and ok:  # the sides' decoding, as for architectures
+            differs = self.generation_parity(model, Point.of(row.get("point")) or None)
+            if differs is not None:
+                row["warnings"].append(caution(CautionKind.ARCHITECTURE, differs))
 
     def parity(self, model: str, point: Point | None = None) -> ParityEntry | None:
         """Whether the plan's frameworks build the same ``model``: ``parity.model_parity`` over their runs (at
@@ -797,6 +815,16 @@ class SessionModel:
             if ident is not None:
                 cells.append((fw, ident))
         return parity.model_parity(model, cells)
+
+    def generation_parity(self, model: str, point: Point | None = None) -> str | None:
+        """--task generate: the caution saying which part of the decoding differs between the plan's
+        frameworks (their runners' ``settings.generation``), None where they say the same
+        (``generation_figures.generation_parity``)."""
+        cells = [
+            (fw, [r for r in self.cell_runs(fw, model, point=point) if r.status is RunStatus.OK])
+            for fw in self.plan.frameworks
+        ]
+        return generation_figures.generation_parity(model, cells)
 
     @property
     def profiling(self) -> bool:
@@ -1137,16 +1165,23 @@ def pair_verdict(
             f"devices ({label(base_fw)} {kinds_a}, {label(fw)} {kinds_b})",
             point=at,
         )
-    compared = analysis.compare_cells(base_runs, cell)
+    generating = model.plan.task == "generate"
+    if generating:  # issue 34: the batch's tokens/s after the first token, time to first token beside it
+        by_token = generation_figures.compare(base_runs, cell)
+        compared = ("tokens", by_token) if by_token is not None else None
+    else:
+        compared = analysis.compare_cells(base_runs, cell)
     if compared is None:
         return None
     same_network = model.parity(model_id, at or None)  # best vs best (no point): the plan's first
     basis, ratio = compared
     winner, loser, seen = (fw, base_fw, ratio) if ratio.faster else (base_fw, fw, ratio.inverted())
-    per_flop = per_flop_verdict(ratio, base_fw, base_runs, fw, cell)
+    per_flop = None if generating else per_flop_verdict(ratio, base_fw, base_runs, fw, cell)
     # The machine, not the frameworks, may have decided it: no winner then.
     reason = unreliable_reason([(base_fw, base_runs), (fw, cell)], model.host_cores, model.plan.threads)
-    if ratio.about_same:
+    if generating:
+        text = _generate_text(name(winner), name(loser), seen, (base_fw, base_runs), (fw, cell), winner)
+    elif ratio.about_same:
         text = f"{name(winner)} and {name(loser)} about the same ({ratio.same_words()})"
     else:
         text = f"{name(winner)} {seen.phrase(name(loser))}"
@@ -1172,6 +1207,11 @@ def pair_verdict(
         text += f"; the raw ratio compares different networks ({parity.differences_text(same_network)})"
         if per_flop is not None and reason is None:
             text += f"; {per_flop.text}"
+    if generating:
+        parts = generation_figures.differing_parts([(base_fw, base_runs), (fw, cell)])
+        if parts:  # as for architectures: the two sides do not do the same work
+            flagged = True
+            text += f"; the sides do not generate the same way ({', '.join(parts)})"
     # The same network on both sides: per FLOP says what the raw ratio says (it stays in the data).
     return FrameworkRatio(
         model=model_id,
@@ -1198,6 +1238,36 @@ def pair_verdict(
         text=text,
         point=at,
     )
+
+
+def _generate_text(
+    winner_name: str,
+    loser_name: str,
+    seen: Ratio,
+    base: tuple[str, list[RunState]],
+    other: tuple[str, list[RunState]],
+    winner: str,
+) -> str:
+    """A generate verdict: 'PyTorch 1.23× more tokens/s after the first token (812 vs 660 tok/s, batch 8; 95%
+    CI 1.18–1.29); time to first token 12.3 ms vs 15.0 ms' (``seen``: the winner's side of the ratio)."""
+    figures = {fw: generation_figures.figures(runs) for fw, runs in (base, other)}
+    loser = other[0] if winner == base[0] else base[0]
+    numbers = generation_figures.verdict_numbers(figures[winner], figures[loser])
+    first = generation_figures.first_token_text(figures[winner], figures[loser])
+    if seen.about_same:
+        return (
+            f"{winner_name} and {loser_name} about the same tokens/s after the first token "
+            f"({seen.same_words()}; {numbers}); {first}"
+        )
+    interval = seen.factor_interval
+    ci = (
+        f"; {seen.level * 100:.0f}% CI {interval[0]:.2f}–{interval[1]:.2f}"
+        if interval is not None
+        else "; no CI: one value per side"
+    )
+    if seen.single_run and interval is not None:
+        ci += ", one run on a side: run-to-run spread unknown"
+    return f"{winner_name} {seen.factor:.2f}× more tokens/s after the first token ({numbers}{ci}); {first}"
 
 
 def contention_part(label: str, runs: list[RunState], cores: int | None, plan_threads: int = 0) -> str | None:

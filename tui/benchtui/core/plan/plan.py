@@ -556,6 +556,7 @@ class Plan:
             value = getattr(self, name)
             if isinstance(value, int) and value > most:
                 raise PlanError(f"{label} must be at most {most:,}, got {value:,}")
+        self._validate_generate()
         self._validate_devices()
         self._validate_sweep()
         total = len(self.frameworks) * len(self.models) * self.runs * len(self.scale_points())
@@ -637,6 +638,58 @@ class Plan:
                 raise PlanError(f"--python names unknown framework {fw!r}")
         self._validate_profile()
         return self
+
+    def _validate_generate(self) -> None:
+        """--task generate (issue 34), and --prompt-len / --new-tokens: one line each for what it cannot do."""
+        for flag, name in (("--prompt-len", "prompt_len"), ("--new-tokens", "new_tokens")):
+            value = getattr(self, name)
+            if not _whole(value, 0, LIMITS[flag][1]):
+                raise PlanError(f"{flag} must be a positive whole number, got {value!r}")
+        if self.task != "generate":
+            if self.prompt_len or self.new_tokens:
+                flag = "--prompt-len" if self.prompt_len else "--new-tokens"
+                raise PlanError(f"{flag} sets the sequences --task generate decodes: add --task generate")
+            return
+        if self.seq_len:
+            raise PlanError(
+                "--seq-len sets tokens per sample of training and inference: with --task generate the prompt "
+                "length is --prompt-len (and --new-tokens the tokens generated)"
+            )
+        for model in self.models:
+            info = catalog.MODELS[model]
+            if info.kind != "tokens":
+                raise PlanError(
+                    f"--task generate decodes tokens: {info.label} takes {info.kind}s, not tokens (choose a "
+                    "token model: gpt2, gpt2_mini, or your own with --model-input tokens:VOCAB:SEQ_LEN)"
+                )
+            prompt, new = self.generate_lengths(model)
+            if prompt + new > info.context:
+                raise PlanError(
+                    f"{info.label} has a context of {info.context:,} tokens: a prompt of {prompt:,} and "
+                    f"{new:,} new tokens ({prompt + new:,}) is a prompt longer than the context"
+                )
+        sweep = self.sweep if isinstance(self.sweep, dict) else {}
+        if self.multi_device:
+            what = "--nodes" if self.nodes > 1 else "--devices"
+            what = "--sweep devices" if "devices" in sweep else ("--scaling" if self.scaling else what)
+            raise PlanError(f"--task generate runs on one device: drop {what}")
+        if self.profile:
+            raise PlanError(
+                "--profile reduces training and inference steps: --task generate has no profile (drop --profile)"
+            )
+        if self.batch_auto:
+            raise PlanError(
+                "--batch-size auto searches the largest training batch: with --task generate give the "
+                "sequences per call (--batch-size N)"
+            )
+        if "settings" in sweep:
+            raise PlanError("--best searches each framework's largest batch: it cannot go with --task generate")
+        if "auto" in [str(v) for v in sweep.get("batch", [])]:
+            raise PlanError("--sweep batch auto searches the largest batch: with --task generate sweep numbers")
+        for axis in ("devices", "seq-len"):
+            if axis in sweep:
+                instead = "runs on one device" if axis == "devices" else "takes --prompt-len, not a seq-len"
+                raise PlanError(f"--sweep {axis} cannot go with --task generate: it {instead}")
 
     def run_count(self) -> int:
         """How many runs the plan makes (``run_order``'s length, counted without listing them): a sweep's
