@@ -1043,6 +1043,11 @@ class KerasBackend:
         self.config = config
         self.backend = _backend()
         self.inference = config.task == "inference"
+        self.generating = config.task == "generate"
+        self.generator: Any = None  # generate: keras-hub's generate on the run's prompts
+        self.prompts: list[Any] = []
+        self.writer: EventWriter | None = None
+        self.jit = False
         # Data parallel: every step takes the global batch, which the framework splits among the devices.
         self.step_samples = self.flops_batch = config.global_batch
         self.parallel: Any = None  # the data-parallel scope
@@ -1103,7 +1108,18 @@ class KerasBackend:
         settings["xla_gpu_autotune"] = (
             "off" if "--xla_gpu_autotune_level=0" in os.environ.get("XLA_FLAGS", "") else "default"
         )
-        waits = step_waits(config, backend)
+        if self.generating:
+            from benchtui_runners import generate
+
+            generate.lengths(config)  # refused before anything is built where they cannot be generated
+            self.jit = generate.keras_jit(config, backend, device_name != "cpu")
+            record = generate.keras_record(config, backend, self.jit)
+            settings.update(
+                generation=record,
+                input="prompt batches of random token ids made on the device once, cycled",
+            )
+            settings.pop("inference_path", None)
+        waits = step_waits(config, backend) if not self.generating else None
         if waits:
             settings["host_sync_per_step"] = waits
         if config.tokens and not config.model_def:
@@ -1123,6 +1139,11 @@ class KerasBackend:
         import numpy as np
 
         config, backend = self.config, self.backend
+        if self.generating:
+            from benchtui_runners.generate import lengths, prompts
+
+            self.prompts = prompts(config, lengths(config)[0])
+            return
         bs, steps, n = config.global_batch, config.steps_per_epoch, config.samples_per_epoch
         rng = np.random.default_rng(config.seed)
         if config.nodes > 1:
@@ -1165,6 +1186,8 @@ class KerasBackend:
         from benchtui_runners.models import build_keras, emit_model, keras_loss
 
         config, backend, inference = self.config, self.backend, self.inference
+        if self.generating:
+            return self._build_generate(writer)
         custom = bool(config.model_def)
         if custom:  # a user's own model, from its builder (benchtui_runners.custom)
             model = _functional(user.build("keras", config.framework, config), config)
@@ -1201,6 +1224,25 @@ class KerasBackend:
             "jit_compile": bool(model.jit_compile),
         }
 
+    def _build_generate(self, writer: EventWriter) -> dict[str, Any] | None:
+        """Generation: keras-hub's causal LM and its generate (benchtui_runners.generate)."""
+        from benchtui_runners import generate
+        from benchtui_runners.models import emit_model
+
+        config, backend = self.config, self.backend
+        prompt_len, new_tokens = generate.lengths(config)
+        model = generate.keras_model(config)
+        emit_model(writer, "keras", config.model, prompt_len + new_tokens, model, config.framework)
+        sampler = generate.keras_sampler(backend, self.device.sync, stamped=config.timing == "step")
+        model.compile(sampler=sampler, jit_compile=self.jit)
+        self.model = model
+        self.writer = writer
+        self.generator = generate.KerasGenerator(
+            model, backend, self.prompts, prompt_len, new_tokens, sampler
+        )
+        self.device.sync(_variables(model))
+        return {"compile": generate.keras_compile_record(config, backend, self.jit), "jit_compile": self.jit}
+
     def state(self) -> Any:
         """What the last step wrote. On JAX, fit keeps it in ``model._jax_state`` while an epoch
         runs (the variables are emptied then), which is how Keras lets callbacks reach it. Keras
@@ -1212,6 +1254,12 @@ class KerasBackend:
         return lifecycle.nothing()
 
     def epochs(self, clock: StepClock, epochs: int, epoch_done: lifecycle.EpochDone) -> None:
+        if self.generating:
+            from benchtui_runners.generate import run_epochs
+
+            assert self.writer is not None
+            run_epochs(self.generator, clock, self.config, self.writer, len(self.prompts), epochs, epoch_done)
+            return
         if self.inference:
             _infer(self.model, clock, self.config, self.pool, self.x_host, epochs, epoch_done)
         else:

@@ -163,8 +163,12 @@ def run(config: RunConfig, writer: EventWriter, backend: Backend) -> None:
 
         # One clock for every framework (benchtui_runners.timing): no wait for the device after a
         # step, one per window of steps and at each epoch's end.
+        # Generation: every step (a generate call, which ends with its ids on the host) is a window of its
+        # own, so each step's tokens event follows its batch event; the wait at its end waits for nothing.
+        generating = config.task == "generate"
+        window_s = 0.0 if generating else config.window_s
         clock = StepClock(
-            writer, device.sync, backend.step_samples, config.timing, config.window_s, gather=backend.gather
+            writer, device.sync, backend.step_samples, config.timing, window_s, gather=backend.gather
         )
 
         def epoch_done(epoch: int, losses: LossReading | None = None) -> None:
@@ -179,7 +183,7 @@ def run(config: RunConfig, writer: EventWriter, backend: Backend) -> None:
             if epochs:
                 backend.epochs(clock, epochs, epoch_done)
             final_memory = device.peak_memory()  # before counting: its extra step is no part of the run
-            if config.profile and config.mode == "train" and epochs:
+            if config.profile and config.mode == "train" and epochs and not generating:
                 # Where step time goes: a few more steps under the framework's profiler, after the
                 # timed epochs. Every rank runs them (their collectives must meet); each node's lead
                 # profiles.
@@ -195,7 +199,8 @@ def run(config: RunConfig, writer: EventWriter, backend: Backend) -> None:
                     active=backend.lead,
                 )
         backend.release()
-        if config.mode != "probe" and backend.lead:
+        if config.mode != "probe" and backend.lead and not generating:
+            # (Generation: no FLOP count of a generate call; its figures are tokens per second.)
             # FLOPs of one step, counted after the timed epochs so it warms up nothing timed.
             from benchtui_runners.flops import COUNTED_FORWARD, COUNTED_TRAIN, emit_flops
 

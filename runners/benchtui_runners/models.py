@@ -239,6 +239,35 @@ def _torch_gpt2(model_id: str, last_only: bool) -> Any:
     return LogitsOnly(GPT2LMHeadModel(config), 1 if last_only else 0, text)
 
 
+def build_torch_lm(model_id: str) -> Any:
+    """GPT-2 as transformers' ``GPT2LMHeadModel`` itself, for generation (``--task generate``): its own
+    ``generate`` with a key/value cache, the same configuration as :func:`build_torch` (random weights,
+    tied output projection), attending with transformers' stock ``'sdpa'`` and its mask builder. A
+    cache longer than the tokens so far (the static cache: prompt + new tokens) needs the mask that
+    hides its empty slots; the mask-free attention of :func:`build_torch` would read them."""
+    _offline()
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError as exc:
+        raise _missing(model_id, "torch", "transformers", exc) from exc
+    arch = MODELS[model_id].config
+    config = GPT2Config(
+        vocab_size=arch["vocab"],
+        n_positions=arch["context"],
+        n_embd=arch["width"],
+        n_layer=arch["layers"],
+        n_head=arch["heads"],
+        n_inner=arch["mlp"],
+        resid_pdrop=GPT2_DROPOUT,
+        embd_pdrop=GPT2_DROPOUT,
+        attn_pdrop=GPT2_DROPOUT,
+        activation_function="gelu_new",
+        layer_norm_epsilon=1e-5,
+        tie_word_embeddings=True,
+    )
+    return GPT2LMHeadModel(config)
+
+
 #: The name under which transformers' own SDPA attention is registered for benchtui's GPT-2.
 SDPA_WITHOUT_MASK = "benchtui_sdpa"
 #: How PyTorch's GPT-2 attends, for the run's settings (``attention``).
@@ -399,6 +428,23 @@ def _keras_gpt2(model_id: str, seq_len: int, last_only: bool) -> Any:
     # float32 logits under mixed precision, as the image heads.
     outputs = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
     return keras.Model(token_ids, outputs, name=model_id)
+
+
+def build_keras_lm(model_id: str) -> Any:
+    """GPT-2 as keras-hub's ``GPT2CausalLM`` on the backbone of :func:`build_keras` (random weights, no
+    preprocessor: it takes token ids), for generation: keras-hub's own ``generate`` with its cache."""
+    arch = MODELS[model_id].config
+    keras_hub = _keras_hub(model_id)
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=arch["vocab"],
+        num_layers=arch["layers"],
+        num_heads=arch["heads"],
+        hidden_dim=arch["width"],
+        intermediate_dim=arch["mlp"],
+        dropout=GPT2_DROPOUT,
+        max_sequence_length=arch["context"],
+    )
+    return keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
 
 
 def _keras_resnet50_v1_5(inputs: Any) -> Any:

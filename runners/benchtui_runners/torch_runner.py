@@ -418,6 +418,11 @@ class TorchBackend:
         self.rank, self.local_rank, self.world = ranks()
         self.lead = self.local_rank == 0  # each node's local rank 0 sends the node's events
         self.inference = config.task == "inference"
+        self.generating = config.task == "generate"
+        self.generator: Any = None  # generate: transformers' generate on the run's prompts
+        self.prompts: list[Any] = []
+        self.record: dict[str, Any] = {}
+        self.writer: EventWriter | None = None
         self.memory_format: Any = torch.contiguous_format
         self.loader: Any = None
         self.pool: list[tuple[torch.Tensor, torch.Tensor]] | None = None
@@ -450,6 +455,13 @@ class TorchBackend:
             settings["inference_path"] = (
                 "model(x) in eval mode under torch.inference_mode, every batch's outputs copied to the host"
             )
+        if self.generating:
+            from benchtui_runners.generate import lengths, torch_record
+
+            lengths(config)  # refused before anything is built where they cannot be generated
+            settings["input"] = "prompt batches of random token ids made on the device once, cycled"
+            self.record = torch_record(config, None, device.type)
+            settings.update(generation=self.record, compile=self.record["compile"])
         torch.manual_seed(config.seed)
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -468,6 +480,11 @@ class TorchBackend:
 
     def data(self) -> None:
         config, device = self.config, self.device.device
+        if self.generating:
+            from benchtui_runners.generate import lengths, prompts
+
+            self.prompts = prompts(config, lengths(config)[0])
+            return
         torch.manual_seed(config.seed + self.rank)  # each rank its own data; the same model everywhere
         if config.data == "host":
             self.loader = _loader(config, device, self.rank)
@@ -482,6 +499,8 @@ class TorchBackend:
     def build(self, writer: EventWriter) -> dict[str, Any] | None:
         config, device, inference = self.config, self.device.device, self.inference
         torch.manual_seed(config.seed)
+        if self.generating:
+            return self._build_generate(writer)
         if config.model_def:  # a user's own model, from its builder (benchtui_runners.custom)
             model = user.build("torch", config.framework, config)
         else:
@@ -517,6 +536,32 @@ class TorchBackend:
         self.train_step = _step(step_fn, optimizer, self.loss_fn, self.amp_dtype, device)
         return None
 
+    def _build_generate(self, writer: EventWriter) -> dict[str, Any] | None:
+        """Generation: transformers' own model and generate (benchtui_runners.generate)."""
+        from benchtui_runners import generate
+
+        config, device = self.config, self.device.device
+        prompt_len, new_tokens = generate.lengths(config)
+        model = generate.torch_model(config).to(device)
+        model.eval()
+        emit_model(writer, "torch", config.model, prompt_len + new_tokens, model, config.framework)
+        self.model = model
+        self.writer = writer
+        self.amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(config.precision)
+        self.generator = generate.TorchGenerator(
+            model,
+            device,
+            self.prompts,
+            prompt_len,
+            new_tokens,
+            self.device.sync,
+            config.compile,
+            self.amp_dtype,
+        )
+        self.device.sync()
+        record = generate.torch_record(config, model, device.type)
+        return {"generation": record} if record != self.record else None
+
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """An epoch's batches on the device: the loader's, copied (non-blocking), or the pool's."""
         device, memory_format = self.device.device, self.memory_format
@@ -535,6 +580,12 @@ class TorchBackend:
         return torch.inference_mode() if self.inference else lifecycle.nothing()
 
     def epochs(self, clock: StepClock, epochs: int, epoch_done: lifecycle.EpochDone) -> None:
+        if self.generating:
+            from benchtui_runners.generate import run_epochs
+
+            assert self.writer is not None
+            run_epochs(self.generator, clock, self.config, self.writer, len(self.prompts), epochs, epoch_done)
+            return
         # A step's time runs from the previous step's end, so the loader's fetch and the copy to the
         # device are in it, as tf.data's are on the Keras side. Training: each step's loss stays on the
         # device (LossTally), read once the epoch's end has waited for its last step. Data parallel:
