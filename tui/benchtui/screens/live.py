@@ -42,6 +42,7 @@ from benchtui.widgets.node_rows import NodeRows, node_lines
 from benchtui.widgets.results_table import LIVE, CellCache, ResultsTable, cell_values, rate_text, row_key
 from benchtui.widgets.sweep_view import CurveLine, CurvePoint, SweepView, curve_axis, setting_words
 from benchtui.widgets.telemetry import MAX_STRIPS, GpuStrips, TelemetryPanel
+from benchtui.widgets.token_strips import TokenStrips
 from benchtui.widgets.why_view import WhyView
 from benchtui_runners import catalog
 from benchtui_runners.config import usable_cores
@@ -358,6 +359,7 @@ class LiveScreen(Screen):
             yield NodeRows(id="nodes", classes="panel")
             yield SweepView(id="sweep", classes="panel")
             yield WhyView(id="why", classes="panel")
+            yield TokenStrips(id="tokens", classes="panel")
             with Horizontal(id="panels"):
                 yield BatchComparison(id="comparison")
                 yield Vertical(id="telemetry")
@@ -372,6 +374,7 @@ class LiveScreen(Screen):
         self.query_one(NodeRows).display = self.model.plan.nodes > 1
         self.query_one(SweepView).display = curve_axis(self.model.plan.sweep) is not None
         self.query_one(WhyView).display = bool(self.model.plan.profile)
+        self.query_one(TokenStrips).display = self.model.plan.task == "generate"  # issue 34
         self._fit_table(self.app.size.width)
         self._ticker = self.set_interval(TICK_S, self.tick, name="live-tick")
         self.tick()
@@ -400,7 +403,9 @@ class LiveScreen(Screen):
             self.query_one(SweepView),
         )
         room = body.size.height - sum(
-            w.outer_size.height for w in (*above, self.query_one(WhyView)) if w.display
+            w.outer_size.height
+            for w in (*above, self.query_one(WhyView), self.query_one(TokenStrips))
+            if w.display
         )
         if not self.has_class("-wide"):  # the telemetry is below the strips, not beside them
             room -= self.query_one("#telemetry").outer_size.height
@@ -499,6 +504,8 @@ class LiveScreen(Screen):
                 self._update_sweep(answer)
                 if self.model.plan.profile:
                     self.query_one(WhyView).update_from(model)
+                if self.model.plan.task == "generate":  # each token window's latency (issue 34)
+                    self.query_one(TokenStrips).update_from(model)
             self.call_after_refresh(self._fit_strips)  # measured once the new rows are laid out
         if self._gpu_dirty:
             self._gpu_dirty = False

@@ -101,8 +101,8 @@ def benchmark_name(row: CellSummary, report: Report) -> str:
     point = row.point.without("precision")
     if point:
         parts.append(point.key)
-    if row.task == "inference":
-        parts.append("inference")
+    if row.task in ("inference", "generate"):  # generate (issue 34): apart from training and the forward pass
+        parts.append(row.task)
     parts.append(device_name(row, report.summary.frameworks))
     return "/".join(_part(p) for p in parts)
 
