@@ -45,6 +45,9 @@ FIELD_NAMES = {**FORM_LABELS, "--sweep": "Sweep"}  # a sweep's errors name the f
 CHOICES = FORM_CHOICES
 #: The protocol's counts the form shows as number fields: plan field -> label.
 NUMBERS = FORM_NUMBERS
+#: The number fields of ``--task generate`` alone (the prompt's tokens and the new ones): shown only then,
+#: and then in place of the sequence length (the prompt's is the length).
+GENERATE_NUMBERS = ("prompt_len", "new_tokens")
 #: The plan's fields this form edits. A plan is a preset's only while all of them, and every value the
 #: preset sets, are the preset's. Profiling is not among them: it runs after the timed epochs and
 #: changes nothing they measure.
@@ -62,9 +65,12 @@ FORM_FIELDS = (
 #: What each setting does, shown under the settings while it has the focus (widget id -> help).
 FIELD_HELP = {
     "task": "task: train (forward, backward and the optimizer's step), or inference: forward only, in eval "
-    "mode, every batch timed",
+    "mode, every batch timed, or generate (token models): greedy decoding with a key/value cache",
     "image_size": "image size: the side of the square images, in pixels (ViTs: a multiple of the patch)",
     "seq_len": "seq len (GPT-2): tokens per sample; 0: the model's whole context",
+    "prompt_len": "prompt len (generate): the prompt's tokens; 0: 128, or half the context where that is less",
+    "new_tokens": "new tokens (generate): exactly this many generated per sequence, no early stop; 0: 128, or "
+    "what the context leaves",
     "samples": "samples: images (or sequences) in one epoch; every batch is one step",
     "epochs": "epochs: passes over the samples in each run (the first one includes the warm-up)",
     "runs": "runs: fresh processes per framework and model; their spread is the error bars",
@@ -169,7 +175,10 @@ def custom_description(
     runs = pairs * plan.runs * len(plan.device_counts())
     kinds = {catalog.MODELS[m].kind if m in catalog.MODELS else "image" for m in able.models}
     size = [f" at {plan.image_size} px"] if kinds - {"tokens"} else []
-    if "tokens" in kinds:
+    if "tokens" in kinds and plan.task == "generate":  # issue 34: a prompt given new tokens
+        lengths = {plan.generate_lengths(m) for m in able.models if m in catalog.MODELS}
+        size += [f" prompt {p:,} + {n:,} new tokens" for p, n in sorted(lengths)]
+    elif "tokens" in kinds:
         size.append(f" over {plan.seq_len:,} tokens" if plan.seq_len else " over the whole context")
     points = f" × {plural(len(grid), 'point')}" if plan.sweep else ""
     text = (
@@ -505,13 +514,16 @@ class PlanScreen(Screen):
                 )
 
         def number(name: str) -> ComposeResult:
-            with HorizontalGroup(classes="setting"):
+            with HorizontalGroup(classes="setting", id=f"setting-{name}"):
                 yield Label(NUMBERS[name], classes="field-label")
                 yield Input(str(getattr(plan, name)), type="integer", compact=True, id=name, classes="number")
 
         yield from choice("task")
         yield from number("image_size")
         yield from number("seq_len")
+        for name in GENERATE_NUMBERS:  # --task generate's (issue 34): shown while the task is generate
+            if name in NUMBERS:
+                yield from number(name)
         yield from number("samples")
         yield from number("epochs")
         yield from number("runs")
@@ -556,6 +568,7 @@ class PlanScreen(Screen):
         for widget in self.query(Input):  # a steady cursor: a blinking one redraws twice a second for ever
             widget.cursor_blink = False
         self._show_batch_fields()
+        self._show_task_fields()
         self._show_preset()
         self.query_one("#preset", Select).focus()  # the first thing a user changes
         if self.probe.measure_idle:
@@ -588,6 +601,7 @@ class PlanScreen(Screen):
             # --timing's default follows the task (inference: every batch waited for, on every framework).
             with self.prevent(Select.Changed):
                 self.query_one("#timing", Select).value = timing_for(str(event.value))
+            self._show_task_fields()
         self._show_preset()
 
     def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
@@ -632,6 +646,14 @@ class PlanScreen(Screen):
         self.query_one("#batch-swept").display = swept
         for m in catalog.MODEL_ORDER:
             self.query_one(f"#bsf-{m}").display = m in chosen and not auto
+
+    def _show_task_fields(self) -> None:
+        """The prompt and new tokens while the task is generate, the sequence length otherwise."""
+        generate = self.query_one("#task", Select).value == "generate"
+        self.query_one("#setting-seq_len").display = not generate
+        for name in GENERATE_NUMBERS:
+            if name in NUMBERS:
+                self.query_one(f"#setting-{name}").display = generate
 
     def _show_preset(self) -> None:
         """The preset's label and the hint under it, as the form now stands: the preset's while the form
@@ -699,6 +721,7 @@ class PlanScreen(Screen):
             for name in CHOICES:
                 self.query_one(f"#{name}", Select).value = getattr(plan, name)
         self._show_batch_fields()
+        self._show_task_fields()
         self._show_preset()
 
     # -- building the plan ----------------------------------------------------------------------

@@ -260,8 +260,23 @@ def workload_text(plan: Any) -> str:
     if getattr(plan, "task", "train") == "inference":
         text += ", task inference (forward only)"
     if getattr(plan, "task", "train") == "generate":  # issue 34: the prompt and the new tokens, not a length
-        prompt, new = getattr(plan, "prompt_len", 0), getattr(plan, "new_tokens", 0)
-        return text + f", task generate (greedy, key/value cache), prompt {prompt} tokens, {new} new tokens"
+        lengths = {
+            m: plan.generate_lengths(m)
+            if hasattr(plan, "generate_lengths")
+            else (plan.prompt_len, plan.new_tokens)
+            for m in plan.models
+        }
+        said = [
+            (
+                f"{catalog.MODELS[m].label if m in catalog.MODELS else m} "
+                if len(set(lengths.values())) > 1
+                else ""
+            )
+            + f"prompt {p} tokens, {n} new tokens"
+            for m, (p, n) in lengths.items()
+            if len(set(lengths.values())) > 1 or m == next(iter(lengths))
+        ]
+        return text + ", task generate (greedy, key/value cache), " + "; ".join(said)
     tokens = [m for m in plan.models if m in catalog.MODELS and catalog.MODELS[m].kind == "tokens"]
     if tokens:
         seq_len = getattr(plan, "seq_len", 0)
