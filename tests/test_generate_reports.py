@@ -15,6 +15,7 @@ import pytest
 from benchtui.core.model.cell import GenerationFigures
 from benchtui.core.model.generation import GenerationRun, TokenStep
 from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, terminal, trackers
+from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.model import Report, build_report
 from benchtui.core.reporting.model.generation import (
     GENERATION_LATENCY_TITLE,
@@ -272,3 +273,21 @@ def test_a_session_that_does_not_generate_shows_none_of_it(training: Report) -> 
     assert all(not r.generation for r in training.runs)
     assert "Generation" not in shown(training) and "Generation" not in written(training, markdown)
     assert "<h2>Generation</h2>" not in written(training, htmlreport)
+
+
+def test_compare_names_a_different_prompt_or_new_tokens(tmp_path: Path) -> None:
+    def made(name: str, new_tokens: int) -> Path:
+        return make_session(
+            tmp_path,
+            name=name,
+            folder=name,
+            frameworks=FRAMEWORKS,
+            models=("gpt2_mini",),
+            epochs=2,
+            steps=3,
+            generate={"prompt_len": 32, "new_tokens": new_tokens},
+        )
+
+    cmp = compare_sessions(made("a", 16), made("b", 8))
+    assert "--new-tokens: 16 vs 8" in cmp.differences
+    assert not any(d.startswith("--prompt-len") for d in cmp.differences)

@@ -40,6 +40,8 @@ from benchtui.core.store.session import LoadedSession, load_session
 PLAN_FIELDS = {
     "task": "--task",  # training steps against forward passes: not the same work at all
     "seq_len": "--seq-len",
+    "prompt_len": "--prompt-len",  # --task generate (issue 34): a plan records them only then
+    "new_tokens": "--new-tokens",
     "image_size": "--image-size",
     "samples": "--samples",
     "epochs": "--epochs",
