@@ -254,6 +254,7 @@ OPTIONS: tuple[Option, ...] = (
         shapes=True,
         most=1 << 20,
         runner=True,
+        form="Prompt len",
     ),
     Option(
         "--new-tokens",
@@ -265,6 +266,7 @@ OPTIONS: tuple[Option, ...] = (
         shapes=True,
         most=1 << 20,
         runner=True,
+        form="New tokens",
     ),
     Option(
         "--samples",

@@ -309,6 +309,10 @@ class Plan:
             plan.global_batch = 0
         if not isinstance(plan.device_ids, list) or not all(_whole(i, 0, 1 << 20) for i in plan.device_ids):
             plan.device_ids = []
+        # Generation's lengths, likewise (sessions before --task generate have none: 0, the default).
+        for name in ("prompt_len", "new_tokens"):
+            if not _whole(getattr(plan, name), 0, LIMITS["--" + name.replace("_", "-")][1]):
+                setattr(plan, name, 0)
         # Profiling, likewise (sessions before --profile have none of these: no profile).
         if not isinstance(plan.profile, bool):
             plan.profile = False
@@ -683,9 +687,13 @@ class Plan:
                 "sequences per call (--batch-size N)"
             )
         if "settings" in sweep:
-            raise PlanError("--best searches each framework's largest batch: it cannot go with --task generate")
+            raise PlanError(
+                "--best searches each framework's largest batch: it cannot go with --task generate"
+            )
         if "auto" in [str(v) for v in sweep.get("batch", [])]:
-            raise PlanError("--sweep batch auto searches the largest batch: with --task generate sweep numbers")
+            raise PlanError(
+                "--sweep batch auto searches the largest batch: with --task generate sweep numbers"
+            )
         for axis in ("devices", "seq-len"):
             if axis in sweep:
                 instead = "runs on one device" if axis == "devices" else "takes --prompt-len, not a seq-len"
