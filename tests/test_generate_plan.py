@@ -165,3 +165,15 @@ def test_the_plan_records_the_lengths_only_when_it_generates() -> None:
     assert (hostile.prompt_len, hostile.new_tokens) == (0, 0)
     with pytest.raises(PlanError, match="--prompt-len must be a positive whole number"):
         Plan(task="generate", models=["gpt2"], prompt_len=-1).validate()
+
+
+def test_the_cpu_estimate_counts_a_generated_sequence_s_tokens_and_window_timing_s_second_prefill() -> None:
+    from benchtui.core.plan.estimate import sample_gflops
+
+    step = Plan(task="generate", models=["gpt2"], prompt_len=128, new_tokens=128, timing="step")
+    window = Plan(task="generate", models=["gpt2"], prompt_len=128, new_tokens=128, timing="window")
+    forward = Plan(task="inference", models=["gpt2"], seq_len=256)
+    assert sample_gflops(step, "gpt2") == pytest.approx(sample_gflops(forward, "gpt2"))  # 256 tokens, once
+    assert sample_gflops(window, "gpt2") == pytest.approx(
+        1.5 * sample_gflops(step, "gpt2")
+    )  # + 128 prefilled

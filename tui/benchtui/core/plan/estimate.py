@@ -51,6 +51,11 @@ def sample_gflops(plan: Plan, model: str) -> float | None:
         arch = info.config
         layers, width, vocab = int(arch["layers"]), int(arch["width"]), int(arch["vocab"])
         tokens = plan.seq_len or info.context
+        if plan.task == "generate":  # one sequence: its prompt's prefill, then one token a decode step
+            prompt, new = plan.generate_lengths(model)
+            tokens = prompt + new
+            # Window timing calls generate twice a step: the first token's own call prefills once more.
+            steps = (prompt + new + (prompt if plan.timing == "window" else 0)) / tokens
         # Per token: the blocks' matrices (12 width² per layer), the attention over the sequence, the head.
         per_token = 2 * (12 * layers * width**2 + layers * tokens * width + vocab * width)
         return steps * tokens * per_token / 1e9
