@@ -10,9 +10,11 @@ import pytest
 from textual.widgets import Input, Select, SelectionList, Static
 
 from benchtui.app import make_app
+from benchtui.core import fmt
 from benchtui.core.model.generation import TokenStep
 from benchtui.screens.live import LiveScreen
 from benchtui.screens.plan import GENERATE_NUMBERS, NUMBERS, GpuProbe, PlanScreen
+from benchtui.widgets.results_table import ResultsTable
 from benchtui.widgets.spark import BARS
 from benchtui.widgets.token_strips import TokenStrips, token_values
 from sessionfactory import make_session
@@ -67,6 +69,12 @@ async def test_a_replay_draws_each_token_window(tmp_path: Path, timing: str | No
         lines = strips.texts(120)
         assert lines[0].startswith("PyTorch   r2 4.0") and " ms/token, first " in lines[0]
         assert any(c in BARS for c in lines[1])
+        # The table's tok/s: the batch's tokens/s after the first token (the verdict's figure), the summary's.
+        table = app.screen.query_one(ResultsTable)
+        row = app.replayer.model.row("torch", "gpt2_mini")
+        assert row.generation is not None and row.generation.batch_tokens_per_s
+        assert table.cell_text("gpt2_mini|torch", "ips") == fmt.rate(row.generation.batch_tokens_per_s)
+        assert row.generation.batch_tokens_per_s == pytest.approx(8 / 0.004, rel=0.05)
         what = "each token" if per_token else "each generate call's mean"
         assert f"GPT-2 mini · latency per token, {what} (0–" in str(strips.border_title)
 

@@ -131,6 +131,14 @@ def point_text(point: Point) -> str:
     return " · ".join(value for _, value in point.items)
 
 
+def generate_rate(run: RunState) -> str:
+    """A generate run's tokens/s after the first token, its batch's, over its latest calls (issue 34): what
+    the tok/s column says of a generate session (the verdict's figure), '–' before a call with a later token."""
+    steps = run.generation.steps[-RECENT_BATCHES:] if run.generation is not None else []
+    rates = [r for s in steps if (r := s.batch_tokens_per_s) is not None]
+    return fmt.rate(statistics.median(rates)) if rates else "–"
+
+
 def _median_tail(values: Any, n: int) -> float | None:
     if not values:
         return None
@@ -273,6 +281,7 @@ def _cell_values(
             per_device = model.plan.batch_size(model_id, framework, devices, nodes)
         values["devices"] = (devices_text(devices, per_device, compact, nodes), "cyan" if elsewhere else "")
     inference = model.plan.task == "inference"
+    generate = model.plan.task == "generate"
     tokens = int(row.tokens_per_sample or 0)
     mixed = len({catalog.MODELS[m].kind for m in model.plan.models if m in catalog.MODELS}) > 1
     kind = info.kind if info is not None else "image"
@@ -290,8 +299,9 @@ def _cell_values(
             values["latency"] = (latency_text(sorted(steady)), "")
         else:
             values["batch"] = (fmt.seconds(batch), "")
+        rate = rate_text(bs / recent if recent else None, tokens, mixed, kind)
         values.update(
-            ips=(live_rate(rate_text(bs / recent if recent else None, tokens, mixed, kind)), "cyan"),
+            ips=(live_rate(generate_rate(live) if generate else rate), "cyan"),
             epoch=(fmt.seconds(figures["mean_epoch_s"]), ""),
             first=(fmt.seconds(figures["first_epoch_s"]), ""),
             excl=(fmt.seconds(figures["mean_epoch_excl_first_s"]), ""),
@@ -303,10 +313,14 @@ def _cell_values(
     # The finished runs' figure, as the answer above the table has it; a later run going on adds its
     # current rate, marked as such (not on a compact table: no room).
     ips = rate_text(row.images_per_s, tokens, mixed, kind)
+    if generate:  # the batch's tokens/s after the first token: the verdict's figure (issue 34)
+        ips = fmt.rate(row.generation.batch_tokens_per_s if row.generation is not None else None)
     if live is not None and live.batch_seconds and not compact:
         recent = _median_tail(live.batch_seconds, RECENT_BATCHES)
         bs = run_batch_size(live, model, model_id)
         now = rate_text(bs / recent if recent else None, tokens, mixed, kind)
+        if generate:
+            now = generate_rate(live)
         values["ips"] = (f"{ips} · {live_rate(now)}" if now != "–" else ips, "")
     else:
         values["ips"] = (ips, "")
