@@ -27,6 +27,9 @@ its finished runs, marked interrupted), and the report is written before the bud
  9. ``--profile`` once: where each framework's step goes.
 10. Harness overhead: the PyTorch runner against a bare loop, Keras/JAX's against a plain
     ``model.fit`` (benchmarks/overhead.py).
+11. Generation (``--task generate``, on a GPU only): GPT-2 small, a 128-token prompt and 128 new tokens,
+    at batch 1 and batch 8: transformers' generate (static cache) against keras-hub's (XLA), tokens per
+    second after the first token and the time to the first token.
 
 Every session step also gives: NVML's memory of the runner's process against the framework's own
 peak counter (or, where NVML hides pids, the card's memory above its idle level), joules per image,
@@ -117,7 +120,7 @@ def quick_steps(device: str, small: bool, pair: list[str]) -> list[Step]:
         ["--steps", "4", "--epochs", "2", "--threads", "1"] if small else ["--steps", "30", "--epochs", "3"]
     )
     keras_side = [f for f in pair if f != "torch"]
-    return [
+    steps = [
         Step(
             "doctor",
             "doctor",
@@ -195,6 +198,35 @@ def quick_steps(device: str, small: bool, pair: list[str]) -> list[Step]:
             command=[*overhead, "--frameworks", ",".join(keras_side)],
             estimate_s=est["overhead-keras"],
         ),
+    ]
+    return [*steps, *generate_steps(device, small, pair)]
+
+
+#: Generation's sizes (issue 34): GPT-2 small, a 128-token prompt, 128 new tokens; batch 1 and a serving batch.
+GENERATE_BATCHES = ("1", "8")
+
+
+def generate_steps(device: str, small: bool, pair: list[str]) -> list[Step]:
+    """Generation at batch 1 and batch 8, PyTorch against the Keras side: on a GPU only (on a CPU, and in
+    the tests, the runners' own tests generate with a tiny GPT: tests/test_generate_runners.py).
+
+    Each call generates 128 tokens, one at a time: about 1-2 s per step at batch 1 on an H100 (transformers'
+    Python loop per token; keras-hub's XLA loop), so 8 steps per epoch, 2 epochs (the first holds each
+    side's compile of its decode loop), 1 run."""
+    if small or device != "cuda":
+        return []
+    common = ["--models", "gpt2", "--device", device, "--task", "generate", "--prompt-len", "128"]
+    common += ["--new-tokens", "128", "--epochs", "2", "--runs", "1"]
+    return [
+        Step(
+            f"generate-b{batch}",
+            f"GPT-2 small, generation at batch {batch} (128-token prompt, 128 new tokens)",
+            pair,
+            [*common, "--batch-size", batch, "--samples", str(8 * int(batch))],
+            estimate_s=150,
+            model="gpt2",
+        )
+        for batch in GENERATE_BATCHES
     ]
 
 
@@ -292,7 +324,7 @@ def full_steps(device: str, small: bool, pair: list[str], gpus: int) -> list[Ste
         ]
     )
     steps.append(Step("overhead", "harness overhead", pair, command=overhead))
-    return steps
+    return [*steps, *generate_steps(device, small, pair)]
 
 
 # -- running a step within the budget ------------------------------------------------------------
@@ -525,6 +557,8 @@ def _run_session(step: Step, frameworks: list[str], sessions: Path, limit: float
         row["warnings"] = [
             w.get("message") if isinstance(w, dict) else str(w) for w in full.get("warnings") or []
         ]
+        if full.get("generation"):  # a generate cell's figures (issue 34)
+            row["generation"] = full["generation"]
     out["ratios"] = [r["text"] for r in summary["ratios"]]
     out["refused"] = [r["text"] for r in summary.get("refused_ratios") or []]
     out["how"] = {fw: (info.get("settings") or {}) for fw, info in (summary.get("frameworks") or {}).items()}
@@ -661,6 +695,28 @@ def _row_line(r: dict[str, Any]) -> str:
     )
 
 
+def generation_line(row: dict[str, Any]) -> str:
+    """A generate row's figures in one line (empty for other rows)."""
+    g = row.get("generation")
+    if not isinstance(g, dict):
+        return ""
+
+    def ms(value: Any) -> str:
+        return "–" if not isinstance(value, (int, float)) else f"{value * 1e3:.2f} ms"
+
+    cache = g.get("cache_bytes_per_token")
+    cache_text = f"{cache / 1024:.0f} KiB" if isinstance(cache, (int, float)) else "–"
+    return (
+        f"- {row['framework']}, generation (batch {g.get('sequences')}, prompt {g.get('prompt_len')}, "
+        f"{g.get('new_tokens')} new): {num(g.get('batch_tokens_per_s'), '.1f')} tokens/s after the first token "
+        f"for the batch ({num(g.get('tokens_per_s'), '.1f')} per sequence); time to first token "
+        f"{ms(g.get('first_token_s'))} (p99 {ms(g.get('first_token_p99_s'))}); a later token "
+        f"{ms(g.get('token_s'))} (p99 {ms(g.get('token_p99_s'))}, {'per token' if g.get('per_token') else 'per step'}); "
+        f"compile {num(g.get('compile_s'), '.1f')} s; cache {cache_text} per token; "
+        f"{g.get('tokens')} tokens and {g.get('decode_steps')} decode steps counted per call"
+    )
+
+
 def step_markdown(step: dict[str, Any]) -> list[str]:
     lines = [f"## {step['label']}", ""]
     if step.get("command"):
@@ -693,6 +749,7 @@ def step_markdown(step: dict[str, Any]) -> list[str]:
         "",
     ]
     lines += [f"- {t}" for t in step["ratios"] + step["refused"]]
+    lines += [line for r in step["rows"] if (line := generation_line(r))]
     for r in step["rows"]:
         lines += [f"- {r['framework']}: {w}" for w in r.get("warnings") or []]
     mem = [m for m in step.get("memory") or [] if m["nvml_bytes"]]

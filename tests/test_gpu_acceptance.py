@@ -244,3 +244,52 @@ def test_full_protocol_runs_every_step_and_writes_its_figures(tmp_path: Path) ->
     assert "## Commands" in md
     assert "benchtui run --headless" in md and "--batch-size auto" in md and "--compile" in md
     assert "--name study " in md  # commands a person can paste
+
+
+def test_generation_runs_on_a_gpu_only_at_batch_1_and_8() -> None:
+    """Issue 34: GPT-2 small generating 128 tokens after a 128-token prompt, PyTorch against Keras/JAX, at
+    batch 1 and 8, in both the budgeted check and the full protocol; never on a CPU (the runners' own tests
+    generate there with a tiny GPT)."""
+    pair = ["torch", "keras-jax"]
+    for steps in (
+        gpu_acceptance.quick_steps("cuda", False, pair),
+        gpu_acceptance.full_steps("cuda", False, pair, 1),
+    ):
+        made = {s.key: s for s in steps if s.key.startswith("generate")}
+        assert sorted(made) == ["generate-b1", "generate-b8"]
+        for batch, step in (("1", made["generate-b1"]), ("8", made["generate-b8"])):
+            plan = " ".join(step.plan)
+            assert "--models gpt2 " in plan and "--task generate --prompt-len 128 --new-tokens 128" in plan
+            assert f"--batch-size {batch} " in plan and step.frameworks == pair and step.model == "gpt2"
+    for device, small in (("cpu", True), ("cpu", False), ("cuda", True)):
+        assert not [
+            s for s in gpu_acceptance.quick_steps(device, small, pair) if s.key.startswith("generate")
+        ]
+        assert not [
+            s for s in gpu_acceptance.full_steps(device, small, pair, 1) if s.key.startswith("generate")
+        ]
+    row = {
+        "framework": "torch",
+        "generation": {
+            "sequences": 8,
+            "prompt_len": 128,
+            "new_tokens": 128,
+            "batch_tokens_per_s": 1234.5,
+            "tokens_per_s": 154.3,
+            "first_token_s": 0.0123,
+            "first_token_p99_s": 0.015,
+            "token_s": 0.0065,
+            "token_p99_s": 0.007,
+            "per_token": False,
+            "compile_s": 12.3,
+            "cache_bytes_per_token": 73728,
+            "tokens": 128,
+            "decode_steps": 128,
+        },
+    }
+    assert gpu_acceptance.generation_line(row) == (
+        "- torch, generation (batch 8, prompt 128, 128 new): 1234.5 tokens/s after the first token for the batch "
+        "(154.3 per sequence); time to first token 12.30 ms (p99 15.00 ms); a later token 6.50 ms (p99 7.00 ms, "
+        "per step); compile 12.3 s; cache 72 KiB per token; 128 tokens and 128 decode steps counted per call"
+    )
+    assert gpu_acceptance.generation_line({"framework": "torch"}) == ""
