@@ -61,6 +61,8 @@ def lengths(config: RunConfig) -> tuple[int, int]:
     prompt = prompt or min(fallback, max(1, context - (new or fallback)))
     new = new or min(fallback, max(0, context - prompt))
     label = MODELS[config.model].label
+    if config.world > 1:
+        raise Unavailable(f"{label}: generation runs on one device ({config.world} replicas asked)")
     if new < 1:
         raise Unavailable(f"{label}: generation needs at least 1 new token (new_tokens {config.new_tokens})")
     if prompt + new > context:
