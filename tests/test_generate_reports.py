@@ -26,6 +26,7 @@ from benchtui.core.reporting.model.generation import (
     generation_line,
     step_latencies,
 )
+from benchtui.core.reporting.model.notes import GENERATE_VERDICT_NOTE
 from benchtui.core.store.session import LoadedSession, load_session
 from reporttext import flat, html_table, md_section, shown, terminal_rows, written
 from sessionfactory import make_session
@@ -132,8 +133,8 @@ def test_the_tables_say_each_figure_in_ms_and_tokens_per_s(window: Report) -> No
         ["GPT-2 mini", "PyTorch", "8", "128 + 16", "12.30", "13.10", "14.20", "4.000", "4.900", "5.100"],
         ["GPT-2 mini", "Keras/JAX", "8", "128 + 16", "15.38", "16.38", "17.75", "5.000", "6.125", "6.375"],
     ]
-    assert [row[4:7] for row in speed.rows] == [["250", "2,000", "3.200"], ["200", "1,600", "4.000"]]
-    assert [row[7:] for row in speed.rows][0][0] == "8.0 KiB"
+    assert [row[3:6] for row in speed.rows] == [["250", "2,000", "3.200"], ["200", "1,600", "4.000"]]
+    assert speed.header[:3] == ["Model", "Framework", "Batch"] and speed.rows[0][6] == "8.0 KiB"
     assert [row[-2:] for row in speed.rows] == [
         ["16", "15"],
         ["16", "16"],
@@ -153,7 +154,7 @@ def test_a_figure_not_measured_is_a_dash(tmp_path: Path) -> None:
     )
     latency, speed = report.generation
     assert latency.rows[0][6] == "–" and latency.rows[0][7] == "–"
-    assert speed.rows[0][5] == "–" and speed.rows[0][6] == "–" and speed.rows[0][7] == "–"
+    assert speed.rows[0][4] == "–" and speed.rows[0][5] == "–" and speed.rows[0][6] == "–"
     assert speed.rows[0][-1] == "–"
     assert "–" in shown(report) and "| – |" in written(report, markdown)
 
@@ -177,7 +178,7 @@ def test_show_md_and_html_carry_both_tables(step: Report) -> None:
     assert PER_TOKEN_NOTE in flat(text)
     md = written(step, markdown)
     section = md_section(md, GENERATION_SPEED_TITLE)
-    assert "| GPT-2 mini | Keras/JAX | 8 | 128 + 16 | 200 | 1,600 | 4.000 | 8.0 KiB |" in section
+    assert "| GPT-2 mini | Keras/JAX | 8 | 200 | 1,600 | 4.000 | 8.0 KiB |" in section
     html = written(step, htmlreport)
     cells = html_table(html, GENERATION_LATENCY_TITLE)
     assert cells[1][:5] == ["GPT-2 mini", "PyTorch", "8", "128 + 16", "12.30"]
@@ -291,3 +292,23 @@ def test_compare_names_a_different_prompt_or_new_tokens(tmp_path: Path) -> None:
     cmp = compare_sessions(made("a", 16), made("b", 8))
     assert "--new-tokens: 16 vs 8" in cmp.differences
     assert not any(d.startswith("--prompt-len") for d in cmp.differences)
+
+
+def test_the_verdict_note_and_the_study_tables_speak_of_tokens_after_the_first(window: Report) -> None:
+    assert window.answer.note == GENERATE_VERDICT_NOTE
+    # No tokens/s of whole windows (the prompt's tokens counted as made): the generation tables have them.
+    assert not window.wording.tokens
+    assert not any("tokens/s" in t.title for t in window.figure_tables)
+    assert "Tok/s" not in shown(window).split(GENERATION_LATENCY_TITLE)[0]
+
+
+def test_a_narrow_terminal_cuts_each_table_in_two_with_its_row_names(window: Report) -> None:
+    text = shown(window, width=80)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert f"{GENERATION_SPEED_TITLE} (1 of 2)" in text and f"{GENERATION_SPEED_TITLE} (2 of 2)" in text
+    first, second = (
+        terminal_rows(text.split(f"{GENERATION_SPEED_TITLE} ({k} of 2)")[1], "GPT-2 mini") for k in (1, 2)
+    )
+    assert first[0][:5] == ["GPT-2 mini", "PyTorch", "8", "250", "2,000"]
+    assert second[0][:3] == ["GPT-2 mini", "PyTorch", "8"] and second[0][-1] == "15"
+    assert f"{GENERATION_SPEED_TITLE} (1 of 2)" not in shown(window, width=200)

@@ -404,8 +404,32 @@ def print_generation(tables: list[report_model.Table], console: Console) -> None
     """A generate session (issue 34): time to first token and token latency, then tokens/s, compile and
     memory, each with its note; nothing for any other session."""
     for table in tables:
-        console.print(*fitted_tables(table, console.width))
+        console.print(*(_fitted(part, console.width) for part in halves(table, console.width)))
         console.print(table.note, style="dim", highlight=False, markup=False)
+
+
+#: The columns that say which cell a row is: kept in each half of a table cut in two.
+ROW_NAMES = ("Model", "Framework", "Point", "Batch", "Prompt + new")
+
+
+def halves(table: report_model.Table, width: int) -> list[report_model.Table]:
+    """``table`` whole where its columns' least widths fit ``width``, else cut in two, each half with the
+    columns that name its rows (``ROW_NAMES``) and half its figures, its title marked (1 of 2, 2 of 2)."""
+    _, least = _column_widths(table)
+    names = [i for i, h in enumerate(table.header) if h in ROW_NAMES]
+    figures = [i for i in range(len(table.header)) if i not in names]
+    if sum(least) + 3 * len(least) + 1 <= width or len(figures) < 2:
+        return [table]
+    cut = (len(figures) + 1) // 2
+    return [
+        report_model.Table(
+            f"{table.title} ({k} of 2)",
+            [table.header[i] for i in names + part],
+            [[row[i] for i in names + part] for row in table.rows],
+            [table.align[i] for i in names + part],
+        )
+        for k, part in ((1, figures[:cut]), (2, figures[cut:]))
+    ]
 
 
 def print_data_parallel(

@@ -20,7 +20,12 @@ from benchtui.core.model.parity import marked
 from benchtui.core.model.status import CautionKind
 from benchtui.core.reporting.model.columns import flagged_models, wording
 from benchtui.core.reporting.model.figures import with_ci
-from benchtui.core.reporting.model.notes import ABOUT_SAME_NOTE, UNRELIABLE_NOTE, VERDICT_NOTE
+from benchtui.core.reporting.model.notes import (
+    ABOUT_SAME_NOTE,
+    GENERATE_VERDICT_NOTE,
+    UNRELIABLE_NOTE,
+    VERDICT_NOTE,
+)
 from benchtui.core.reporting.model.types import Answer, BestLine, Mark, Notice, Problem, Verdict, Wording
 from benchtui.core.store.session import LoadedSession
 
@@ -226,6 +231,8 @@ def answer(given: SessionSummary | Mapping[str, Any]) -> Answer:
             out.append(Verdict(fmt.clean(model), label, fmt.clean(text), kind, point=at))
     ratios_shown = any(v.kind in ("ratio", "unreliable") for v in out)
     note = VERDICT_NOTE.format(one=words.singular, plural=words.plural) if ratios_shown else ""
+    if ratios_shown and any(r.generation is not None for r in rows):  # generate (issue 34): tokens/s
+        note = GENERATE_VERDICT_NOTE
     if any(v.about_same for v in out):
         note += " " + ABOUT_SAME_NOTE
     if any(v.kind == "unreliable" for v in out):

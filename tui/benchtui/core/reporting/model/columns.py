@@ -58,7 +58,10 @@ def wording(rows: Sequence[CellSummary]) -> Wording:
     if kinds == {"image"}:
         return Wording(inference=inference)
     if kinds == {"tokens"}:
-        return Wording("sequences", "sequence", True, inference)
+        # Generate (issue 34): no tokens/s of whole windows (the prompt's tokens counted as made, the first
+        # token's own call in the time); its tokens/s after the first token are the generation table's.
+        generate = any(r.task == "generate" for r in rows)
+        return Wording("sequences", "sequence", not generate, inference)
     # Float tensors (a user's own model, a watched command): samples; tokens/s only beside a token model.
     return Wording("samples", "sample", "tokens" in kinds, inference)
 

@@ -83,11 +83,11 @@ def generation_tables(summary: SessionSummary) -> list[Table]:
         "Token p99",
     ]
     speed_header = [
-        *names,
+        *names[:-1],  # the prompt and new tokens are the latency table's
         "Tok/s per seq",
         "Tok/s batch",
         "Compile (s)",
-        "Cache/token",
+        "Cache per token",
         "Peak memory",
         "Tokens",
         "Decode steps",
@@ -112,7 +112,7 @@ def generation_tables(summary: SessionSummary) -> list[Table]:
             ]
         )
         speed_rows.append(
-            head
+            head[:-1]
             + [
                 per_sequence(gen.tokens_per_s),
                 batch(gen.batch_tokens_per_s),
@@ -130,7 +130,9 @@ def generation_tables(summary: SessionSummary) -> list[Table]:
     )
     return [
         Table(GENERATION_LATENCY_TITLE, latency_header, latency_rows, align + ["r"] * 6, note),
-        Table(GENERATION_SPEED_TITLE, speed_header, speed_rows, align + ["r"] * 7, GENERATION_SPEED_NOTE),
+        Table(
+            GENERATION_SPEED_TITLE, speed_header, speed_rows, align[:-1] + ["r"] * 7, GENERATION_SPEED_NOTE
+        ),
     ]
 
 

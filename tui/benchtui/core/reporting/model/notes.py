@@ -171,6 +171,12 @@ WHY_TOP_NOTE = (
 ANSWER_TITLE = "The verdict: frameworks compared"
 
 
+#: Under a generate session's verdicts (issue 34): what their ratio is of, in place of ``VERDICT_NOTE``.
+GENERATE_VERDICT_NOTE = (
+    "The batch's tokens/s after the first token, one framework's over the other's (the inverse ratio of "
+    "their time per token), over the generate calls after the first epoch; time to first token beside it "
+    "(medians); 95% CIs by seeded bootstrap."
+)
 VERDICT_NOTE = (
     "Time per {one}, one framework's over the other's (so the inverse ratio of {plural}/s), from the times "
     "each verdict names; 95% CIs by seeded bootstrap."
