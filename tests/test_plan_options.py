@@ -118,7 +118,16 @@ def test_the_plan_screen_labels_are_the_options() -> None:
     from benchtui.screens import plan as screen
 
     assert screen.CHOICES["timing"] == ("Timing", options.BY_FLAG["--timing"].choices)
-    assert list(screen.NUMBERS) == ["image_size", "seq_len", "samples", "epochs", "runs", "threads"]
+    assert list(screen.NUMBERS) == [
+        "image_size",
+        "seq_len",
+        "prompt_len",
+        "new_tokens",
+        "samples",
+        "epochs",
+        "runs",
+        "threads",
+    ]
     assert screen.user_message(PlanError("--num-classes must be a positive whole number, got 0")) == (
         "Classes must be a positive whole number, got 0"
     )

@@ -255,6 +255,7 @@ OPTIONS: tuple[Option, ...] = (
         most=1 << 20,
         runner=True,
         form="Prompt len",
+        widget="number",
     ),
     Option(
         "--new-tokens",
@@ -267,6 +268,7 @@ OPTIONS: tuple[Option, ...] = (
         most=1 << 20,
         runner=True,
         form="New tokens",
+        widget="number",
     ),
     Option(
         "--samples",
