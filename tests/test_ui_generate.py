@@ -116,7 +116,9 @@ async def test_the_plan_screen_offers_generate_with_its_prompt_and_new_tokens(tm
         await pilot.pause()
         plan = screen.build_plan()
         assert (plan.task, plan.prompt_len, plan.new_tokens) == ("generate", 64, 32)
-        assert "prompt 64 + 32 new tokens" in str(screen.query_one("#preset-help", Static).content)
+        assert "64 samples with a 64-token prompt + 32 new tokens" in str(
+            screen.query_one("#preset-help", Static).content
+        )
         screen.query_one("#task", Select).value = "train"
         await pilot.pause()
         assert not screen.query_one("#setting-new_tokens").display

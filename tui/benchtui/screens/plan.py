@@ -177,7 +177,7 @@ def custom_description(
     size = [f" at {plan.image_size} px"] if kinds - {"tokens"} else []
     if "tokens" in kinds and plan.task == "generate":  # issue 34: a prompt given new tokens
         lengths = {plan.generate_lengths(m) for m in able.models if m in catalog.MODELS}
-        size += [f" prompt {p:,} + {n:,} new tokens" for p, n in sorted(lengths)]
+        size += [f" with a {p:,}-token prompt + {n:,} new tokens" for p, n in sorted(lengths)]
     elif "tokens" in kinds:
         size.append(f" over {plan.seq_len:,} tokens" if plan.seq_len else " over the whole context")
     points = f" × {plural(len(grid), 'point')}" if plan.sweep else ""
