@@ -276,3 +276,27 @@ def test_sides_that_decode_differently_are_flagged_naming_what_differs(tmp_path:
     found = _verdict(tmp_path / "c", {"torch": 0.004, "tensorflow": 0.006}, settings=same)
     assert found["ratio"]["parity_flagged"] is False and "generate the same way" not in found["ratio"]["text"]
     assert all(w["kind"] != CautionKind.ARCHITECTURE for r in found["rows"] for w in r["warnings"])
+
+
+def test_a_loaded_machine_gives_no_winner_and_says_what_was_timed(tmp_path: Path) -> None:
+    path = make_session(
+        tmp_path,
+        models=("gpt2_mini",),
+        runs=2,
+        epochs=3,
+        steps=4,
+        batch_size=8,
+        generate={"prompt_len": 16, "new_tokens": 8, "token_s": {"torch": 0.004, "tensorflow": 0.006}},
+    )
+    plan = Plan.from_dict(json.loads((path / "session.json").read_text())["plan"])
+    model = SessionModel(plan, host={"cpu_count": 2})
+    for event in read_events(path):
+        if event.get("type") == "run_end":  # other processes kept 1.9 of the 2 cores busy
+            event["other_cpu_cores"] = 1.9
+        model.apply(event)
+    (ratio,) = model.session_summary().ratios
+    assert ratio.faster_framework is None and ratio.unreliable
+    assert "measured, not a verdict: tf.keras took 1." in ratio.text and ratio.factor == pytest.approx(
+        1.5, rel=0.03
+    )
+    assert "× PyTorch's time per token after the first (95% CI " in ratio.text

@@ -1192,6 +1192,8 @@ def pair_verdict(
             if names
             else (f"{label(loser)} took {seen.factor:.2f}× {label(winner)}'s time")
         )
+        if generating:  # what was timed: each token after the first, the batch's
+            measured += " per token after the first"
         interval = seen.factor_interval
         measured += (
             f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})"
