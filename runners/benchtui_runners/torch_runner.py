@@ -560,7 +560,11 @@ class TorchBackend:
         )
         self.device.sync()
         record = generate.torch_record(config, model, device.type)
-        return {"generation": record} if record != self.record else None
+        attention = (
+            "torch scaled_dot_product_attention through transformers' 'sdpa' and its mask builder (the static "
+            "cache's empty slots are masked)"
+        )
+        return {"attention": attention, **({"generation": record} if record != self.record else {})}
 
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """An epoch's batches on the device: the loader's, copied (non-blocking), or the pool's."""
