@@ -30,6 +30,8 @@ from benchtui.core.reporting.model.notes import GENERATE_VERDICT_NOTE
 from benchtui.core.store.session import LoadedSession, load_session
 from reporttext import flat, html_table, md_section, shown, terminal_rows, written
 from sessionfactory import make_session
+from test_golden_outputs import _check as check_golden
+from test_golden_outputs import _outputs as golden_outputs
 
 FRAMEWORKS = ("torch", "keras-jax")
 
@@ -312,3 +314,26 @@ def test_a_narrow_terminal_cuts_each_table_in_two_with_its_row_names(window: Rep
     assert first[0][:5] == ["GPT-2 mini", "PyTorch", "8", "250", "2,000"]
     assert second[0][:3] == ["GPT-2 mini", "PyTorch", "8"] and second[0][-1] == "15"
     assert f"{GENERATION_SPEED_TITLE} (1 of 2)" not in shown(window, width=200)
+
+
+@pytest.mark.parametrize("timing", ["window", "step"])
+def test_every_output_of_a_generate_session_as_before(
+    timing: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """show, md, csv (both), json and html of made generate sessions, byte for byte (tests/golden/generate-*;
+    ``BENCHTUI_GOLDEN_UPDATE=1`` rewrites them, as for the others)."""
+    name = f"generate-{timing}"
+    path = make_session(
+        tmp_path,
+        name=name,
+        folder=name,
+        frameworks=FRAMEWORKS,
+        models=("gpt2_mini",),
+        runs=2,
+        epochs=3,
+        steps=4,
+        batch_size=8,
+        timing=timing,
+        generate={"prompt_len": 128, "new_tokens": 16, "token_s": {"torch": 0.004, "keras-jax": 0.005}},
+    )
+    check_golden(name, golden_outputs(name, path, capsys, tmp_path))

@@ -663,7 +663,11 @@ def _generation(report: Report) -> str:
             ys_ms: list[float | None] = [y * 1000 for y in c.ys]
             series.append(
                 Series(
-                    c.label, [float(x) for x in c.xs], ys_ms, color_for(c.framework, i), dash=run_dash(c.run)
+                    c.label,
+                    [float(x) for x in c.xs],
+                    ys_ms,
+                    color_for(c.framework, i),
+                    dash=run_dash(c.run) if c.run else "",
                 )
             )
             if not c.per_token and c.first and not boundaries and c.first < len(c.xs):
