@@ -1119,6 +1119,7 @@ class KerasBackend:
                 input="prompt batches of random token ids made on the device once, cycled",
             )
             settings.pop("inference_path", None)
+            settings.update(optimizer=None, loss=None, shuffle=None)  # nothing is trained
         waits = step_waits(config, backend) if not self.generating else None
         if waits:
             settings["host_sync_per_step"] = waits

@@ -460,6 +460,7 @@ class TorchBackend:
 
             lengths(config)  # refused before anything is built where they cannot be generated
             settings["input"] = "prompt batches of random token ids made on the device once, cycled"
+            settings.update(optimizer=None, loss=None, shuffle=None)  # nothing is trained
             self.record = torch_record(config, None, device.type)
             settings.update(generation=self.record, compile=self.record["compile"])
         torch.manual_seed(config.seed)
