@@ -16,7 +16,7 @@ from benchtui.core.model.cell import GenerationFigures
 from benchtui.core.model.generation import GenerationRun, TokenStep
 from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, terminal, trackers
 from benchtui.core.reporting.compare import compare_sessions
-from benchtui.core.reporting.model import Report, build_report
+from benchtui.core.reporting.model import Report, build_report, how_it_ran
 from benchtui.core.reporting.model.generation import (
     GENERATION_LATENCY_TITLE,
     GENERATION_SPEED_TITLE,
@@ -337,3 +337,15 @@ def test_every_output_of_a_generate_session_as_before(
         generate={"prompt_len": 128, "new_tokens": 16, "token_s": {"torch": 0.004, "keras-jax": 0.005}},
     )
     check_golden(name, golden_outputs(name, path, capsys, tmp_path))
+
+
+def test_how_each_side_ran_names_its_generate_engine_and_no_optimizer() -> None:
+    settings = {"compile": "eager", "task": "generate", "optimizer": "sgd (lr 0.01)", "loss": "softmax"}
+    engine = {"engine": "transformers GPT2LMHeadModel.generate, greedy, static cache"}
+    (line,) = how_it_ran({"torch": {"settings": {**settings, "generation": engine}}})
+    assert (
+        line.endswith("eager; transformers GPT2LMHeadModel.generate, greedy, static cache")
+        and "sgd" not in line
+    )
+    (trained,) = how_it_ran({"torch": {"settings": {**settings, "task": "train"}}})
+    assert trained == "PyTorch: eager; sgd (lr 0.01), softmax"

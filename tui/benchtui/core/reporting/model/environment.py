@@ -335,8 +335,11 @@ def how_it_ran(frameworks: Mapping[str, Any]) -> list[str]:
             parts.append(fmt.plural(settings["intra_op_threads"], "thread"))
         if isinstance(settings.get("timing"), str):
             parts.append(settings["timing"].split(":")[0] + " timing")
-        if settings.get("optimizer"):
+        if settings.get("optimizer") and settings.get("task") != "generate":  # generate trains nothing
             parts.append(f"{settings['optimizer']}, {settings.get('loss', '')}".rstrip(", "))
+        generation = settings.get("generation")
+        if isinstance(generation, dict) and generation.get("engine"):  # issue 34: what generates
+            parts.append(str(generation["engine"]))
         if settings.get("host_sync_per_step"):
             parts.append(f"waits for the device every step: {settings['host_sync_per_step']}")
         if isinstance(settings.get("unlike_default"), str) and settings["unlike_default"]:
