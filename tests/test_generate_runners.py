@@ -92,6 +92,10 @@ def test_each_side_generates_exactly_n_tokens(framework: str, timing: str) -> No
     assert not of(events, "flops")  # no FLOP count of a generate call
     hello = of(events, "hello")[0]
     assert hello["settings"]["task"] == "generate"
+    # Nothing is trained: no optimizer, loss or shuffle in the run's settings (the how line).
+    assert (hello["settings"]["optimizer"], hello["settings"]["loss"], hello["settings"]["shuffle"]) == (
+        None,
+    ) * 3
 
 
 @pytest.mark.slow
