@@ -278,22 +278,46 @@ def test_a_session_that_does_not_generate_shows_none_of_it(training: Report) -> 
     assert "<h2>Generation</h2>" not in written(training, htmlreport)
 
 
-def test_compare_names_a_different_prompt_or_new_tokens(tmp_path: Path) -> None:
-    def made(name: str, new_tokens: int) -> Path:
-        return make_session(
-            tmp_path,
-            name=name,
-            folder=name,
-            frameworks=FRAMEWORKS,
-            models=("gpt2_mini",),
-            epochs=2,
-            steps=3,
-            generate={"prompt_len": 32, "new_tokens": new_tokens},
-        )
+def made_generate(root: Path, name: str, new_tokens: int = 16, token_s: float = 0.004) -> Path:
+    return make_session(
+        root,
+        name=name,
+        folder=name,
+        frameworks=FRAMEWORKS,
+        models=("gpt2_mini",),
+        runs=2,
+        epochs=2,
+        steps=3,
+        batch_size=8,
+        generate={
+            "prompt_len": 32,
+            "new_tokens": new_tokens,
+            "token_s": {"torch": token_s, "keras-jax": token_s},
+        },
+    )
 
-    cmp = compare_sessions(made("a", 16), made("b", 8))
+
+def test_compare_names_a_different_prompt_or_new_tokens(tmp_path: Path) -> None:
+    cmp = compare_sessions(made_generate(tmp_path, "a", 16), made_generate(tmp_path, "b", 8))
     assert "--new-tokens: 16 vs 8" in cmp.differences
     assert not any(d.startswith("--prompt-len") for d in cmp.differences)
+
+
+def test_compare_of_generate_sessions_is_on_time_per_token_after_the_first(tmp_path: Path) -> None:
+    cmp = compare_sessions(
+        made_generate(tmp_path, "a", token_s=0.004), made_generate(tmp_path, "b", token_s=0.005)
+    )
+    torch = next(r for r in cmp.rows if r.framework == "torch")
+    assert torch.basis == "tokens" and torch.ratio is not None
+    assert torch.ratio.value == pytest.approx(1.25, rel=0.03)  # B's tokens take a quarter longer
+    assert torch.time_a == pytest.approx(0.004 / 8, rel=0.03)  # the batch's: 8 sequences a call
+    text = io.StringIO()
+    from rich.console import Console
+
+    terminal.print_comparison(cmp, Console(file=text, width=200))
+    assert "A (ms), B (ms): the batch's time per token after the first (--task generate)" in flat(
+        text.getvalue()
+    )
 
 
 def test_the_verdict_note_and_the_study_tables_speak_of_tokens_after_the_first(window: Report) -> None:

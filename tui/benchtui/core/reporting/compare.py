@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchtui.core import fmt
+from benchtui.core.model import generation_figures
 from benchtui.core.model.analysis import (
     compare_cells,
     epochs_of,
@@ -390,6 +391,25 @@ def _seconds_per_sample(runs: list[RunState]) -> tuple[str, float | None]:
     return basis, grouped_mean(groups) if groups else None
 
 
+def _seconds_per_token(runs: list[RunState]) -> float | None:
+    """A generate side's time per token after the first, its batch's (the inverse of the verdict's tokens/s)."""
+    figures = generation_figures.figures(runs) if runs else None
+    rate = figures.batch_tokens_per_s if figures is not None else None
+    return 1.0 / rate if rate else None
+
+
+def _contention(
+    runs_a: list[RunState], runs_b: list[RunState], la: LoadedSession, lb: LoadedSession
+) -> str | None:
+    """Why the machine, not the sessions, may have decided B/A (the verdict's contention rule); None: it did not."""
+    parts = [
+        p
+        for label, runs, loaded in (("A", runs_a, la), ("B", runs_b, lb))
+        if (p := contention_part(label, runs, loaded.model.host_cores, loaded.plan.threads)) is not None
+    ]
+    return fmt.clean("other processes kept " + " and ".join(parts)) if parts else None
+
+
 def compare_sessions(
     a: str | os.PathLike[str] | LoadedSession, b: str | os.PathLike[str] | LoadedSession
 ) -> Comparison:
@@ -423,8 +443,19 @@ def compare_sessions(
             row.basis, row.time_a = _seconds_per_sample(runs_a)
         if runs_b:
             row.basis, row.time_b = _seconds_per_sample(runs_b)
+        generating = any(r.generation is not None and r.generation.steps for r in (*runs_a, *runs_b))
+        if generating:  # issue 34: the batch's time per token after the first, as the generate verdict
+            row.basis = "tokens"
+            row.time_a, row.time_b = _seconds_per_token(runs_a), _seconds_per_token(runs_b)
         if mixed is not None:
             row.note = f"no ratio: A and B ran on different devices ({mixed})"
+        elif runs_a and runs_b and generating:
+            ratio = generation_figures.compare(runs_a, runs_b)
+            if ratio is None:
+                row.note = "no comparable times (no generate step after the first token on a side)"
+            else:
+                row.ratio = ratio
+                row.unreliable = _contention(runs_a, runs_b, la, lb)
         elif runs_a and runs_b:
             result = compare_cells(runs_a, runs_b)  # the verdict's ratio, basis and interval
             if result is None:
@@ -438,14 +469,7 @@ def compare_sessions(
                     row.time_a, row.time_b = grouped_mean(ga), grouped_mean(gb)
             else:
                 row.basis, row.ratio = result
-                parts = [
-                    p
-                    for label, runs, loaded in (("A", runs_a, la), ("B", runs_b, lb))
-                    if (p := contention_part(label, runs, loaded.model.host_cores, loaded.plan.threads))
-                    is not None
-                ]
-                if parts:
-                    row.unreliable = fmt.clean("other processes kept " + " and ".join(parts))
+                row.unreliable = _contention(runs_a, runs_b, la, lb)
         else:
             missing = []
             if not runs_a:
