@@ -219,3 +219,13 @@ def test_a_user_token_model_with_generate_generates(tmp_path: Path) -> None:
     record = generation(events)
     assert record["engine"] == "transformers GPT2LMHeadModel.generate, greedy, static cache"
     assert record["cache_bytes_per_token"] == 2 * 2 * 16 * 4  # from the model's own config
+
+
+@pytest.mark.slow
+def test_one_new_token_has_no_later_tokens() -> None:
+    """N = 1 under --timing step: the first token alone; no token_s (the wire's lists are non-empty: an
+    empty one would make the line malformed and the step's tokens lost), decode_s 0."""
+    events = run_runner({**TINY, "framework": "torch", "new_tokens": 1, "timing": "step"})
+    tokens = of(events, "tokens")
+    assert len(tokens) == STEPS and events[-1]["type"] == "done"
+    assert all(e["tokens"] == 1 and e["decode_s"] == 0 and "token_s" not in e for e in tokens)

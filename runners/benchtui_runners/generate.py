@@ -139,17 +139,21 @@ def run_epochs(
                     raise RuntimeError(
                         f"generate stamped {len(stamps)} tokens for {new_tokens} new tokens (--timing step)"
                     )
-                first = stamps[0] - start
+                first = max(stamps[0] - start, 1e-9)
                 decode = stamps[-1] - stamps[0]
-                fields["token_s"] = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+                # Each gap is a measured duration (the wire's TIME: never zero): floored at a nanosecond,
+                # perf_counter's resolution. N = 1: no later token, no token_s (the wire's lists are non-empty).
+                gaps = [max(b - a, 1e-9) for a, b in zip(stamps, stamps[1:], strict=False)]
+                if gaps:
+                    fields["token_s"] = gaps
             else:
                 start = perf()
                 generator.generate(batch, 1, None)
                 middle = perf()
                 tokens, counted = generator.generate(batch, new_tokens, None)
                 end = perf()
-                first = middle - start
-                decode = max((end - middle) - first, 0.0)
+                first = max(middle - start, 1e-9)
+                decode = max((end - middle) - first, 0.0) if new_tokens > 1 else 0.0
             clock.step_end(step)  # a window of its own: its batch event comes before the tokens event
             writer.tokens(
                 epoch,
