@@ -208,11 +208,13 @@ class RunConfig:
 def training_record(config: RunConfig) -> dict[str, Any]:
     """What the run trains with, as every runner records it in its settings (one wording everywhere)."""
     tokens = config.tokens
+    generating = config.task == "generate"
     record: dict[str, Any] = {
         "task": config.task,
         "kind": "tokens" if tokens else "image",
-        "tokens_per_sample": tokens,
-        "timing": describe(config.timing, config.window_s),
+        # Generation: a sequence is its prompt and its new tokens.
+        "tokens_per_sample": config.prompt_len + config.new_tokens if generating else tokens,
+        "timing": describe(config.timing, config.window_s, generating),
     }
     if tokens:
         head, text, loss = "lm", TOKEN_HEAD_TEXT, "softmax cross-entropy over the vocabulary, every position"
@@ -227,7 +229,7 @@ def training_record(config: RunConfig) -> dict[str, Any]:
         own_optimizer = custom_entry(definition.get("optimizers") or {}, config.framework)
         loss = f"{own_loss} (the model's own)" if own_loss else loss
     record.update(head=head, head_text=text, outputs=config.outputs)
-    if config.task == "inference":
+    if config.task in ("inference", "generate"):
         # Forward only: nothing is trained, so no optimizer or loss is in force.
         return {**record, "optimizer": None, "loss": None, "shuffle": None}
     if own_optimizer:

@@ -150,8 +150,19 @@ def next_window(current: int, step_seconds: float, target_s: float = WINDOW_TARG
     return max(1, min(round(target_s / step_seconds), current * MAX_GROWTH))
 
 
-def describe(mode: str, target_s: float = WINDOW_TARGET_S) -> str:
-    """The timing rule in words, for the run's recorded settings."""
+def describe(mode: str, target_s: float = WINDOW_TARGET_S, generating: bool = False) -> str:
+    """The timing rule in words, for the run's recorded settings (``generating``: task generate, where each
+    step is a generate call that ends with its token ids on the host)."""
+    if generating:
+        if mode == "step":
+            return (
+                "step: the device is synchronised after every token (on every framework); each generate call is "
+                "a window of its own"
+            )
+        return (
+            "window: each generate call is a window of its own, ended by its token ids on the host; no wait "
+            "for the device per token added by benchtui (the first token timed by a call of its own)"
+        )
     if mode == "step":
         return "step: the device is synchronised after every step (on every framework)"
     return (
