@@ -13,7 +13,7 @@ from benchtui.app import make_app
 from benchtui.core import fmt
 from benchtui.core.model.generation import TokenStep
 from benchtui.screens.live import LiveScreen
-from benchtui.screens.plan import GENERATE_NUMBERS, NUMBERS, GpuProbe, PlanScreen
+from benchtui.screens.plan import GpuProbe, PlanScreen
 from benchtui.widgets.results_table import ResultsTable
 from benchtui.widgets.spark import BARS
 from benchtui.widgets.token_strips import TokenStrips, token_values
@@ -88,11 +88,6 @@ async def test_a_session_that_does_not_generate_has_no_token_strips() -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.xfail(
-    not set(GENERATE_NUMBERS) <= set(NUMBERS),
-    reason="--prompt-len / --new-tokens are not the form's number fields yet (asks-reports.md, 1)",
-    strict=True,
-)
 async def test_the_plan_screen_offers_generate_with_its_prompt_and_new_tokens(tmp_path: Path) -> None:
     app = make_app(sessions_dir=str(tmp_path), probe=NO_GPU)
     async with app.run_test(size=(120, 40)) as pilot:
