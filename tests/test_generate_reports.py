@@ -373,3 +373,35 @@ def test_how_each_side_ran_names_its_generate_engine_and_no_optimizer() -> None:
     )
     (trained,) = how_it_ran({"torch": {"settings": {**settings, "task": "train"}}})
     assert trained == "PyTorch: eager; sgd (lr 0.01), softmax"
+
+
+def test_a_generate_sweep_draws_each_points_runs_apart(tmp_path: Path) -> None:
+    path = make_session(
+        tmp_path,
+        frameworks=FRAMEWORKS,
+        models=("gpt2_mini",),
+        sweep={"batch": ["1", "8"]},
+        batch_size=8,
+        runs=2,
+        epochs=2,
+        steps=3,
+        generate={"prompt_len": 32, "new_tokens": 8},
+    )
+    report = build_report(folded(path))
+    latency, _ = report.generation
+    assert (
+        latency.header[2] == "Point" and [row[2] for row in latency.rows] == ["batch 1"] * 2 + ["batch 8"] * 2
+    )
+    curves = report.generation_curves
+    assert [(c.point, c.label) for c in curves if c.framework == "torch"] == [
+        ("batch 1", "PyTorch · run 1"),
+        ("batch 1", "PyTorch · run 2"),
+        ("batch 8", "PyTorch · run 1"),
+        ("batch 8", "PyTorch · run 2"),
+    ]
+    assert all(len(c.xs) == 6 for c in curves)  # each run's own 2 epochs of 3 calls, not every point's
+    html = written(report, htmlreport)
+    assert (
+        "GPT-2 mini · batch 1: latency per token" in html
+        and "GPT-2 mini · batch 8: latency per token" in html
+    )

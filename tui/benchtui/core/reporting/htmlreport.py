@@ -654,8 +654,8 @@ def _generation(report: Report) -> str:
         return ""
     parts = ["<h2>Generation</h2>", *(_table(t) for t in report.generation)]
     frameworks = list(report.source.frameworks)
-    for m in dict.fromkeys(c.model for c in report.generation_curves):
-        curves = [c for c in report.generation_curves if c.model == m]
+    for m, at in dict.fromkeys((c.model, c.point) for c in report.generation_curves):  # a sweep: per point
+        curves = [c for c in report.generation_curves if (c.model, c.point) == (m, at)]
         series: list[Series] = []
         boundaries: list[float] = []
         for c in curves:
@@ -679,7 +679,7 @@ def _generation(report: Report) -> str:
         parts.append(
             "<figure>"
             + line_chart(
-                f"{model_label(m)}: latency per token"
+                f"{model_label(m)}{f' · {at}' if at else ''}: latency per token"
                 + (" (median over calls, by token index)" if per_token else " (each generate call's mean)"),
                 series,
                 "token index in the sequence (the first token is apart)"

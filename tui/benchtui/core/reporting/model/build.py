@@ -156,7 +156,7 @@ def build_report(
         telemetry=tuple(s for s in samples or () if "node" not in s) if telemetry else (),
         generation=[clean_table(t) for t in generation_tables(summary)],
         generation_curves=generation_curves(
-            rows, [(r.framework, r.model, r.index, r.generation) for r in series if r.generation]
+            rows, [(r.framework, r.model, r.point, r.index, r.generation) for r in series if r.generation]
         ),
     )
 

@@ -10,6 +10,7 @@ from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.cell import CellSummary, GenerationFigures, SessionSummary
 from benchtui.core.model.generation import TokenStep
 from benchtui.core.model.parity import marked
+from benchtui.core.plan.sweep import Point
 from benchtui.core.reporting.model.columns import flagged_models
 from benchtui.core.reporting.model.figures import point_column, point_text
 from benchtui.core.reporting.model.types import GenerationCurve, Table
@@ -153,26 +154,29 @@ def step_latencies(steps: Sequence[TokenStep]) -> tuple[tuple[int, ...], tuple[f
 
 
 def generation_curves(
-    rows: Sequence[CellSummary], runs: Sequence[tuple[str, str, int, Sequence[TokenStep]]]
+    rows: Sequence[CellSummary], runs: Sequence[tuple[str, str, Point, int, Sequence[TokenStep]]]
 ) -> list[GenerationCurve]:
     """The chart's lines: per cell with per-token figures its ``latency_curve``; else each of its runs'
-    calls (``runs``: framework, model, run number, its steps)."""
+    calls (``runs``: framework, model, sweep point, run number, its steps)."""
     out: list[GenerationCurve] = []
     for row in rows:
         gen: GenerationFigures | None = row.generation
         if gen is None:
             continue
-        label = framework_label(row.framework)
+        label, at = framework_label(row.framework), row.point.label
         if gen.per_token and gen.latency_curve:
             xs = tuple(range(2, 2 + len(gen.latency_curve)))
-            out.append(GenerationCurve(row.model, row.framework, label, True, xs, tuple(gen.latency_curve)))
+            curve = GenerationCurve(
+                row.model, row.framework, label, True, xs, tuple(gen.latency_curve), point=at
+            )
+            out.append(curve)
             continue
-        for framework, model, index, steps in runs:
-            if framework == row.framework and model == row.model:
+        for framework, model, point, index, steps in runs:
+            if (framework, model, point) == (row.framework, row.model, row.point):
                 xs, ys, first = step_latencies(steps)
                 if xs:
                     name = f"{label} · run {index}"
-                    out.append(GenerationCurve(model, framework, name, False, xs, ys, first, index))
+                    out.append(GenerationCurve(model, framework, name, False, xs, ys, first, index, at))
     return out
 
 

@@ -287,6 +287,7 @@ class GenerationCurve:
     ys: tuple[float, ...]
     first: int = 0  # window timing: the calls of the first epoch (its compile), drawn apart
     run: int = 0  # window timing: the run's number in its cell (0: a cell's curve)
+    point: str = ""  # a sweep's point in words ('batch 8'; '' without a sweep): a chart per model and point
 
 
 @dataclass(frozen=True)
