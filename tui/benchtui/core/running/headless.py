@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchtui.core import fmt
-from benchtui.core.model import analysis
+from benchtui.core.model import analysis, generation_figures
 from benchtui.core.model.runs import RunState
 from benchtui.core.model.session_model import SessionModel
 from benchtui.core.model.status import status_style
@@ -42,7 +42,13 @@ def _run_line(model: SessionModel, run_id: str) -> str:
     style = status_style(run.status, "magenta")
     rate, tokens = figures["images_per_s"], (run.hello.get("settings") or {}).get("tokens_per_sample")
     info = catalog.MODELS.get(run.spec.model)
-    if isinstance(tokens, int) and tokens > 0 and rate is not None:
+    generated = generation_figures.figures([run]) if run.generation is not None else None
+    if generated is not None:  # generate: the batch's tokens after the first, and the first token's latency
+        speed = (
+            f"{fmt.rate(generated.batch_tokens_per_s)} tokens/s after the first (batch {generated.sequences}), "
+            f"first token {generation_figures.ms(generated.first_token_s)}"
+        )
+    elif isinstance(tokens, int) and tokens > 0 and rate is not None:
         speed = f"{fmt.rate(rate * tokens)} tokens/s"
     else:
         speed = f"{fmt.rate(rate)} {'samples' if info is not None and info.kind == 'tensor' else 'img'}/s"
