@@ -433,7 +433,11 @@ class CellSummary:
 
     # -- reading -----------------------------------------------------------------------
     def figure(self, name: str) -> Any:
-        """A figure by its summary.json name (a table's column, a CSV field): the row's attribute."""
+        """A figure by its summary.json name (a table's column, a CSV field): the row's attribute; a generate
+        cell's ``GenerationFigures`` field as 'generation.<field>' ('generation.batch_tokens_per_s'; None where
+        the cell has none)."""
+        if name.startswith("generation."):
+            return getattr(self.generation, name.removeprefix("generation."), None)
         return getattr(self, name)
 
     def spread_of(self, name: str) -> Spread | None:

@@ -8,6 +8,11 @@ several noisy points flatters it: the **selection bias** is measured from the ru
 bootstrap that resamples each point's runs (then epochs within them, as every interval here) and takes the
 best point of each resample: ``mean(max over points of resampled throughput) / observed max - 1``.
 
+**Generate** (``--task generate``, issue 34): "fastest" is the batch's tokens/s after the first token, and
+every choice, bias and speed-up rests on each run's steady steps' seconds per batch token after the first
+(``decode_s / ((N - 1) x B)``): the basis of the generate verdict (``generation_figures.compare``), never
+sequences per second of whole windows (which hold the first token's own call and count no tokens).
+
 **What each setting buys.** Per (model, framework, swept axis, value other than the axis's first), the
 speed-up at that value over the first, over every pair of points that differ only on that axis (each pair's
 ratio and CI from ``compare_cells``; the factor their geometric mean). An axis that changes nothing for a
@@ -25,7 +30,7 @@ from dataclasses import replace
 from functools import lru_cache, partial
 from typing import Protocol
 
-from benchtui.core.model import analysis
+from benchtui.core.model import analysis, generation_figures
 from benchtui.core.model.cell import (
     BestPoint,
     BestVerdict,
@@ -35,7 +40,7 @@ from benchtui.core.model.cell import (
     SweepAnswer,
 )
 from benchtui.core.model.runs import RunState
-from benchtui.core.model.stats import RESAMPLES, SEED, hierarchical_replicates
+from benchtui.core.model.stats import RESAMPLES, SEED, Ratio, grouped_mean, hierarchical_replicates
 from benchtui.core.model.status import RunStatus
 from benchtui.core.plan import sweep as sweep_mod
 from benchtui.core.plan.plan import Plan
@@ -86,6 +91,44 @@ def answer(model: SweepSource) -> SweepAnswer | None:
 # -- best vs best ---------------------------------------------------------------------------------
 
 
+def generating(model: SweepSource) -> bool:
+    """Whether the sweep is of ``--task generate`` (its speed: the batch's tokens/s after the first token)."""
+    return model.plan.task == "generate"
+
+
+def token_groups(runs: Sequence[RunState]) -> list[list[float]]:
+    """Per run, each steady step's seconds per batch token after the first (``decode_s / ((N - 1) x B)``):
+    the values of the generate verdict (``generation_figures.compare``); runs with none left out."""
+    out = []
+    for run in runs:
+        steps, _ = generation_figures.steady_steps([run])
+        times = [
+            s.decode_s / ((s.new_tokens - 1) * s.sequences)
+            for s in steps
+            if s.new_tokens > 1 and s.decode_s > 0 and s.sequences > 0
+        ]
+        if times:
+            out.append(times)
+    return out
+
+
+def speed(runs: Sequence[RunState], generate: bool = False) -> float | None:
+    """What "fastest" means: samples per second (``analysis.throughput``); generating, the batch's tokens per
+    second after the first token (total over total, as ``token_groups`` pools them)."""
+    if generate:
+        return grouped_mean(token_groups(runs), 1.0)
+    return analysis.throughput(runs)
+
+
+def compare(base: Sequence[RunState], other: Sequence[RunState], generate: bool = False) -> Ratio | None:
+    """Time per sample of ``other`` over ``base`` (``analysis.compare_cells``); generating, time per batch
+    token after the first (``generation_figures.compare``). None: a side has no times."""
+    if generate:
+        return generation_figures.compare(base, other)
+    compared = analysis.compare_cells(base, other)
+    return compared[1] if compared is not None else None
+
+
 def finished(model: SweepSource, framework: str, model_id: str, point: Point) -> list[RunState]:
     """The finished runs of a cell at ``point`` (those of its effective point)."""
     return [r for r in model.cell_runs(framework, model_id, point=point) if r.status is RunStatus.OK]
@@ -116,18 +159,21 @@ def candidates(
             continue
         seen.add(at)
         runs = finished(model, framework, model_id, at)
-        if runs and analysis.throughput(runs) is not None:
+        if runs and speed(runs, generating(model)) is not None:
             out.append((at, runs))
     return out
 
 
-#: Per point, per run, its seconds per sample (epochs after the first): what a choice among points rests on.
+#: Per point, per run, its seconds per sample (epochs after the first), or generating its seconds per batch
+#: token after the first (steady steps): what a choice among points rests on.
 Values = tuple[tuple[tuple[float, ...], ...], ...]
 
 
-def values_of(points: Sequence[Sequence[RunState]]) -> Values:
+def values_of(points: Sequence[Sequence[RunState]], generate: bool = False) -> Values:
     """The seconds per sample of each point's runs (``analysis.figure_groups``: what its throughput and every
-    verdict rest on)."""
+    verdict rest on); generating, their seconds per batch token after the first (``token_groups``)."""
+    if generate:
+        return tuple(tuple(tuple(g) for g in token_groups(runs)) for runs in points)
     return tuple(tuple(tuple(g) for g in analysis.figure_groups(runs, "images_per_s")[0]) for runs in points)
 
 
@@ -226,20 +272,23 @@ def best_point(
     model: SweepSource, framework: str, model_id: str, seq_len: str | None = None
 ) -> tuple[BestPoint, Values] | None:
     """A framework's fastest point of a model (at ``seq_len``, where given), and what it was chosen among
-    (the values of every point with finished runs)."""
+    (the values of every point with finished runs). Generating, the fastest is the one of most tokens/s
+    after the first token (the batch's); its ``images_per_s`` stays its sequences/s, its ``bias`` is of the
+    tokens/s."""
     found = candidates(model, framework, model_id, seq_len)
     if not found:
         return None
-    speeds = [analysis.throughput(runs) or 0.0 for _, runs in found]
+    generate = generating(model)
+    speeds = [speed(runs, generate) or 0.0 for _, runs in found]
     i = max(range(len(found)), key=lambda k: (speeds[k], -k))  # ties: the plan's earlier point
     point, chosen = found[i]
-    values = values_of([runs for _, runs in found])
+    values = values_of([runs for _, runs in found], generate)
     return (
         BestPoint(
             framework=framework,
             point=point,
             settings=settings_words(model, framework, model_id, point, chosen),
-            images_per_s=speeds[i],
+            images_per_s=analysis.throughput(chosen) if generate else speeds[i],
             points=len(found),
             bias=point_bias(values, speeds[i]),
         ),
@@ -381,10 +430,11 @@ def _gain(
         runs = finished(model, framework, model_id, high_at)
         if not base_runs or not runs:
             continue
-        compared = analysis.compare_cells(base_runs, runs)
-        if compared is None or compared[1].value <= 0:
+        # Time per sample (generating: per batch token after the first) at value over at baseline: its
+        # inverse is the speed-up.
+        ratio = compare(base_runs, runs, generating(model))
+        if ratio is None or ratio.value <= 0:
             continue
-        ratio = compared[1]  # time per sample at value over at baseline: its inverse is the speed-up
         # A token model's sequence length: its speed in tokens/s (a sample of a longer sequence is more work).
         k = (
             int(value) / int(baseline)
@@ -412,7 +462,9 @@ def _gain(
     highs = [hi for _, _, hi in speedups]
     low = min(lows) if all(v is not None for v in lows) else None  # type: ignore[type-var]
     high = max(highs) if all(v is not None for v in highs) else None  # type: ignore[type-var]
-    text = f"{words}: {factor:.2f}×" + (" tokens/s" if axis == "seq-len" else "")
+    text = f"{words}: {factor:.2f}×" + (
+        " tokens/s after the first token" if generating(model) else (" tokens/s" if axis == "seq-len" else "")
+    )
     if low is not None and high is not None:
         text += (
             f" (95% CI {low:.2f}–{high:.2f})"

@@ -89,3 +89,34 @@ def flagged_models(summary: SessionSummary) -> set[str]:
 def row_flagged(row: CellSummary) -> bool:
     """Whether a summary row carries the parity caution (its model's frameworks build different networks)."""
     return any(str(w.get("kind")) == CautionKind.ARCHITECTURE for w in row.warnings or [])
+
+
+#: A generate sweep's curves (issue 34): the first token's latency and each later token's (medians, ms), and
+#: the batch's tokens/s after the first token (the verdict's figure), read from each cell's
+#: ``GenerationFigures`` (``CellSummary.figure('generation.<field>')``).
+GENERATE_CURVE_COLUMNS: tuple[Column, ...] = (
+    Column(
+        "generation.first_token_s",
+        "Time to first token, p50 (ms)",
+        "First token p50",
+        "1st tok\np50 ms",
+        "ms",
+        milliseconds,
+    ),
+    Column(
+        "generation.token_s",
+        "Token latency after the first, p50 (ms)",
+        "Token p50",
+        "Token\np50 ms",
+        "ms",
+        milliseconds,
+    ),
+    Column(
+        "generation.batch_tokens_per_s",
+        "The batch's tokens/s after the first token",
+        "Tok/s after 1st",
+        "Tok/s\n>1st",
+        "tokens/s",
+        fmt.rate,
+    ),
+)

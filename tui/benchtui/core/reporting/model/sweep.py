@@ -7,9 +7,15 @@ from collections.abc import Mapping, Sequence
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
-from benchtui.core.model.cell import CellSummary, SessionSummary, SettingGain
+from benchtui.core.model.cell import BestPoint, CellSummary, SessionSummary, SettingGain
 from benchtui.core.plan.sweep import AXES, Point
-from benchtui.core.reporting.model.columns import LATENCY_COLUMNS, TOKENS_COLUMN, study_columns, wording
+from benchtui.core.reporting.model.columns import (
+    GENERATE_CURVE_COLUMNS,
+    LATENCY_COLUMNS,
+    TOKENS_COLUMN,
+    study_columns,
+    wording,
+)
 from benchtui.core.reporting.model.figures import cell_text, column_formatter, interval_text
 from benchtui.core.reporting.model.types import SweepChart, SweepSeries, SweepView, Table
 
@@ -31,6 +37,60 @@ CURVE_NOTE = (
     "One column per framework and setting of the other axes; [in brackets]: the 95% CI (seeded bootstrap "
     "over runs, then epochs)."
 )
+#: A generate sweep's (issue 34): its fastest point is the one of most tokens/s after the first token.
+GENERATE_BEST_NOTE = (
+    "Each framework's fastest point of the sweep (by the batch's tokens/s after the first token), its settings "
+    "named; the ratio between the chosen cells with its 95% CI (seeded bootstrap over the runs of each, then "
+    "their generate calls). Choosing the best of several points flatters it: the bias is estimated from the "
+    "runs themselves (a bootstrap of the choice)."
+)
+GENERATE_GAINS_NOTE = (
+    "The batch's tokens/s after the first token at a setting over at the axis's first value, the other "
+    "settings held equal (the geometric mean over every such pair of points); [in brackets]: the 95% CI. "
+    "'no effect': the setting changes nothing for that framework or model, so its runs were not repeated."
+)
+GENERATE_CURVE_NOTE = (
+    "One column per framework and setting of the other axes. Time to first token and token latency after "
+    "the first: medians (ms) over the generate calls after the first epoch (per token under --timing step, "
+    "else each call's mean); tokens/s after the first token: the batch's (the verdict's figure)."
+)
+
+
+def generating(rows: Sequence[CellSummary]) -> bool:
+    """Whether a session's rows are of ``--task generate`` (its sweep's words: tokens/s after the first)."""
+    return any(r.task == "generate" for r in rows)
+
+
+def best_note(rows: Sequence[CellSummary]) -> str:
+    """How to read best vs best: by throughput, or generating by tokens/s after the first token."""
+    return GENERATE_BEST_NOTE if generating(rows) else BEST_NOTE
+
+
+def generate_side_rate(rows: Sequence[CellSummary], model: str, side: BestPoint) -> str | None:
+    """A generate sweep's chosen point's speed as best vs best says it beside its settings: '3,032 tok/s
+    after the first token' (the batch's, from its cell's ``GenerationFigures``); None: not a generate cell,
+    or no such figure."""
+    row = next(
+        (r for r in rows if r.model == model and r.framework == side.framework and r.point == side.point),
+        None,
+    )
+    rate = row.figure("generation.batch_tokens_per_s") if row is not None else None
+    return f"{fmt.rate(rate)} tok/s after the first token" if rate is not None else None
+
+
+#: A generate sweep's charts (html): (figure key, what it is, its axis unit, scale), as ``curve_tables``
+#: puts them in each ``SweepChart``'s series.
+GENERATE_CHARTS: tuple[tuple[str, str, str, float], ...] = (
+    ("generation.batch_tokens_per_s", "the batch's tokens/s after the first token", "tokens/s", 1.0),
+    ("generation.first_token_s", "time to first token p50", "ms", 1000.0),
+    ("generation.token_s", "token latency p50 after the first", "ms", 1000.0),
+)
+
+
+def generate_chart(chart: SweepChart) -> bool:
+    """Whether a sweep chart is a generate sweep's (its series carry ``GENERATE_CHARTS``' keys, no
+    images_per_s)."""
+    return any(GENERATE_CHARTS[0][0] in s.figures for s in chart.series)
 
 
 def gain_cell(gain: SettingGain | None) -> str:
@@ -43,8 +103,11 @@ def gain_cell(gain: SettingGain | None) -> str:
     return interval_text(gain.factor, ci, fmt.times)
 
 
-def gains_table(gains: Sequence[SettingGain], frameworks: Sequence[str]) -> tuple[Table | None, list[str]]:
-    """A row per (model, axis, value), a column per framework; and why a setting has no effect, once each."""
+def gains_table(
+    gains: Sequence[SettingGain], frameworks: Sequence[str], generate: bool = False
+) -> tuple[Table | None, list[str]]:
+    """A row per (model, axis, value), a column per framework; and why a setting has no effect, once each
+    (``generate``: the speed-ups are of tokens/s after the first token, and its note says so)."""
     if not gains:
         return None, []
     models = list(dict.fromkeys(g.model for g in gains))
@@ -70,7 +133,7 @@ def gains_table(gains: Sequence[SettingGain], frameworks: Sequence[str]) -> tupl
     )
     title = GAINS_TITLE + ("" if several else f": {model_label(models[0])}")
     align = (["l"] if several else []) + ["l"] + ["r"] * len(fws)
-    return Table(title, header, rows, align, GAINS_NOTE), notes
+    return Table(title, header, rows, align, GENERATE_GAINS_NOTE if generate else GAINS_NOTE), notes
 
 
 def curve_tables(
@@ -81,8 +144,9 @@ def curve_tables(
 ) -> tuple[list[Table], list[SweepChart]]:
     """Per model and numeric axis with two values or more: a row per value, a column per framework and
     setting of the other axes (a framework's setting that changes nothing for it, left out): throughput for
-    training; latency p50, p99 and throughput for inference. ``effective`` maps (framework, model, point) to
-    the point whose runs measure it."""
+    training; latency p50, p99 and throughput for inference; for generate, time to first token and token
+    latency (p50) and the batch's tokens/s after the first token (``GENERATE_CURVE_COLUMNS``), never
+    sequences/s. ``effective`` maps (framework, model, point) to the point whose runs measure it."""
     words = wording(rows)
     out = []
     charts = []
@@ -109,11 +173,17 @@ def curve_tables(
                     series.append((fw, label, other))
             if not series:
                 continue
+            generate = generating(mine)
             figures = (
-                [*(c for c in LATENCY_COLUMNS if c.key in ("latency_p50_s", "latency_p99_s")), throughput]
-                if words.inference
-                else [throughput]
-            ) + ([TOKENS_COLUMN] if words.tokens else [])  # a token model: tokens/s too (seq-len's curve)
+                list(GENERATE_CURVE_COLUMNS)
+                if generate
+                else (
+                    [*(c for c in LATENCY_COLUMNS if c.key in ("latency_p50_s", "latency_p99_s")), throughput]
+                    if words.inference
+                    else [throughput]
+                )
+                + ([TOKENS_COLUMN] if words.tokens else [])  # a token model: tokens/s too (seq-len's curve)
+            )
             formats = {
                 (col.key, s): column_formatter(
                     col,
@@ -139,8 +209,11 @@ def curve_tables(
                 table_rows.append(line)
             what = f"latency per batch and {words.plural}/s" if words.inference else f"{words.plural}/s"
             what += " and tokens/s" if words.tokens else ""
+            if generate:
+                what = "time to first token, token latency and the batch's tokens/s after the first token"
             title = f"{model_label(model)}: {what} against {axis}"
-            out.append(Table(title, header, table_rows, ["r"] * len(header), CURVE_NOTE))
+            note = GENERATE_CURVE_NOTE if generate else CURVE_NOTE
+            out.append(Table(title, header, table_rows, ["r"] * len(header), note))
             keys = [col.key for col in figures]
             charts.append(
                 SweepChart(
@@ -206,7 +279,7 @@ def sweep_view(
     sweep = summary.sweep
     axes = list(axes) or ([(a, tuple(v)) for a, v in sweep.axes.items()] if sweep is not None else [])
     curves, charts = curve_tables(summary.rows, axes, frameworks, effective)
-    gains, notes = gains_table(sweep.gains if sweep is not None else (), frameworks)
+    gains, notes = gains_table(sweep.gains if sweep is not None else (), frameworks, generating(summary.rows))
     return SweepView(
         axes=[(fmt.clean(a), tuple(fmt.clean(v) for v in vs)) for a, vs in axes],
         gains=gains,
