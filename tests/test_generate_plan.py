@@ -177,3 +177,17 @@ def test_the_cpu_estimate_counts_a_generated_sequence_s_tokens_and_window_timing
     assert sample_gflops(window, "gpt2") == pytest.approx(
         1.5 * sample_gflops(step, "gpt2")
     )  # + 128 prefilled
+
+
+def test_a_long_generate_plan_on_a_cpu_is_told_a_small_generate_plan_not_the_training_preset() -> None:
+    """The long-plan warning's advice for --task generate is a generate plan that a CPU finishes in minutes
+    (the quick preset trains ResNet50, which answers another question); the advice itself is not long."""
+    from benchtui.core.plan.estimate import QUICK_GENERATE, cpu_seconds, long_cpu_warning
+
+    plan = Plan(frameworks=["torch", "keras-jax"], models=["gpt2_mini"], task="generate")
+    warning = long_cpu_warning(plan, cores=2)
+    assert QUICK_GENERATE in warning and "--preset quick" not in warning, warning
+    small = parse("--task", "generate", "--frameworks", "torch,keras-jax", *QUICK_GENERATE.split())
+    assert cpu_seconds(small, 2) < 180 and long_cpu_warning(small, cores=2) == ""
+    training = Plan(frameworks=["torch", "tensorflow"], models=["gpt2_mini"])
+    assert "--preset quick" in long_cpu_warning(training, cores=2)

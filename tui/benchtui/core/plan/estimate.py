@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from benchtui.core.plan.plan import Plan, from_preset, run_order, scale_list, scale_words
 from benchtui.core.plan.sweep import applies
 from benchtui_runners import catalog
@@ -105,11 +107,25 @@ def long_cpu_warning(plan: Plan, cores: float) -> str:
     if seconds < LONG_PLAN_S:
         return ""
     n, unit = (plan.threads, "thread") if plan.threads else (max(1, round(cores)), "core")
+    if plan.task == "generate":  # the quick preset trains: a small generate plan is the advice
+        small = replace(
+            plan, models=["gpt2_mini"], samples=16, epochs=2, runs=2, batch_sizes={"gpt2_mini": 4}, threads=0
+        )
+        small.prompt_len = small.new_tokens = 32
+        words = duration_words(cpu_seconds(small, cores))
+        advice = f"{QUICK_GENERATE} generates on this CPU in {words if words == 'under a minute' else 'about ' + words}"
+    else:
+        advice = f"--preset quick measures both frameworks in {preset_words('quick', cores)}"
     return (
         f"on this CPU ({n} {unit}{'s' if n != 1 else ''}) this plan likely takes "
-        f"{duration_words(seconds)} or more; --preset quick measures both frameworks in "
-        f"{preset_words('quick', cores)}"
+        f"{duration_words(seconds)} or more; {advice}"
     )
+
+
+#: A generate plan a CPU finishes in a minute or two: the long-plan warning's advice for --task generate.
+QUICK_GENERATE = (
+    "--models gpt2_mini --prompt-len 32 --new-tokens 32 --samples 16 --batch-size 4 --epochs 2 --runs 2"
+)
 
 
 def _plural(n: int, word: str) -> str:
