@@ -222,6 +222,14 @@ def test_the_views_of_a_generate_sweep(tmp_path: Path) -> None:
             row = next(r for r in rows if (r.framework, r.point) == (side.framework, side.point))
             assert row.generation is not None and row.generation.batch_tokens_per_s is not None
             assert said == f"{row.generation.batch_tokens_per_s:,.0f} tok/s after the first token"
+            # ... and every view says it beside the chosen settings, never sequences/s
+            assert f"(fastest of 2 points, {said})" in text and f"(fastest of 2 points, {said})" in md
+    assert "fastest of 2 points" in text and "sequences/s)" not in text
+    assert GENERATE_BEST_NOTE in text and markdown.md_escape(GENERATE_BEST_NOTE) in md
+    # the html charts a generate sweep's own figures (not an empty sequences/s chart)
+    assert "GPT-2 mini: the batch&#x27;s tokens/s after the first token against batch" in html
+    assert "GPT-2 mini: time to first token p50 against batch" in html
+    assert "sequences/s against batch" not in html
 
 
 def test_a_training_sweep_is_as_before(tmp_path: Path) -> None:

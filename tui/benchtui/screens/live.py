@@ -752,6 +752,7 @@ class LiveScreen(Screen):
             for b in (v.base, v.other)
         }
         inference = plan.task == "inference"  # latency p50/p99 beside the throughput
+        generate = plan.task == "generate"
         lines: list[CurveLine] = []
         grid = plan.points()
         for i, framework in enumerate(plan.frameworks):
@@ -767,7 +768,12 @@ class LiveScreen(Screen):
                 curve = []
                 for point, at in zip(points, effective, strict=True):
                     cached = self._cache.get(row_key(framework, model_id, point))
-                    rate = cached.row.images_per_s if cached is not None else None
+                    if generate:  # issue 34: the batch's tokens/s after the first, what the best is chosen by
+                        rate = (
+                            cached.row.figure("generation.batch_tokens_per_s") if cached is not None else None
+                        )
+                    else:
+                        rate = cached.row.images_per_s if cached is not None else None
                     p50, p99 = (
                         (cached.row.latency_p50_s, cached.row.latency_p99_s) if cached else (None, None)
                     )
@@ -778,7 +784,7 @@ class LiveScreen(Screen):
                     )
                     runs = model.cell_runs(framework, model_id, point=point)
                     if rate is not None:
-                        text = rate_text(rate, tokens, False)
+                        text = f"{fmt.rate(rate)} tok/s" if generate else rate_text(rate, tokens, False)
                     elif any(r.status in LIVE for r in runs):
                         text = "running"
                     else:
@@ -791,7 +797,7 @@ class LiveScreen(Screen):
         verdicts = [
             (b, verdict_style(b.verdict)) for b in (answer.best if answer else ()) if b.model == model_id
         ]
-        unit = "tok/s" if tokens else "img/s"
+        unit = "tok/s after the 1st" if generate else "tok/s" if tokens else "img/s"
         self.query_one(SweepView).show(
             model_id,
             axis,

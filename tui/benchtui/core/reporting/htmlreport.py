@@ -30,7 +30,13 @@ from benchtui.core.reporting.model import (
 )
 from benchtui.core.reporting.model.figures import point_column, point_text
 from benchtui.core.reporting.model.losses import loss_text
-from benchtui.core.reporting.model.sweep import BEST_NOTE, BEST_TITLE, SAME_TITLE
+from benchtui.core.reporting.model.sweep import (
+    BEST_NOTE,
+    BEST_TITLE,
+    GENERATE_CHARTS,
+    SAME_TITLE,
+    generate_chart,
+)
 from benchtui.core.reporting.plots import (
     CATEGORY_COLORS,
     Band,
@@ -398,7 +404,7 @@ def _answer(report: Report) -> str:
                     + f"{_text(v.text)}</td><td>{'<br>'.join(_text(side) for side in best.sides) or '–'}</td>"
                     + f"<td>{_text(v.basis or '–')}</td></tr>"
                 )
-            parts.append(f'</table><p class="note">{_text(BEST_NOTE)}</p>')
+            parts.append(f'</table><p class="note">{_text(answer.best_note or BEST_NOTE)}</p>')
         parts.append(f"<h3>{_text(SAME_TITLE)}</h3>")
     parts.append("<table><tr><th>Model</th><th>Result</th><th>From</th></tr>")
     for v in answer.verdicts:
@@ -567,6 +573,21 @@ def _sweep_curves(report: Report) -> str:
         parts.append(_table(table, fit=True))
         name, axis = model_label(chart.model), chart.axis
         tip = f"at {axis} {{x}}"
+        if generate_chart(chart):  # generate (issue 34): tokens/s after the first, first token, token latency
+            charts = [
+                scaling_chart(
+                    f"{name}: {what} against {axis}",
+                    _chart_curves(chart, key, frameworks, scale),
+                    unit if unit != "ms" else f"{what} (ms)",
+                    x_label=axis,
+                    desc=f"{what} at each {axis}, a line per framework and setting of the other axes (medians; "
+                    "no CI)",
+                    x_tip=tip,
+                )
+                for key, what, unit, scale in GENERATE_CHARTS
+            ]
+            parts.append('<figure class="pair">' + "".join(charts) + "</figure>")
+            continue
         charts = [
             scaling_chart(
                 f"{name}: {words}/s against {axis}",

@@ -133,7 +133,7 @@ def answer_lines(report: Report) -> list[str]:
                 out.append(
                     f"| {md_escape(v.label)} | {verdict_md(v)} | {sides} | {md_escape(v.basis or '–')} |"
                 )
-            out += ["", md_escape(BEST_NOTE), ""]
+            out += ["", md_escape(answer.best_note or BEST_NOTE), ""]
         out += [f"### {SAME_TITLE}", ""]
     out += ["| Model | Result | From |", "| --- | --- | --- |"]
     out += ["| " + " | ".join(row) + " |" for row in rows]

@@ -567,7 +567,7 @@ def print_answer(answer: Answer, console: Console) -> None:
     if answer.note:
         console.print(answer.note, style="dim", highlight=False, markup=False)
     if answer.best:
-        console.print(BEST_NOTE, style="dim", highlight=False, markup=False)
+        console.print(answer.best_note or BEST_NOTE, style="dim", highlight=False, markup=False)
     console.print()  # the answer stands apart from the tables under it
 
 

@@ -26,6 +26,7 @@ from benchtui.core.reporting.model.notes import (
     UNRELIABLE_NOTE,
     VERDICT_NOTE,
 )
+from benchtui.core.reporting.model.sweep import best_note, generate_side_rate
 from benchtui.core.reporting.model.types import Answer, BestLine, Mark, Notice, Problem, Verdict, Wording
 from benchtui.core.store.session import LoadedSession
 
@@ -61,15 +62,19 @@ def refusal_of(refused: RefusedRatio, label: str = "") -> Verdict:
     return Verdict(fmt.clean(refused.model), label, fmt.clean(refused.text), "refused")
 
 
-def side_text(side: BestPoint, unit: str) -> str:
-    """One framework's chosen point in words."""
+def side_text(side: BestPoint, unit: str, rate_text: str | None = None) -> str:
+    """One framework's chosen point in words (``rate_text``: its speed as a generate sweep says it)."""
     settings = side.settings or side.point.label or "the plan's settings"
     among = f"fastest of {fmt.plural(side.points, 'point')}" if side.points else "its fastest point"
     rate = f", {fmt.rate(side.images_per_s)} {unit}/s" if side.images_per_s is not None else ""
+    if rate_text is not None:  # generate (issue 34): the batch's tokens/s after the first token
+        rate = f", {rate_text}"
     return f"{framework_label(side.framework)}: {settings} ({among}{rate})"
 
 
-def best_lines(best: Sequence[BestVerdict], flagged: set[str], unit: str) -> list[BestLine]:
+def best_lines(
+    best: Sequence[BestVerdict], flagged: set[str], unit: str, rows: Sequence[CellSummary] = ()
+) -> list[BestLine]:
     """Best vs best per model, in the summary's order (its text cleaned)."""
     out = []
     for b in best:
@@ -83,7 +88,10 @@ def best_lines(best: Sequence[BestVerdict], flagged: set[str], unit: str) -> lis
             BestLine(
                 fmt.clean(b.model),
                 label,
-                tuple(fmt.clean(side_text(s, unit)) for s in (b.base, b.other)),
+                tuple(
+                    fmt.clean(side_text(s, unit, generate_side_rate(rows, b.model, s)))
+                    for s in (b.base, b.other)
+                ),
                 replace(verdict, text=text),
             )
         )
@@ -241,8 +249,8 @@ def answer(given: SessionSummary | Mapping[str, Any]) -> Answer:
     if sweep is None:
         return Answer(out, note, words.singular)
     grid = " × ".join(f"{fmt.clean(a)} {', '.join(fmt.clean(v) for v in vs)}" for a, vs in sweep.axes.items())
-    best = best_lines(sweep.best, flagged, words.plural)
+    best = best_lines(sweep.best, flagged, words.plural, rows)
     for r in sweep.refused:  # best vs best refused: the chosen cells ran on different kinds of device
         label = fmt.clean(marked(model_label(r.model), r.model in flagged))
         best.append(BestLine(fmt.clean(r.model), label, (), refusal_of(r, label)))
-    return Answer(out, note, words.singular, best, grid)
+    return Answer(out, note, words.singular, best, grid, best_note(rows))

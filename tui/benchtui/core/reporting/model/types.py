@@ -272,6 +272,8 @@ class Answer:
     best: list[BestLine] = field(default_factory=list)
     #: A sweep's grid in words ('batch 4, 8 × channels-last off, on'); '' without a sweep.
     sweep: str = ""
+    #: How to read best vs best (``sweep.best_note``: by throughput, or by tokens/s when generating).
+    best_note: str = ""
 
 
 @dataclass(frozen=True)
