@@ -196,24 +196,8 @@ def _torch_gpt2(model_id: str, last_only: bool) -> Any:
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError as exc:
         raise _missing(model_id, "torch", "transformers", exc) from exc
-    arch = MODELS[model_id].config
     attention = _sdpa_without_mask()
-    config = GPT2Config(
-        vocab_size=arch["vocab"],
-        n_positions=arch["context"],
-        n_embd=arch["width"],
-        n_layer=arch["layers"],
-        n_head=arch["heads"],
-        n_inner=arch["mlp"],
-        resid_pdrop=GPT2_DROPOUT,
-        embd_pdrop=GPT2_DROPOUT,
-        attn_pdrop=GPT2_DROPOUT,
-        # The defaults, stated: GELU's tanh approximation ("gelu_new", as keras-hub's
-        # gelu_approximate), LayerNorm epsilon 1e-5, the output projection tied to the embedding.
-        activation_function="gelu_new",
-        layer_norm_epsilon=1e-5,
-        tie_word_embeddings=True,
-    )
+    config = _gpt2_config(GPT2Config, model_id)
     if attention:  # else transformers' default, 'sdpa'
         config._attn_implementation = attention  # what GPT2LMHeadModel(config) attends with
 
@@ -250,8 +234,13 @@ def build_torch_lm(model_id: str) -> Any:
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError as exc:
         raise _missing(model_id, "torch", "transformers", exc) from exc
+    return GPT2LMHeadModel(_gpt2_config(GPT2Config, model_id))
+
+
+def _gpt2_config(config_class: Any, model_id: str) -> Any:
+    """The catalog's GPT-2 shape as transformers' ``GPT2Config`` (one statement for training and generation)."""
     arch = MODELS[model_id].config
-    config = GPT2Config(
+    return config_class(
         vocab_size=arch["vocab"],
         n_positions=arch["context"],
         n_embd=arch["width"],
@@ -261,11 +250,12 @@ def build_torch_lm(model_id: str) -> Any:
         resid_pdrop=GPT2_DROPOUT,
         embd_pdrop=GPT2_DROPOUT,
         attn_pdrop=GPT2_DROPOUT,
+        # The defaults, stated: GELU's tanh approximation ("gelu_new", as keras-hub's
+        # gelu_approximate), LayerNorm epsilon 1e-5, the output projection tied to the embedding.
         activation_function="gelu_new",
         layer_norm_epsilon=1e-5,
         tie_word_embeddings=True,
     )
-    return GPT2LMHeadModel(config)
 
 
 #: The name under which transformers' own SDPA attention is registered for benchtui's GPT-2.
@@ -409,16 +399,7 @@ def _keras_gpt2(model_id: str, seq_len: int, last_only: bool) -> Any:
     """
     import keras
 
-    arch = MODELS[model_id].config
-    backbone = _keras_hub(model_id).models.GPT2Backbone(
-        vocabulary_size=arch["vocab"],
-        num_layers=arch["layers"],
-        num_heads=arch["heads"],
-        hidden_dim=arch["width"],
-        intermediate_dim=arch["mlp"],
-        dropout=GPT2_DROPOUT,
-        max_sequence_length=arch["context"],
-    )
+    backbone = _keras_gpt2_backbone(_keras_hub(model_id), model_id)
     token_ids = keras.Input(shape=(seq_len,), dtype="int32", name="token_ids")
     padding_mask = keras.ops.ones_like(token_ids)  # every position is a real token
     hidden = backbone({"token_ids": token_ids, "padding_mask": padding_mask})
@@ -433,9 +414,15 @@ def _keras_gpt2(model_id: str, seq_len: int, last_only: bool) -> Any:
 def build_keras_lm(model_id: str) -> Any:
     """GPT-2 as keras-hub's ``GPT2CausalLM`` on the backbone of :func:`build_keras` (random weights, no
     preprocessor: it takes token ids), for generation: keras-hub's own ``generate`` with its cache."""
-    arch = MODELS[model_id].config
     keras_hub = _keras_hub(model_id)
-    backbone = keras_hub.models.GPT2Backbone(
+    backbone = _keras_gpt2_backbone(keras_hub, model_id)
+    return keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+
+
+def _keras_gpt2_backbone(keras_hub: Any, model_id: str) -> Any:
+    """The catalog's GPT-2 shape as keras-hub's ``GPT2Backbone`` (one statement for training and generation)."""
+    arch = MODELS[model_id].config
+    return keras_hub.models.GPT2Backbone(
         vocabulary_size=arch["vocab"],
         num_layers=arch["layers"],
         num_heads=arch["heads"],
@@ -444,7 +431,6 @@ def build_keras_lm(model_id: str) -> Any:
         dropout=GPT2_DROPOUT,
         max_sequence_length=arch["context"],
     )
-    return keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
 
 
 def _keras_resnet50_v1_5(inputs: Any) -> Any:
