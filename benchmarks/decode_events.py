@@ -114,15 +114,16 @@ def stdlib_file(lines: list[bytes]) -> int:
     return n
 
 
-def parse_line_of(module: Any) -> Callable[[list[bytes]], int]:
-    parse = module.parse_line
-    bad = module.Malformed
+def counting(
+    decode: Callable[[bytes], Any], bad: type[Exception] = ValueError
+) -> Callable[[list[bytes]], int]:
+    """A loop over the lines through ``decode``: how many it took (a line raising ``bad`` is not counted)."""
 
     def run(lines: list[bytes]) -> int:
         n = 0
         for raw in lines:
             try:
-                parse(raw)
+                decode(raw)
                 n += 1
             except bad:
                 pass
@@ -131,18 +132,12 @@ def parse_line_of(module: Any) -> Callable[[list[bytes]], int]:
     return run
 
 
-def decode_only(loads: Callable[[bytes], Any]) -> Callable[[list[bytes]], int]:
-    def run(lines: list[bytes]) -> int:
-        n = 0
-        for raw in lines:
-            try:
-                loads(raw)
-                n += 1
-            except ValueError:
-                pass
-        return n
+def parse_line_of(module: Any) -> Callable[[list[bytes]], int]:
+    return counting(module.parse_line, module.Malformed)
 
-    return run
+
+def decode_only(loads: Callable[[bytes], Any]) -> Callable[[list[bytes]], int]:
+    return counting(loads)
 
 
 def guarded(loads: Callable[[bytes], Any]) -> Callable[[list[bytes]], int]:

@@ -61,9 +61,19 @@ def token_values(steps: list[TokenStep]) -> tuple[tuple[float, ...], bool, int]:
         return (), False, 0
     first_epoch = steps[0].epoch
     per_token = all(s.token_s for s in steps)
+    # Only the latest calls that hold the SHOW_TOKENS values drawn: a long run's earlier calls are never
+    # flattened at each redraw. The first epoch's values lead the run, so those left in the tail are the
+    # ones drawn.
+    tail: list[TokenStep] = []
+    held = 0
+    for s in reversed(steps):
+        if held >= SHOW_TOKENS:
+            break
+        tail.append(s)
+        held += len(s.token_s) if per_token else int(s.token_latency_s is not None)
     values: list[float] = []
     first = 0
-    for s in steps:
+    for s in reversed(tail):
         these = list(s.token_s) if per_token else [v for v in (s.token_latency_s,) if v is not None]
         values += these
         if s.epoch == first_epoch:
@@ -73,9 +83,11 @@ def token_values(steps: list[TokenStep]) -> tuple[tuple[float, ...], bool, int]:
 
 
 def token_strip(framework: str, run: RunState | None) -> TokenStrip:
-    steps = list(run.generation.steps) if run is not None and run.generation is not None else []
-    values, per_token, first = token_values(steps)
-    latest = steps[-1] if steps else None
+    generation = run.generation if run is not None else None
+    if generation is None:
+        return TokenStrip(framework, run)
+    values, per_token, first = token_values(generation.steps)
+    latest = generation.latest()
     return TokenStrip(
         framework,
         run,
@@ -83,7 +95,7 @@ def token_strip(framework: str, run: RunState | None) -> TokenStrip:
         per_token,
         first,
         latest.first_token_s if latest is not None else None,
-        len(steps),
+        len(generation.steps),
     )
 
 
