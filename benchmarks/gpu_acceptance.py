@@ -65,7 +65,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tui"), str(ROOT / "runners")]
 
-from benchtui.core.store.session import load_session  # noqa: E402
+# A lent GPU machine may lack a wheel the parent needs (msgspec, on 2026-11-26): one line, not a traceback.
+try:
+    from benchtui.core.store.session import load_session
+except ModuleNotFoundError as exc:
+    sys.exit(
+        f"gpu_acceptance: benchtui needs the module {exc.name}, which this Python lacks: carry its wheel "
+        "(benchmarks/fetch-gpu-wheels puts every one the lent GPU machine lacks into .gpu/whl)"
+    )
 
 #: What a framework's runner imports, and what each model family adds (checked in the runners' environment).
 FRAMEWORK_MODULES = {
@@ -713,7 +720,17 @@ def generation_line(row: dict[str, Any]) -> str:
         f"{ms(g.get('first_token_s'))} (p99 {ms(g.get('first_token_p99_s'))}); a later token "
         f"{ms(g.get('token_s'))} (p99 {ms(g.get('token_p99_s'))}, {'per token' if g.get('per_token') else 'per step'}); "
         f"compile {num(g.get('compile_s'), '.1f')} s; cache {cache_text} per token; "
-        f"{g.get('tokens')} tokens and {g.get('decode_steps')} decode steps counted per call"
+        f"{counted(g.get('tokens'), 'tokens')} and {counted(g.get('decode_steps'), 'decode steps')} per call"
+    )
+
+
+def counted(value: Any, what: str) -> str:
+    """``128 tokens counted``, or why there is no count (a runner counts decode steps only where it can
+    see them: keras-hub's loop runs inside one compiled call under --timing window)."""
+    return (
+        f"{value} {what} counted"
+        if isinstance(value, int)
+        else f"{what} not counted (--timing step counts them)"
     )
 
 
@@ -750,8 +767,11 @@ def step_markdown(step: dict[str, Any]) -> list[str]:
     ]
     lines += [f"- {t}" for t in step["ratios"] + step["refused"]]
     lines += [line for r in step["rows"] if (line := generation_line(r))]
+    said: dict[str, list[str]] = {}  # a warning on several rows (a model's parity note) is said once
     for r in step["rows"]:
-        lines += [f"- {r['framework']}: {w}" for w in r.get("warnings") or []]
+        for w in r.get("warnings") or []:
+            said.setdefault(w, []).append(r["framework"])
+    lines += [f"- {', '.join(dict.fromkeys(fws))}: {w}" for w, fws in said.items()]
     mem = [m for m in step.get("memory") or [] if m["nvml_bytes"]]
     if mem:
         lines += ["", "Memory, NVML against the framework's own peak counter:", ""]

@@ -293,3 +293,33 @@ def test_generation_runs_on_a_gpu_only_at_batch_1_and_8() -> None:
         "per step); compile 12.3 s; cache 72 KiB per token; 128 tokens and 128 decode steps counted per call"
     )
     assert gpu_acceptance.generation_line({"framework": "torch"}) == ""
+
+
+def test_the_report_of_a_real_gpu_generate_step_says_what_was_not_counted_and_each_warning_once() -> None:
+    """What the H200 run of 2026-11-26 (docs/gpu-acceptance/2026-11-26-h200-generate.json) made of its
+    generate steps: Keras/JAX counts no decode steps under --timing window, which the report printed as
+    "None decode steps", and the model's parity note (on both rows) came twice."""
+    result = json.loads((ROOT / "docs" / "gpu-acceptance" / "2026-11-26-h200-generate.json").read_text())
+    text = gpu_acceptance.markdown(result)
+    assert "None" not in text
+    assert "128 tokens counted and 128 decode steps counted per call" in text  # PyTorch counts both
+    assert "128 tokens counted and decode steps not counted (--timing step counts them) per call" in text
+    parity = "the frameworks do not generate the same way: prefill differs"
+    assert text.count(f"- torch, keras-jax: GPT-2 small: {parity}") == 2  # once in each generate step
+    assert text.count(parity) == 2
+
+
+def test_a_python_without_the_parents_modules_gets_one_line_not_a_traceback() -> None:
+    """The lent GPU machine lacked msgspec (2026-11-26): the check died in a traceback before its first step.
+    ``-S``: no site-packages, as a Python without benchtui's dependencies."""
+    out = subprocess.run(
+        [sys.executable, "-S", "benchmarks/gpu_acceptance.py", "--list"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    assert out.stderr.startswith("gpu_acceptance: benchtui needs the module ")
+    assert "benchmarks/fetch-gpu-wheels" in out.stderr
