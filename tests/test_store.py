@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from benchtui.cli import main
 from benchtui.core.plan.plan import Plan
-from benchtui.core.provenance import benchtui_version, runner_code_hash
+from benchtui.core.provenance import _checkout_version, benchtui_version, runner_code_hash
 from benchtui.core.running.replay import Replayer
 from benchtui.core.store.session import SessionError, SessionFolder, SessionWriter, load_session
 from sessionfactory import make_session
@@ -41,6 +44,29 @@ def test_a_new_session_records_which_code_recorded_it(tmp_path: Path) -> None:
     # This checkout is a git checkout: the commit is known (a wheel records None).
     assert recorded["commit"] is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", recorded["commit"])
     assert meta["host"]["cpu_model"]
+
+
+def test_a_checkout_that_is_not_installed_records_its_own_version(tmp_path: Path) -> None:
+    """The lent GPU machine runs benchtui from the checkout (PYTHONPATH=tui:runners, no install): its sessions
+    recorded "unknown", and every later show warned "recorded by benchtui unknown"."""
+    root = Path(__file__).resolve().parents[1]
+    code = "from benchtui.core.provenance import benchtui_version; print(benchtui_version())"
+    out = subprocess.run(  # -S: no site-packages, so no installed benchtui for importlib.metadata to find
+        [sys.executable, "-S", "-c", code],
+        env={"PYTHONPATH": f"{root / 'tui'}:{root / 'runners'}", "PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert out == benchtui_version() != "unknown"
+    assert out == re.search(r'^version = "(.+)"$', (root / "pyproject.toml").read_text(), re.M).group(1)
+    # Only the [project] table's version counts; a file without one gives none.
+    other = tmp_path / "pyproject.toml"
+    other.write_text('[tool.x]\nversion = "9.9"\n\n[project]\nname = "b"\nversion = "1.2.3"\n\n[tool.y]\n')
+    assert _checkout_version(other) == "1.2.3"
+    other.write_text('[tool.x]\nversion = "9.9"\n')
+    assert _checkout_version(other) is None
+    assert _checkout_version(tmp_path / "missing.toml") is None
 
 
 def test_the_runner_hash_follows_the_runner_code(tmp_path: Path) -> None:

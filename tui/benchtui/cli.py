@@ -251,12 +251,9 @@ def _main(argv: list[str] | None) -> int:
         if extras:
             raise BadInput(unrecognized(parser, args.command, extras))
         if args.version:
-            from importlib.metadata import PackageNotFoundError, version
+            from benchtui.core.provenance import benchtui_version
 
-            try:
-                print(f"benchtui {version('benchtui')}")
-            except PackageNotFoundError:
-                print("benchtui (not installed)")
+            print(f"benchtui {benchtui_version()}")
             return EXIT_OK
         return dispatch(args)
     except BadInput as exc:

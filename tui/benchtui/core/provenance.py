@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import platform
+import re
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -25,11 +26,28 @@ class Provenance(TypedDict):
 
 
 @functools.cache
-def benchtui_version() -> str:
+def benchtui_version(root: Path = SOURCE_ROOT) -> str:
+    """The installed benchtui's version; run from a checkout that is not installed (the lent GPU machine runs
+    it so, with ``PYTHONPATH=tui:runners``), the checkout's pyproject.toml's; "unknown" when neither says."""
     try:
         return version("benchtui")
     except PackageNotFoundError:
-        return "unknown"
+        return _checkout_version(root / "pyproject.toml") or "unknown"
+
+
+#: ``version = "0.2.0"`` in pyproject.toml's [project] table (tomllib is Python 3.11+; 3.10 is supported).
+_VERSION_LINE = re.compile(r'^version\s*=\s*"([^"\n]{1,64})"\s*$', re.MULTILINE)
+
+
+def _checkout_version(pyproject: Path) -> str | None:
+    """The version of the [project] table of the checkout's pyproject.toml, None when it has none."""
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    table = text.partition("\n[project]\n")[2].partition("\n[")[0]
+    found = _VERSION_LINE.search(table)
+    return found.group(1) if found else None
 
 
 @functools.cache
