@@ -14,8 +14,10 @@ of the test's own, as the GPU fake's, is not seen)."""
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Generator, Sequence
@@ -48,6 +50,9 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-cache-")
 # A command that names no sessions folder, started where there is no ./sessions, writes to the user's
 # data folder (session.user_sessions_dir): the tests' go to one of their own, never the user's.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="benchtui-tests-data-")
+# Both go when this process ends (each xdist worker has its own): 3,355 were left in /tmp by 2026-11-26.
+for _folder in (os.environ["XDG_CACHE_HOME"], os.environ["XDG_DATA_HOME"]):
+    atexit.register(shutil.rmtree, _folder, True)
 
 FRAMEWORKS = frozenset({"torch", "tensorflow", "jax", "keras"})
 T = TypeVar("T")
