@@ -26,11 +26,20 @@ def say(message: object) -> None:
     print(clean(message), file=sys.stderr)
 
 
-def load(session: str, sessions_dir: str | None, tag: str = "") -> LoadedSession:
-    """The session named on the command line, read back; what was skipped or odd goes to stderr as warnings."""
+def load(session: str, sessions_dir: str | None, tag: str = "", light: bool = False) -> LoadedSession:
+    """The session named on the command line, read back; what was skipped or odd goes to stderr as warnings.
+    ``light``: without its running runs' batch lines where its summary cache holds (``reporting.light``: the
+    caller redoes its work from ``light.full`` when it meets ``NeedsBatches``; the warnings are the same)."""
     from benchtui.core.store.session import load_session, resolve_session
 
-    loaded = load_session(resolve_session(session, sessions_dir))
+    path = resolve_session(session, sessions_dir)
+    loaded = None
+    if light:
+        from benchtui.core.reporting.light import light_load
+
+        loaded = light_load(path)
+    if loaded is None:
+        loaded = load_session(path)
     prefix = f"{tag} {loaded.path.name}: " if tag else ""
     for warning in loaded.warnings:
         say(f"warning: {prefix}{warning}")

@@ -17,7 +17,8 @@ from benchtui.core.fmt import clean
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.reporting import files, terminal
 from benchtui.core.reporting.compare import compare_sessions
-from benchtui.core.reporting.model import build_report, summary_of
+from benchtui.core.reporting.light import NeedsBatches, full
+from benchtui.core.reporting.model import Report, build_report, summary_of
 from benchtui.core.reporting.registry import writer_for
 
 if TYPE_CHECKING:
@@ -27,7 +28,12 @@ if TYPE_CHECKING:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``benchtui show SESSION``: the study's table, its notes and the framework ratios."""
-    terminal.write(build_report(load(args.session, args.sessions_dir), telemetry=False), sys.stdout)
+    loaded = load(args.session, args.sessions_dir, light=True)
+    try:
+        report = build_report(loaded, telemetry=False, batches=False)
+    except NeedsBatches:  # a light load's run met where its batches were needed: the full load's work
+        report = build_report(full(loaded), telemetry=False, batches=False)
+    terminal.write(report, sys.stdout)
     return EXIT_OK
 
 
@@ -43,15 +49,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         finally:  # what session.json and the one pass over the events had to say, once it is done
             for warning in loaded.warnings:
                 say(f"warning: {warning}")
-    return _export(args, load(args.session, args.sessions_dir))
+    writer = writer_for(args.format)
+    loaded = load(args.session, args.sessions_dir, light=not writer.batches)
+    try:  # built before anything is said or written: a light load's report, or the full load's
+        report = build_report(loaded, telemetry=writer.telemetry, batches=writer.batches)
+    except NeedsBatches:
+        loaded = full(loaded)
+        report = build_report(loaded, telemetry=writer.telemetry, batches=writer.batches)
+    return _export(args, loaded, report)
 
 
-def _export(args: argparse.Namespace, loaded: LoadedSession) -> int:
-    """Write the export of ``loaded`` where ``args`` says (stdout, -o FILE, or the html beside the session)."""
+def _export(args: argparse.Namespace, loaded: LoadedSession, report: Report | None = None) -> int:
+    """Write the export of ``loaded`` where ``args`` says (stdout, -o FILE, or the html beside the session);
+    ``report``: its report, built already."""
     writer = writer_for(args.format, args.per_batch)
-    summary = None
+    summary = None if report is None else report.summary
     if writer.tracker:  # the cells a tracker cannot follow, said before the file (a CI log shows them)
-        summary = summary_of(loaded)  # once: the export is built from the same
+        summary = summary or summary_of(loaded)  # once: the export is built from the same
         _say_left_out(summary, args.format)
     output = args.output
     if output is None and args.format == "html":
@@ -64,12 +78,12 @@ def _export(args: argparse.Namespace, loaded: LoadedSession) -> int:
                 with tempfile.SpooledTemporaryFile(
                     SPOOL_BYTES, "w+", encoding="utf-8", errors="surrogatepass", newline=""
                 ) as buf:  # in memory up to SPOOL_BYTES, then on disk: a long session's json need not fit
-                    files.render(loaded, args.format, buf, summary=summary)
+                    files.render(loaded, args.format, buf, summary=summary, report=report)
                     buf.seek(0)
                     shutil.copyfileobj(buf, sys.stdout)
             sys.stdout.flush()
         return EXIT_OK
-    print(clean(files.write_file(Path(output), loaded, args.format, args.per_batch, summary)))
+    print(clean(files.write_file(Path(output), loaded, args.format, args.per_batch, summary, report)))
     return EXIT_OK
 
 
@@ -113,9 +127,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     pct = args.fail_above
     if pct is not None and not pct >= 0:
         raise BadInput(f"--fail-above takes a percentage of at least 0, got {pct}")
-    la = load(args.a, args.sessions_dir, "A")
-    lb = load(args.b, args.sessions_dir, "B")
-    cmp = compare_sessions(la, lb)
+    la = load(args.a, args.sessions_dir, "A", light=True)
+    lb = load(args.b, args.sessions_dir, "B", light=True)
+    try:
+        cmp = compare_sessions(la, lb)
+    except NeedsBatches:  # a light load's run met where its batches were needed: the full loads' work
+        la, lb = full(la), full(lb)
+        cmp = compare_sessions(la, lb)
     if not cmp.common:
         raise BadInput(
             clean(f"no cell in common: A {la.path.name} ran {_cells(la)}; B {lb.path.name} ran {_cells(lb)}")

@@ -227,9 +227,16 @@ def _load(spec: str | os.PathLike[str] | LoadedSession) -> LoadedSession:
     return spec if isinstance(spec, LoadedSession) else load_session(spec)
 
 
-def _cell_status(loaded: LoadedSession, fw: str, m: str, point: Point = NO_POINT) -> str:
+def _cell_status(
+    loaded: LoadedSession, summary: SessionSummary, fw: str, m: str, point: Point = NO_POINT
+) -> str:
+    """A cell's status: its summary row's (the same as its model row's, without folding its batches again),
+    or "absent" where the plan has no such cell."""
     if fw not in loaded.plan.frameworks or m not in loaded.plan.models or point not in loaded.plan.points():
         return "absent"
+    for row in summary.rows:
+        if row.framework == fw and row.model == m and row.point == point:
+            return row.status
     return loaded.model.row(fw, m, point).status
 
 
@@ -435,7 +442,7 @@ def compare_sessions(
         verdicts_b=_cleaned(sb.ratios),
     )
     for m, fw, at in cells:
-        row = CompareRow(m, fw, _cell_status(la, fw, m, at), _cell_status(lb, fw, m, at), point=at)
+        row = CompareRow(m, fw, _cell_status(la, sa, fw, m, at), _cell_status(lb, sb, fw, m, at), point=at)
         runs_a = la.model.measured_runs(fw, m, at) if row.status_a != "absent" else []
         runs_b = lb.model.measured_runs(fw, m, at) if row.status_b != "absent" else []
         mixed = mixed_devices(runs_a, runs_b) if runs_a and runs_b else None

@@ -17,6 +17,7 @@ from benchtui.core.reporting.folder import holds_file as holds_file
 from benchtui.core.reporting.folder import log_text as log_text
 from benchtui.core.reporting.folder import read_tail as read_tail
 from benchtui.core.reporting.model import build_report
+from benchtui.core.reporting.model.types import Report
 from benchtui.core.reporting.registry import writer_for
 from benchtui.core.store.session import LoadedSession, SessionError, SessionFolder, load_session
 
@@ -27,14 +28,17 @@ def render(
     fh: IO[str],
     per_batch: bool = False,
     summary: SessionSummary | None = None,
+    report: Report | None = None,
 ) -> None:
     """Write the export of ``loaded`` in format ``fmt`` to ``fh`` (``summary``: its summary, when the caller
-    has it already: ``summary_of`` otherwise)."""
+    has it already: ``summary_of`` otherwise; ``report``: its report, built already)."""
     writer = writer_for(fmt, per_batch)
     if per_batch:
         writer.write_batches(loaded, fh)
     else:
-        writer.write(build_report(loaded, summary, telemetry=writer.telemetry), fh)
+        if report is None:
+            report = build_report(loaded, summary, telemetry=writer.telemetry, batches=writer.batches)
+        writer.write(report, fh)
 
 
 def unfolded(path: str | os.PathLike[str]) -> LoadedSession:
@@ -65,6 +69,7 @@ def write_file(
     fmt: str,
     per_batch: bool = False,
     summary: SessionSummary | None = None,
+    report: Report | None = None,
 ) -> Path:
     """Write through a temporary file so a failed export leaves no half file behind (SessionError if unwritable).
 
@@ -83,7 +88,7 @@ def write_file(
         raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as fh:
-            render(loaded, fmt, fh, per_batch, summary)
+            render(loaded, fmt, fh, per_batch, summary, report)
         os.replace(tmp, path)
     except OSError as exc:
         _discard(tmp)

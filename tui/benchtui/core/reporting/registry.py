@@ -110,6 +110,9 @@ class Format:
     telemetry: bool = False
     #: A CI tracker's format: only the cells that trained are in it (the command says which are left out).
     tracker: bool = False
+    #: Its writer draws each run's batch times (``Report.runs``): a light load cannot give them
+    #: (``reporting.light``), so it is built from the full load.
+    batches: bool = False
 
     @property
     def per_batch(self) -> bool:
@@ -135,8 +138,17 @@ WRITERS: dict[str, Format] = {
         Format(
             "csv", "summary.csv", "CSV: one row per model and framework", _csv, "batches.csv", _csv_batches
         ),
-        Format("json", "summary-export.json", "JSON: the full summary with the environment", _json),
-        Format("html", "report.html", "HTML: one self-contained report with plots", _html, telemetry=True),
+        Format(
+            "json", "summary-export.json", "JSON: the full summary with the environment", _json, batches=True
+        ),
+        Format(
+            "html",
+            "report.html",
+            "HTML: one self-contained report with plots",
+            _html,
+            telemetry=True,
+            batches=True,
+        ),
         Format(
             "bencher",
             "bencher.json",

@@ -52,11 +52,17 @@ def summary_of(loaded: LoadedSession) -> SessionSummary:
 
 
 def build_report(
-    loaded: LoadedSession, given: SessionSummary | dict[str, Any] | None = None, *, telemetry: bool = True
+    loaded: LoadedSession,
+    given: SessionSummary | dict[str, Any] | None = None,
+    *,
+    telemetry: bool = True,
+    batches: bool = True,
 ) -> Report:
     """The report of ``loaded``, from its summary (computed here when not given; summary.json's dict is
     read by ``SessionSummary.from_json``). ``telemetry``: with the GPU/host samples, a second pass over
-    events.jsonl (a third of a big session's load time) that only the html plots read.
+    events.jsonl (a third of a big session's load time) that only the html plots read. ``batches``: each
+    run's batch times in ``Report.runs`` (only the json and the html write them; without, they are empty
+    there, and a light load's runs are never asked for them: ``reporting.light``).
 
     The one place where the session's text is made safe to show (``fmt.clean``): every writer
     and view reads the report, none of them the session's strings directly.
@@ -73,7 +79,7 @@ def build_report(
     samples = loaded.folder.gpu_samples() if telemetry or plan.watch else None
     env = _clean_pairs(environment(loaded, summary, samples))
     times_by_epoch = epoch_times(loaded)
-    series = run_series(loaded)
+    series = run_series(loaded, batches)
     rows = [CellSummary.from_json(fmt.clean_tree(r.to_json())) for r in summary.rows]
     return Report(
         source=Source(
@@ -165,9 +171,10 @@ def build_report(
 LOGGED = ("failed", "stopped", "interrupted", "diverged")
 
 
-def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
+def run_series(loaded: LoadedSession, batches: bool = True) -> tuple[RunSeries, ...]:
     """Every run of ``loaded`` as the html report plots it, with the end of its log where it failed or was cut
-    short (only a regular file inside the session folder is read: ``folder.log_text``)."""
+    short (only a regular file inside the session folder is read: ``folder.log_text``); ``batches``: with its
+    batch times and their epochs (else empty)."""
     return tuple(
         RunSeries(
             run_id,
@@ -177,8 +184,8 @@ def run_series(loaded: LoadedSession) -> tuple[RunSeries, ...]:
             run.spec.devices,
             run.status,
             run.reason,
-            tuple(run.batch_seconds),
-            tuple(run.batch_epochs),
+            tuple(run.batch_seconds) if batches else (),
+            tuple(run.batch_epochs) if batches else (),
             tuple(epochs_of(run)),
             run.figures(),
             run.started_t,
