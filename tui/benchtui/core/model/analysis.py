@@ -21,6 +21,7 @@ from benchtui.core.model.stats import (
     quantile,
     ratio_ci,
     warmup_cut,
+    warmup_cut_sorted,
 )
 from benchtui.core.model.status import Caution, CautionKind, caution
 from benchtui_runners import catalog
@@ -55,15 +56,32 @@ def later_epochs_of(run: RunState) -> list[float]:
     return [t for e, t in sorted(run.epoch_times.items()) if e > 1]
 
 
+_CUT = "_benchtui_warmup_cut"
+
+
+def run_warmup_cut(run: RunState) -> int:
+    """``stats.warmup_cut`` of a run's batch times, kept on the run while its batch count stays the same.
+
+    A summary asks for it three times a run (its steady batches, their sorted copy, its warm-up); each
+    is a sort of half the run's batches, and batch times are only ever appended.
+    """
+    n = len(run.batch_seconds)
+    cached = run.__dict__.get(_CUT)
+    if cached is not None and cached[0] == n:
+        return int(cached[1])
+    cut = warmup_cut(run.batch_seconds)
+    run.__dict__[_CUT] = (n, cut)
+    return cut
+
+
 def steady_batches(run: RunState) -> list[float]:
     """Batch times after the warm-up that stats.warmup_cut detects in this run's batches."""
-    seconds = run.batch_seconds
-    return seconds[warmup_cut(seconds) :].tolist()
+    return run.batch_seconds[run_warmup_cut(run) :].tolist()
 
 
 def warmup_of(run: RunState) -> tuple[int, float]:
     """(batches cut as warm-up, their total seconds) for one run."""
-    cut = warmup_cut(run.batch_seconds)
+    cut = run_warmup_cut(run)
     return cut, float(sum(run.batch_seconds[:cut]))
 
 
@@ -82,10 +100,16 @@ def sorted_batches(run: RunState) -> tuple[array[float], array[float]]:
     cached = run.__dict__.get(_SORTED)
     if cached is not None and cached[0] == n:
         return cached[1], cached[2]
+    # The warm-up cut sorts the last half to find the steady state: the first half sorted, then Timsort
+    # merges the two sorted runs (stably: the same list as sorting every batch at once).
+    values = run.batch_seconds
+    cut, tail = warmup_cut_sorted(values)
+    run.__dict__[_CUT] = (n, cut)
+    ordered = sorted(values[: n // 2])
+    ordered += tail
+    ordered.sort()
     # Kept as arrays: 8 bytes a value, not a Python float's 32 (a long session has millions).
-    ordered = sorted(run.batch_seconds)
     every = array("d", ordered)
-    cut = warmup_cut(run.batch_seconds)
     if cut <= _FEW_CUT:
         # The steady batches sorted: every batch sorted, less the few warm-up ones (the same values: a
         # sort of a run's tens of thousands of batches saved).

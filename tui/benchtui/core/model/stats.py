@@ -202,19 +202,115 @@ def _groups(groups: Sequence[Sequence[float]]) -> list[_Group]:
     return out
 
 
-def _resampled_means(g: _Group, count: int, rng: random.Random) -> list[float]:
-    """``count`` bootstrap means of one group's values."""
-    n = len(g.values)
-    if n == 1:
-        return [g.values[0]] * count
-    if n <= EXACT_GROUP_MAX:
-        flat = rng.choices(g.values, k=n * count)
-        return [sum(flat[i : i + n]) / n for i in range(0, n * count, n)]
-    # A bootstrap mean of n > 100 values is close to normal around the group mean with
-    # the standard error as spread (central limit theorem); drawing it directly keeps a
-    # resample of thousands of batches at one draw instead of thousands.
-    gauss = rng.gauss
-    return [g.mean + g.se * gauss(0.0, 1.0) for _ in range(count)]
+@dataclass(frozen=True)
+class _Draws:
+    """What a hierarchical bootstrap draws from its generator, apart from the values it is applied to.
+
+    Which group fills each slot and which values each resample picks depend on the groups' sizes only
+    (``random.choices`` picks ``population[floor(random() * n)]``, whatever the population holds), and
+    so do the normal deviates of a large group: the same draws serve every cell of the same shape.
+    A resample of a few values recurs (4 epochs have 256 orders): each distinct one is summed once.
+    """
+
+    #: Per slot of every replicate, where its group's resampled total lies among every group's distinct
+    #: ones (in the order of the groups); with one value per group, per replicate: which distinct one.
+    slots: list[int]
+    #: Per replicate, the values of the groups that fill its slots (the total's divisor).
+    counts: list[int]
+    #: One value per group (a plain bootstrap over the groups): the distinct replicates, by group index.
+    plain: list[Sequence[int]] | None = None
+    #: Per group of at most ``EXACT_GROUP_MAX`` values and more than one: its distinct resamples, by index.
+    resampled: tuple[list[Sequence[int]] | None, ...] = ()
+    #: Per larger group: a normal deviate per resample.
+    deviates: tuple[list[float] | None, ...] = ()
+
+
+def _distinct(indices: list[int], n: int, population: int) -> tuple[list[Sequence[int]], list[int]]:
+    """The distinct runs of ``n`` among ``indices`` (each below ``population``) in their first order, and
+    which one each run is. As bytes where they fit: a fifth of the memory of tuples of ints."""
+    key: Callable[[list[int]], Sequence[int]] = bytes if population <= 256 else tuple
+    seen: dict[Sequence[int], int] = {}
+    which = [seen.setdefault(key(indices[i : i + n]), len(seen)) for i in range(0, len(indices), n)]
+    return list(seen), which
+
+
+def _draw(sizes: tuple[int, ...], resamples: int, rng: random.Random) -> _Draws:
+    """The draws of ``hierarchical_replicates`` over groups of ``sizes``: the same calls on ``rng``, in the
+    same order, as drawing value by value (indices from ``range(n)``: ``choices`` picks by position)."""
+    k = len(sizes)
+    if k > 1 and all(n == 1 for n in sizes):
+        # One value per run (build time, first epoch): a plain bootstrap over runs, in one draw.
+        replicates, which = _distinct(rng.choices(range(k), k=k * resamples), k, k)
+        return _Draws(which, [], plain=replicates)
+    # Outer level first: which group fills each of the k slots of every replicate.
+    picks = rng.choices(range(k), k=k * resamples) if k > 1 else [0] * resamples
+    resampled: list[list[Sequence[int]] | None] = []
+    deviates: list[list[float] | None] = []
+    nexts = []
+    offset = 0
+    for i, n in enumerate(sizes):
+        # Inner level in bulk: exactly as many resampled means per group as it was picked.
+        count = picks.count(i)
+        distinct: list[Sequence[int]] | None = None
+        normal: list[float] | None = None
+        if n == 1:
+            which, width = [0] * count, 1
+        elif n <= EXACT_GROUP_MAX:
+            distinct, which = _distinct(rng.choices(range(n), k=n * count), n, n)
+            width = len(distinct)
+        else:
+            # A bootstrap mean of n > 100 values is close to normal around the group mean with
+            # the standard error as spread (central limit theorem); drawing it directly keeps a
+            # resample of thousands of batches at one draw instead of thousands.
+            gauss = rng.gauss
+            normal = [gauss(0.0, 1.0) for _ in range(count)]
+            which, width = list(range(count)), count
+        resampled.append(distinct)
+        deviates.append(normal)
+        nexts.append(iter([offset + w for w in which]).__next__)
+        offset += width
+    slots = [nexts[p]() for p in picks]
+    counts = list(map(sum, zip(*[map(sizes.__getitem__, picks)] * k, strict=True)))
+    return _Draws(slots, counts, resampled=tuple(resampled), deviates=tuple(deviates))
+
+
+@lru_cache(maxsize=64)
+def _seeded_draws(sizes: tuple[int, ...], resamples: int, seed: int) -> _Draws:
+    # Cached: a summary bootstraps every cell's figures from the same seed, and cells of the same shape
+    # (runs × epochs) draw the same indices; each replicate's arithmetic on the values is all that is left.
+    return _draw(sizes, resamples, random.Random(seed))
+
+
+@lru_cache(maxsize=64)
+def _pair_draws(
+    sizes_a: tuple[int, ...], sizes_b: tuple[int, ...], resamples: int, seed: int
+) -> tuple[_Draws, _Draws]:
+    # Both sides of a ratio from one generator, the base's draws first (``ratio_ci``); cached as above.
+    rng = random.Random(seed)
+    return _draw(sizes_a, resamples, rng), _draw(sizes_b, resamples, rng)
+
+
+def _replicates(gs: Sequence[_Group], draws: _Draws) -> list[float]:
+    """The replicates ``draws`` give over the groups' values: the float operations of resampling value by
+    value, in the same order (each sum over the same values, left to right), in C loops."""
+    k = len(gs)
+    if draws.plain is not None:
+        values = [g.mean for g in gs]
+        replicates = [sum(map(values.__getitem__, r)) / k for r in draws.plain]
+        return list(map(replicates.__getitem__, draws.slots))
+    # Each group's distinct resampled means, as totals: a group weighs as many values as it has.
+    totals: list[float] = []
+    for g, distinct, normal in zip(gs, draws.resampled, draws.deviates, strict=True):
+        n = len(g.values)
+        if distinct is not None:
+            get = g.values.__getitem__
+            totals += [sum(map(get, r)) / n * n for r in distinct]
+        elif normal is not None:
+            totals += [(g.mean + g.se * z) * n for z in normal]
+        else:
+            totals.append(g.values[0] * 1)
+    sums = map(sum, zip(*[map(totals.__getitem__, draws.slots)] * k, strict=True))
+    return list(map(operator.truediv, sums, draws.counts))
 
 
 def hierarchical_replicates(
@@ -233,26 +329,9 @@ def hierarchical_replicates(
     gs = _groups(groups)
     if not gs:
         return []
-    rng = rng or random.Random(seed)
-    k = len(gs)
-    sizes = [len(g.values) for g in gs]
-    if k > 1 and all(n == 1 for n in sizes):
-        # One value per run (build time, first epoch): a plain bootstrap over runs, in one draw.
-        values = [g.mean for g in gs]
-        flat = rng.choices(values, k=k * resamples)
-        return [sum(flat[i : i + k]) / k for i in range(0, k * resamples, k)]
-    # Outer level first: which group fills each of the k slots of every replicate.
-    picks = rng.choices(range(k), k=k * resamples) if k > 1 else [0] * resamples
-    # Inner level in bulk: exactly as many resampled means per group as it was picked,
-    # drawn in one go (a few large draws instead of thousands of small ones), as totals.
-    pools = [[m * sizes[i] for m in _resampled_means(g, picks.count(i), rng)] for i, g in enumerate(gs)]
-    nexts = [iter(pool).__next__ for pool in pools]
-    reps: list[float] = []
-    for r in range(0, k * resamples, k):
-        chosen = picks[r : r + k]
-        # Lists, not generators: the same sums in the same order, without a generator per replicate.
-        reps.append(sum([nexts[p]() for p in chosen]) / sum([sizes[p] for p in chosen]))
-    return reps
+    sizes = tuple(len(g.values) for g in gs)
+    draws = _draw(sizes, resamples, rng) if rng is not None else _seeded_draws(sizes, resamples, seed)
+    return _replicates(gs, draws)
 
 
 def grouped_mean(groups: Sequence[Sequence[float]], numerator: float | None = None) -> float | None:
@@ -436,9 +515,8 @@ def ratio_ci(
     single = len(a) < 2 or len(b) < 2
     if sum(len(g.values) for g in a) + sum(len(g.values) for g in b) < 3:
         return Ratio(value, None, None, level, single)
-    rng = random.Random(seed)
-    ra = hierarchical_replicates([g.values for g in a], resamples, rng=rng)
-    rb = hierarchical_replicates([g.values for g in b], resamples, rng=rng)
+    da, db = _pair_draws(tuple(len(g.values) for g in a), tuple(len(g.values) for g in b), resamples, seed)
+    ra, rb = _replicates(a, da), _replicates(b, db)
     reps = sorted(y / x for x, y in zip(ra, rb, strict=True) if x > 0)
     if not reps:
         return Ratio(value, None, None, level, single)
@@ -460,12 +538,20 @@ def warmup_cut(values: Sequence[float], tolerance: float = WARMUP_TOLERANCE) -> 
     settles is cut at half. Runs of one value have no warm-up to cut; the first of two
     or three values is always cut (it includes tracing or autotuning everywhere).
     """
+    return warmup_cut_sorted(values, tolerance)[0]
+
+
+def warmup_cut_sorted(
+    values: Sequence[float], tolerance: float = WARMUP_TOLERANCE
+) -> tuple[int, list[float]]:
+    """``warmup_cut``, and the last half of the values sorted: what it sorts to find the steady state, so
+    that a caller sorting every value sorts the first half and merges (``analysis.sorted_batches``)."""
     n = len(values)
-    if n <= 1:
-        return 0
-    if n <= 3:
-        return 1
     tail = sorted(values[n // 2 :])
+    if n <= 1:
+        return 0, tail
+    if n <= 3:
+        return 1, tail
     m = quantile(tail, 0.5)
     mad = quantile(sorted(map(abs, map(operator.sub, tail, repeat(m)))), 0.5)  # |v - m|, in C
     limit = m * (1 + tolerance) + 3 * 1.4826 * mad
@@ -474,5 +560,5 @@ def warmup_cut(values: Sequence[float], tolerance: float = WARMUP_TOLERANCE) -> 
     for i, value in enumerate(values):
         streak = streak + 1 if value <= limit else 0
         if streak == window:
-            return i + 1 - window
-    return n // 2
+            return i + 1 - window, tail
+    return n // 2, tail
