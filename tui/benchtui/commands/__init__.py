@@ -26,15 +26,22 @@ def say(message: object) -> None:
     print(clean(message), file=sys.stderr)
 
 
-def load(session: str, sessions_dir: str | None, tag: str = "", light: bool = False) -> LoadedSession:
+def load(
+    session: str,
+    sessions_dir: str | None,
+    tag: str = "",
+    light: bool = False,
+    again: LoadedSession | None = None,
+) -> LoadedSession:
     """The session named on the command line, read back; what was skipped or odd goes to stderr as warnings.
     ``light``: without its running runs' batch lines where its summary cache holds (``reporting.light``: the
-    caller redoes its work from ``light.full`` when it meets ``NeedsBatches``; the warnings are the same)."""
+    caller redoes its work from ``light.full`` when it meets ``NeedsBatches``; the warnings are the same).
+    ``again``: a session read already, taken as it is when ``session`` names the same path (compare A A)."""
     from benchtui.core.store.session import load_session, resolve_session
 
     path = resolve_session(session, sessions_dir)
-    loaded = None
-    if light:
+    loaded = again if again is not None and again.path == path else None
+    if light and loaded is None:
         from benchtui.core.reporting.light import light_load
 
         loaded = light_load(path)

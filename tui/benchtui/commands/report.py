@@ -128,11 +128,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if pct is not None and not pct >= 0:
         raise BadInput(f"--fail-above takes a percentage of at least 0, got {pct}")
     la = load(args.a, args.sessions_dir, "A", light=True)
-    lb = load(args.b, args.sessions_dir, "B", light=True)
+    lb = load(
+        args.b, args.sessions_dir, "B", light=True, again=la
+    )  # A again: one read (compare reads, never changes)
     try:
         cmp = compare_sessions(la, lb)
     except NeedsBatches:  # a light load's run met where its batches were needed: the full loads' work
-        la, lb = full(la), full(lb)
+        same = lb is la
+        la = full(la)
+        lb = la if same else full(lb)
         cmp = compare_sessions(la, lb)
     if not cmp.common:
         raise BadInput(
