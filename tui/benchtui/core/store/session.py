@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, Any, BinaryIO, Literal, overload
 
 from benchtui.core.fmt import bytes_
 from benchtui.core.model.session_model import SessionModel
@@ -49,6 +49,7 @@ from benchtui.core.provenance import (
 from benchtui.core.wire.events import (
     MAX_LINE_BYTES,
     Malformed,
+    batch_of,
     check_event,
     fast_event,
     loads_strict,
@@ -96,6 +97,8 @@ MAX_GPU_LINE_BYTES = 64 << 10
 MAX_CACHED_SUMMARY_BYTES = 1 << 20
 LONG_LINE_BYTES = 64 << 10
 LONG_LINES_BUDGET = 4 << 20
+#: Most batch events ``iter_events`` gathers into one list for the load (``batches``): a few hundred KB.
+BATCH_RUN = 4096
 
 
 class SessionError(ValueError):
@@ -543,8 +546,15 @@ class SessionFolder:
         # Without keep_events only the model's window of GPU samples is parsed (same model).
         tail = None if keep_events else GpuTail(model.gpu_samples.maxlen)
         check = EventCheck()
-        for event in iter_events(self.path, warnings, tail, check):
-            model.apply(event)
+        # Batch lines come as lists of the wire's Struct (``batch_of``), folded from their fields (a million in
+        # a long session: no dict is made of them); every other event, and every batch with keep_events, as a
+        # dict.
+        apply, fold_batches = model.apply, model.fold_batches
+        for event in iter_events(self.path, warnings, tail, check, batches=not keep_events):
+            if isinstance(event, list):
+                fold_batches(event)
+                continue
+            apply(event)
             if keep_events:
                 kept.append(event)
         if tail is not None:
@@ -1004,10 +1014,34 @@ def _event_of(
         return None
 
 
+@overload
 def iter_events(
-    path: Path, warnings: list[str], gpu_tail: GpuTail | None = None, check: EventCheck | None = None
-) -> Iterator[dict[str, Any]]:
+    path: Path,
+    warnings: list[str],
+    gpu_tail: GpuTail | None = None,
+    check: EventCheck | None = None,
+    batches: Literal[False] = False,
+) -> Iterator[dict[str, Any]]: ...
+
+
+@overload
+def iter_events(
+    path: Path, warnings: list[str], gpu_tail: GpuTail | None, check: EventCheck | None, batches: bool
+) -> Iterator[dict[str, Any] | list[Any]]: ...
+
+
+def iter_events(
+    path: Path,
+    warnings: list[str],
+    gpu_tail: GpuTail | None = None,
+    check: EventCheck | None = None,
+    batches: bool = False,
+) -> Iterator[dict[str, Any] | list[Any]]:
     """Events of ``events.jsonl``, each checked as a runner's line is (``check_event``).
+
+    ``batches``: batch lines that ``batch_of`` vouches for come as the wire's Structs (``BATCH``), not
+    dicts: a list of those in a row (at most ``BATCH_RUN``), yielded before the next event; for the load,
+    which folds them from their fields (``SessionModel.fold_batches``).
 
     A half-written last line, a line that is not JSON and an event whose fields are out of
     type or range are skipped, counted and said in one warning. With ``gpu_tail``, GPU samples
@@ -1029,6 +1063,7 @@ def iter_events(
     # a third faster per line, which is most of loading a long session. Anything it does
     # not take cleanly goes through json.loads, so what is accepted stays the same.
     decode = _DECODER.raw_decode
+    gathered: list[Any] = []  # batch events in a row (``batches``), not yielded yet
     with fh:
         try:
             for check.lines, raw in enumerate(event_lines(fh), 1):  # the count is the point
@@ -1060,6 +1095,15 @@ def iter_events(
                     gpu_tail.lines.append((check.lines, raw))
                     gpu_tail.count += 1
                     continue
+                if batches and (batch := batch_of(raw)) is not None:
+                    gathered.append(batch)
+                    if len(gathered) >= BATCH_RUN:
+                        yield gathered
+                        gathered = []
+                    continue
+                if gathered:
+                    yield gathered
+                    gathered = []
                 # Decoded and checked by msgspec (``fast_event``) where it certainly gives what the exact
                 # path gives; else through _event_of, which says why a line is refused.
                 try:
@@ -1076,6 +1120,8 @@ def iter_events(
                 yield event
         except OSError as exc:  # a disk's read error: what was read stands
             warnings.append(f"events.jsonl could not be read past line {check.lines}: {storage_problem(exc)}")
+    if gathered:
+        yield gathered
     for line, raw in gpu_tail.lines if gpu_tail is not None else ():
         try:
             event = fast_event(raw)

@@ -13,7 +13,8 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import msgspec
 
@@ -750,3 +751,60 @@ def _checked(line: bytes, value: Any) -> dict[str, Any] | None:
         except msgspec.ValidationError:
             pass  # check_event says why (or passes what the Struct is stricter about: a null)
     return check_event(value)
+
+
+# -- the batch lane: a batch line decoded and checked into a Struct in one call, never a dict ----------
+#: The batch event's Struct (``_STRUCTS["batch"]``): what a load folds a batch line from (``batch_of``).
+BATCH: type[msgspec.Struct] = _STRUCTS["batch"]
+_DECODE_BATCH: Callable[[bytes], Any] = msgspec.json.Decoder(BATCH).decode
+#: The fields a runner's batch line gives (``Progress.batch``, tagged by the parent): all but ``node``.
+_RUNNERS_FIELDS = tuple(name for name in BATCH.__struct_fields__ if name != "node")
+
+
+def _without_null(annotation: Any) -> Any:
+    """``annotation`` without None (``int | None``: ``int``)."""
+    args = get_args(annotation)
+    if get_origin(annotation) in (Union, UnionType) and type(None) in args:
+        return Union[tuple(a for a in args if a is not type(None))]  # noqa: UP007 (a tuple of types)
+    return annotation
+
+
+#: ``BATCH`` as a runner's line fills it: every field of ``_RUNNERS_FIELDS`` given, none null. Tried first:
+#: what ``batch_of`` must know is then one count (the line's colons), no test of a field in Python.
+RUNNERS_BATCH: type[msgspec.Struct] = msgspec.defstruct(
+    "batch_runners",
+    [(f.name, _without_null(f.type)) for f in msgspec.structs.fields(BATCH) if f.name in _RUNNERS_FIELDS],
+    tag_field="type",
+    tag="batch",
+)
+_DECODE_RUNNERS_BATCH: Callable[[bytes], Any] = msgspec.json.Decoder(RUNNERS_BATCH).decode
+#: The colons of a runner's batch line: the tag's, then one a field.
+_RUNNERS_COLONS = 1 + len(_RUNNERS_FIELDS)
+
+
+def batch_of(line: bytes) -> Any | None:
+    """The batch event of ``line`` as a Struct (``RUNNERS_BATCH`` or ``BATCH``), when that certainly holds
+    what ``parse_line_exact`` gives and ``check_event`` passes; None for any other line: ask ``fast_event``.
+
+    msgspec checks the known fields' types and ranges as it decodes, but skips the rest of an object
+    unread (an unknown field's bad UTF-8, its 1e400, its 30-digit integer) and keeps the last of a key
+    given twice, where the exact path refuses such lines. So the line must hold nothing but the tag and
+    the fields the Struct holds: every key in JSON text is followed by a colon, so as many colons as
+    the tag and the fields that are not None means no other key, no key twice, no null and no colon
+    inside a string (a line that fails this goes the exact way, which says why or folds it alike).
+    A ``node`` goes the way of the dict (``SessionModel._apply_node``).
+    """
+    try:
+        batch = _DECODE_RUNNERS_BATCH(line)
+    except (ValueError, RecursionError):  # another shape of batch, or not one
+        pass
+    else:  # its every field given, none null: a colon more is a key more (a node, a key twice, another)
+        return batch if line.count(b":") == _RUNNERS_COLONS else None
+    try:
+        batch = _DECODE_BATCH(line)
+    except (ValueError, RecursionError):  # not JSON msgspec takes, not a batch, a field out of range
+        return None
+    if batch.node is not None:
+        return None
+    given = len(BATCH.__struct_fields__) - msgspec.structs.astuple(batch).count(None)
+    return batch if line.count(b":") == 1 + given else None
