@@ -211,6 +211,77 @@ def test_intervals_are_the_old_ones() -> None:
         assert stats.hierarchical_ci(groups) == _percentiles(reps, 0.95)
 
 
+def old_describe(values: Sequence[float]) -> dict[str, Any] | None:
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    q1, med, q3 = stats.quantile(vals, 0.25), stats.quantile(vals, 0.5), stats.quantile(vals, 0.75)
+    iqr = q3 - q1
+    ratio = iqr / med if med else None
+    deviations = sorted(map(abs, map(operator.sub, vals, repeat(med))))
+    limit = stats._outlier_limit(med, deviations, stats.OUTLIER_Z, stats.OUTLIER_MIN_RELATIVE)
+    outliers = 0 if limit is None else len(vals) - bisect.bisect_right(deviations, limit)
+    return {
+        "n": len(vals),
+        "mean": stats.mean(vals),
+        "median": med,
+        "q1": q1,
+        "q3": q3,
+        "iqr": iqr,
+        "min": float(vals[0]),
+        "max": float(vals[-1]),
+        "p5": stats.quantile(vals, 0.05),
+        "p95": stats.quantile(vals, 0.95),
+        "mad": stats.quantile(deviations, 0.5),
+        "outliers": outliers,
+        "iqr_ratio": ratio,
+        "wide": ratio is not None and ratio > stats.WIDE_SPREAD,
+    }
+
+
+def _samples(rng: random.Random, n: int) -> list[float]:
+    kind = rng.randrange(5)
+    if kind == 0:
+        return [rng.choice([1.0, 2.0, 2.0, 3.0]) for _ in range(n)]  # ties, and ties with the median
+    if kind == 1:
+        return [float(rng.randrange(-3, 4)) for _ in range(n)]  # zeros and negatives
+    if kind == 2:
+        return [5.0] * n  # every deviation 0: the mean absolute deviation stands in
+    if kind == 3:
+        return [rng.lognormvariate(0.0, 1.0) for _ in range(n)]
+    return [1.0 + rng.random() * 1e-12 for _ in range(n)] + [rng.uniform(2.0, 9.0) for _ in range(n // 20)]
+
+
+def test_deviations_read_in_place_are_the_sorted_list() -> None:
+    """Every position, every count below a limit, and the whole of them: as sorting every |v - center|."""
+    rng = random.Random(12)
+    for n in [*range(1, 12), 50, 333]:
+        for _ in range(6):
+            values = sorted(_samples(rng, n))
+            center = rng.choice([values[len(values) // 2], *values, rng.uniform(-4.0, 10.0), values[0] - 1.0])
+            listed = sorted(abs(v - center) for v in values)
+            view = stats._Deviations(values, center)
+            assert len(view) == len(listed)
+            assert bits([view[k] for k in range(len(view))]) == bits(listed)
+            assert bits([view[-k] for k in range(1, len(view) + 1)]) == bits(listed[::-1])
+            assert sorted(bits(view)) == sorted(bits(listed))
+            for limit in [*listed, -1.0, 0.0, listed[-1] + 1.0, rng.uniform(0.0, listed[-1] + 1.0)]:
+                assert bisect.bisect_right(view, limit) == bisect.bisect_right(listed, limit)
+            for q in (0.0, 0.25, 0.5, 0.9, 1.0):
+                assert stats.quantile(view, q) == stats.quantile(listed, q)
+            with pytest.raises(IndexError):
+                view[len(view)]
+
+
+def test_describe_is_the_old_one() -> None:
+    rng = random.Random(13)
+    for n in [*range(0, 9), 21, 100, 2500]:
+        for _ in range(6):
+            values = _samples(rng, n)
+            new, old = stats.describe(values), old_describe(values)
+            assert json.dumps(new) == json.dumps(old)
+
+
 def _batch_times(rng: random.Random, n: int) -> list[float]:
     warm = [rng.uniform(1.0, 3.0) for _ in range(rng.choice([0, 1, 3, 70, n // 3]))]
     steady = [rng.choice([0.1, 0.11, 0.5]) + rng.random() * rng.choice([0.0, 1e-3, 0.3]) for _ in range(n)]

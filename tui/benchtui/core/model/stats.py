@@ -7,7 +7,7 @@ import math
 import operator
 import random
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
@@ -77,6 +77,53 @@ def outlier_mask(
     return [d > limit for d in deviations]
 
 
+class _Deviations(Sequence[float]):
+    """|v - center| over sorted values in ascending order, never made nor sorted as a list: left of the
+    center they fall, right of it they rise, two sorted runs whose k-th smallest is found by bisection
+    (each a subtraction as the list would have made it). A median or a count above a limit is a few
+    dozen subtractions instead of a list of every deviation and its sort."""
+
+    def __init__(self, sorted_values: Sequence[float], center: float) -> None:
+        self._values = sorted_values
+        self._center = center
+        self._split = bisect.bisect_left(sorted_values, center)  # values equal to the center: right of it
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[float]:
+        return map(abs, map(operator.sub, self._values, repeat(self._center)))  # |v - center|, in C
+
+    def _left(self, j: int) -> float:
+        """The j-th smallest deviation left of the center."""
+        return abs(self._values[self._split - 1 - j] - self._center)
+
+    def _right(self, j: int) -> float:
+        return abs(self._values[self._split + j] - self._center)
+
+    def __getitem__(self, k: int) -> float:  # type: ignore[override]
+        n = len(self._values)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError(k)
+        # Take i from the left run and k + 1 - i from the right: the least i whose next left value is
+        # not below the last right one taken.
+        lo, hi = max(0, k + 1 - (n - self._split)), min(k + 1, self._split)
+        while lo < hi:
+            i = (lo + hi) // 2
+            if self._left(i) < self._right(k - i):
+                lo = i + 1
+            else:
+                hi = i
+        taken = k + 1 - lo
+        if lo == 0:
+            return self._right(taken - 1)
+        if taken == 0:
+            return self._left(lo - 1)
+        return max(self._left(lo - 1), self._right(taken - 1))
+
+
 def _outlier_limit(
     center: float, sorted_deviations: Sequence[float], threshold: float, min_relative: float
 ) -> float | None:
@@ -118,7 +165,7 @@ def describe(
     q1, med, q3 = quantile(vals, 0.25), quantile(vals, 0.5), quantile(vals, 0.75)
     iqr = q3 - q1
     ratio = iqr / med if med else None
-    deviations = sorted(map(abs, map(operator.sub, vals, repeat(med))))
+    deviations = _Deviations(vals, med)
     limit = _outlier_limit(med, deviations, OUTLIER_Z, OUTLIER_MIN_RELATIVE)
     outliers = 0 if limit is None else len(vals) - bisect.bisect_right(deviations, limit)
     out: dict[str, Any] = {
@@ -553,7 +600,7 @@ def warmup_cut_sorted(
     if n <= 3:
         return 1, tail
     m = quantile(tail, 0.5)
-    mad = quantile(sorted(map(abs, map(operator.sub, tail, repeat(m)))), 0.5)  # |v - m|, in C
+    mad = quantile(_Deviations(tail, m), 0.5)
     limit = m * (1 + tolerance) + 3 * 1.4826 * mad
     window = max(3, min(20, n // 10))
     streak = 0
