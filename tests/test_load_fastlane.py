@@ -255,6 +255,7 @@ def hostile_lines() -> Iterator[bytes]:
         yield _line([(k if k != key else "\\u00" + format(ord(key[0]), "x") + key[1:], v) for k, v in BASE])
     for value in ["1", "0", "null", "true", "4096", "4097", '"1"']:
         yield _line([*BASE, ("node", value)])
+        yield _line([*[(k, v) for k, v in BASE if k != "samples"], ("node", value)])  # not a runner's shape
     for extra in [
         "1",
         "null",
@@ -440,6 +441,38 @@ def test_struct_and_dict_fold_alike_event_by_event(kind: str) -> None:
     many.fold_batches([batch_of(line) for line in lines])
     assert _plain(many.runs) == _plain(new.runs)
     assert (many.malformed, many.events, many.unknown_runs) == (new.malformed, new.events, new.unknown_runs)
+
+
+def test_runs_of_different_bounds_in_one_list_fold_as_dicts() -> None:
+    """One list of Structs switching between runs whose windows end at different steps (one run's hello says
+    its steps per epoch, the other's bound is the plan's samples), against the dicts one at a time."""
+    from benchtui.core.plan.plan import Plan
+
+    plan = Plan(frameworks=["torch", "tensorflow"], models=["resnet50"], runs=1, epochs=2, samples=30)
+    new, old = SessionModel(plan), SessionModel(plan)
+    old._handlers["batch"] = old_on_batch.__get__(old)
+    first, second = list(new.runs)
+    for model in (new, old):
+        model.runs[first].hello = {"steps_per_epoch": 5}
+    lines = [
+        _line(
+            [
+                ("type", '"batch"'),
+                ("run", f'"{run}"'),
+                ("epoch", "1"),
+                ("step", str(step)),
+                ("seconds", "0.5"),
+            ]
+        )
+        for step in range(1, 12)
+        for run in (first, second)
+    ]
+    new.fold_batches([batch_of(line) for line in lines])
+    for line in lines:
+        old.apply(parse_line_exact(line))
+    assert _plain(new.runs) == _plain(old.runs)
+    assert new.malformed == old.malformed == 6  # steps 6 to 11 of the first run: past its epoch's 5
+    assert len(new.runs[second].batch_seconds) == 11
 
 
 def test_a_dict_batch_folds_as_before() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,7 +34,6 @@ from benchtui.core.model.status import CUT_SHORT, FINAL, CautionKind, CellStatus
 from benchtui.core.plan.plan import Plan, run_order
 from benchtui.core.plan.sweep import NO_POINT, Point, applies
 from benchtui.core.wire.events import (
-    BATCH,
     BatchEvent,
     DoneEvent,
     EnergyEvent,
@@ -76,8 +75,9 @@ LATENCY_QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
 #: (a window is about 0.3 s of steps: a million is a microsecond a step). A plan's run is bounded by
 #: its own steps per epoch.
 MAX_WATCH_WINDOW = 1 << 20
-#: No run looked up yet (``SessionModel._batches``): never equal to a run's id, None included.
+#: No run looked up yet (``SessionModel.fold_batches``): never equal to a run's id, None included.
 _NO_RUN: Any = object()
+_RUNNING = RunStatus.RUNNING  # a global's lookup, not an enum's: set at every batch
 
 
 class SessionModel:
@@ -313,86 +313,74 @@ class SessionModel:
     def fold_batches(self, batches: Sequence[Any]) -> None:
         """Batch events given by their checked fields, in the file's order: objects with ``run``, ``epoch``,
         ``step``, ``seconds`` and ``steps`` (``events.batch_of``'s Structs; none with a ``node``). What
-        ``apply`` does with each as a dict, by the same fold (``_batches``): a load folds its million batch
+        ``apply`` does with each as a dict, by the same fold (``_batch``): a load folds its million batch
         lines so, a few thousand a call, and makes no dict of them."""
         self.events += len(batches)
-        self.malformed += self._batches(batches, self.runs)
-
-    def _on_batch(self, run: RunState, event: BatchEvent) -> None:
-        one = BATCH(
-            epoch=int(event["epoch"]),
-            step=int(event["step"]),
-            seconds=float(event["seconds"]),
-            steps=int(event.get("steps") or 1),
-        )
-        if self._batches((one,), {None: run}):
-            raise ValueError("a batch that makes no sense for its run")  # apply counts it malformed
-
-    def _batches(self, batches: Iterable[Any], runs: Mapping[Any, RunState]) -> int:
-        """The one fold of batch events (``fold_batches``' Structs, or ``_on_batch``'s one dict made so),
-        each into the run ``runs`` gives for its ``run`` (one that names none is not counted, as ``apply``
-        does; one of no run of the plan is counted in ``unknown_runs``). Returns how many made no sense for
-        their run (folded into nothing: malformed). Hoisted per run, not per event: the events of one run
-        come in long streaks, and nothing but another kind of event changes what is read of a run here."""
-        bad = 0
-        watch, samples = self.plan.watch, self.plan.samples
-        running = RunStatus.RUNNING
+        runs, fold = self.runs, self._batch
         last: Any = _NO_RUN
         run: RunState | None = None
-        planned, bound = 0, None
+        bound: Any = None
         for batch in batches:
             run_id = batch.run
-            if run_id != last:
+            if run_id != last:  # a run's events come in long streaks: looked up once a streak
                 last, run = run_id, runs.get(run_id)
-                if run is not None:
-                    planned = run.epochs_planned
-                    # What a window may hold is the plan's, not the line's: at its runner's steps per epoch
-                    # (its hello's, itself at most the plan's samples); a watched command's hooks may give no
-                    # count: its windows hold at most MAX_WATCH_WINDOW steps.
-                    said = run.hello.get("steps_per_epoch")
-                    bound = said if isinstance(said, int) and said > 0 else (None if watch else samples)
+                if run is not None:  # no hello comes amid a list of batches: the bound holds for it
+                    bound = self._window_bound(run)
             if run is None:
                 if run_id is not None:
                     self.unknown_runs += 1
                 continue
-            # A window of steps: each of its steps took the window's mean (benchtui_runners.timing).
-            epoch, step, seconds, steps = batch.epoch, batch.step, batch.seconds, batch.steps or 1
-            if type(seconds) is not float:
-                seconds = float(seconds)  # an int the line gave: a float, as a dict's is made
             try:
-                if (
-                    steps < 1  # a window of no steps
-                    or (planned and epoch > planned)  # an epoch outside the plan
-                    or step < steps  # a window reaching back before the epoch's first step
-                    or (bound is not None and step > bound)  # a step beyond the epoch's
-                    or (watch and steps > MAX_WATCH_WINDOW)
-                ):
-                    bad += 1
-                    continue
-            except TypeError:  # a plan's samples that are not a number (a hand-edited session.json)
-                bad += 1
-                continue
-            # Steps by their numbers: a window that does not start where the last one ended means
-            # lost lines; the gap is counted and said, never filled in.
-            before = run.current_step if epoch == run.current_epoch else 0
-            if step - steps < before:  # steps already counted
-                bad += 1
-                continue
-            run.missing_steps += step - steps - before
-            if steps == 1:
-                run.batch_seconds.append(seconds)
-                run.batch_epochs.append(epoch)
-            else:
-                run.batch_seconds.extend([seconds] * steps)
-                run.batch_epochs.extend([epoch] * steps)
-            if step > steps or epoch > 1:  # the run's first step is its own window (compiling, warming up)
-                window = seconds * steps
-                if window > run.window_max_s:
-                    run.window_max_s = window
-            run.current_epoch = epoch
-            run.current_step = step
-            run.status = running
-        return bad
+                fold(run, batch.epoch, batch.step, float(batch.seconds), batch.steps or 1, bound)
+            except (TypeError, ValueError, KeyError):
+                self.malformed += 1
+
+    def _on_batch(self, run: RunState, event: BatchEvent) -> None:
+        steps = int(event.get("steps") or 1)
+        seconds, epoch, step = float(event["seconds"]), int(event["epoch"]), int(event["step"])
+        self._batch(run, epoch, step, seconds, steps, self._window_bound(run))
+
+    def _window_bound(self, run: RunState) -> Any:
+        """The last step a window of ``run`` may end at: its runner's steps per epoch (its hello's, itself at
+        most the plan's samples), so what one line stands for is bounded by the plan, never by the line; None
+        for a watched command whose hooks gave no count (its windows hold at most MAX_WATCH_WINDOW steps)."""
+        said = run.hello.get("steps_per_epoch")
+        return (
+            said if isinstance(said, int) and said > 0 else (None if self.plan.watch else self.plan.samples)
+        )
+
+    def _batch(self, run: RunState, epoch: int, step: int, seconds: float, steps: int, bound: Any) -> None:
+        """The one fold of a batch event (a dict's by ``_on_batch``, a Struct's by ``fold_batches``), ``bound``
+        its run's ``_window_bound``; raises ValueError for one that makes no sense for its run (``apply``
+        counts it malformed)."""
+        # A window of steps: each of its steps took the window's mean (benchtui_runners.timing).
+        if steps < 1:
+            raise ValueError("a window of no steps")
+        if (run.epochs_planned and epoch > run.epochs_planned) or step < steps:
+            raise ValueError("a step outside the plan")
+        if bound is not None and step > bound:
+            raise ValueError(f"step {step} is beyond the epoch's {bound} steps")
+        if steps > MAX_WATCH_WINDOW and self.plan.watch:
+            raise ValueError(f"a window of {steps} steps (at most {MAX_WATCH_WINDOW})")
+        # Steps by their numbers: a window that does not start where the last one ended means
+        # lost lines; the gap is counted and said, never filled in.
+        before = run.current_step if epoch == run.current_epoch else 0
+        if step - steps < before:
+            raise ValueError("steps already counted")
+        run.missing_steps += step - steps - before
+        if steps == 1:
+            run.batch_seconds.append(seconds)
+            run.batch_epochs.append(epoch)
+        else:
+            run.batch_seconds.extend([seconds] * steps)
+            run.batch_epochs.extend([epoch] * steps)
+        if step > steps or epoch > 1:  # the run's first step is its own window (compiling, warming up)
+            window = seconds * steps
+            if window > run.window_max_s:
+                run.window_max_s = window
+        run.current_epoch = epoch
+        run.current_step = step
+        run.status = _RUNNING
 
     def _on_settings(self, run: RunState, event: SettingsEvent) -> None:
         settings = event.get("settings")
