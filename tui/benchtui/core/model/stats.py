@@ -7,7 +7,7 @@ import math
 import operator
 import random
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
@@ -256,69 +256,100 @@ class _Draws:
     Which group fills each slot and which values each resample picks depend on the groups' sizes only
     (``random.choices`` picks ``population[floor(random() * n)]``, whatever the population holds), and
     so do the normal deviates of a large group: the same draws serve every cell of the same shape.
-    A resample of a few values recurs (4 epochs have 256 orders): each distinct one is summed once.
+    Kept for reuse, a resample of a few values recurs (4 epochs have 256 orders): each distinct one is
+    listed once, and summed once per use.
     """
 
-    #: Per slot of every replicate, where its group's resampled total lies among every group's distinct
-    #: ones (in the order of the groups); with one value per group, per replicate: which distinct one.
-    slots: list[int]
+    #: Per slot of every replicate, where its group's resampled total lies among every group's (in the
+    #: order of the groups); with one value per group and distinct replicates: which one each replicate is.
+    slots: Sequence[int]
     #: Per replicate, the values of the groups that fill its slots (the total's divisor).
-    counts: list[int]
-    #: One value per group (a plain bootstrap over the groups): the distinct replicates, by group index.
+    counts: Sequence[int]
+    #: One value per group (a plain bootstrap over the groups): the distinct replicates, by group index
+    #: (``slots`` says which each replicate is), or every replicate's group indices one after the other.
     plain: list[Sequence[int]] | None = None
-    #: Per group of at most ``EXACT_GROUP_MAX`` values and more than one: its distinct resamples, by index.
+    plain_flat: Sequence[int] | None = None
+    #: Per group of at most ``EXACT_GROUP_MAX`` values and more than one: its distinct resamples (by index),
+    #: or every resample's indices one after the other (``flat``: not listed apart when few would recur).
     resampled: tuple[list[Sequence[int]] | None, ...] = ()
+    flat: tuple[Sequence[int] | None, ...] = ()
     #: Per larger group: a normal deviate per resample.
     deviates: tuple[list[float] | None, ...] = ()
 
 
 def _distinct(indices: list[int], n: int, population: int) -> tuple[list[Sequence[int]], list[int]]:
     """The distinct runs of ``n`` among ``indices`` (each below ``population``) in their first order, and
-    which one each run is. As bytes where they fit: a fifth of the memory of tuples of ints."""
+    which one each run is. As bytes where they fit: about half the memory of tuples of small ints."""
     key: Callable[[list[int]], Sequence[int]] = bytes if population <= 256 else tuple
     seen: dict[Sequence[int], int] = {}
     which = [seen.setdefault(key(indices[i : i + n]), len(seen)) for i in range(0, len(indices), n)]
     return list(seen), which
 
 
+def _packed(indices: list[int], population: int) -> Sequence[int]:
+    """Indices below ``population`` as bytes where they fit (a byte each, not a pointer's 8)."""
+    return bytes(indices) if population <= 256 else indices
+
+
+def _positions(n: int) -> list[int]:
+    """0 .. n - 1, what ``choices`` picks positions from: a list (a range's items are made one by one)."""
+    return list(range(n))
+
+
 def _draw(sizes: tuple[int, ...], resamples: int, rng: random.Random) -> _Draws:
     """The draws of ``hierarchical_replicates`` over groups of ``sizes``: the same calls on ``rng``, in the
-    same order, as drawing value by value (indices from ``range(n)``: ``choices`` picks by position)."""
+    same order, as drawing value by value (``choices`` picks by position, whatever the values).
+
+    Each group's distinct resamples are listed where they recur (at most as many possible resamples as
+    resamples drawn); elsewhere listing them would cost more than it saves.
+    """
     k = len(sizes)
     if k > 1 and all(n == 1 for n in sizes):
         # One value per run (build time, first epoch): a plain bootstrap over runs, in one draw.
-        replicates, which = _distinct(rng.choices(range(k), k=k * resamples), k, k)
-        return _Draws(which, [], plain=replicates)
+        picked = rng.choices(_positions(k), k=k * resamples)
+        if k**k <= resamples:
+            replicates, chosen = _distinct(picked, k, k)
+            return _Draws(array("l", chosen), (), plain=replicates)
+        return _Draws((), (), plain_flat=_packed(picked, k))
     # Outer level first: which group fills each of the k slots of every replicate.
-    picks = rng.choices(range(k), k=k * resamples) if k > 1 else [0] * resamples
+    picks = rng.choices(_positions(k), k=k * resamples) if k > 1 else [0] * resamples
     resampled: list[list[Sequence[int]] | None] = []
+    flat: list[Sequence[int] | None] = []
     deviates: list[list[float] | None] = []
     nexts = []
     offset = 0
     for i, n in enumerate(sizes):
         # Inner level in bulk: exactly as many resampled means per group as it was picked.
         count = picks.count(i)
-        distinct: list[Sequence[int]] | None = None
+        listed: list[Sequence[int]] | None = None
+        packed: Sequence[int] | None = None
         normal: list[float] | None = None
+        which: Sequence[int] = range(count)
+        width = count
         if n == 1:
             which, width = [0] * count, 1
         elif n <= EXACT_GROUP_MAX:
-            distinct, which = _distinct(rng.choices(range(n), k=n * count), n, n)
-            width = len(distinct)
+            drawn = rng.choices(_positions(n), k=n * count)
+            if n**n <= count:
+                listed, which = _distinct(drawn, n, n)
+                width = len(listed)
+            else:
+                packed = _packed(drawn, n)
         else:
             # A bootstrap mean of n > 100 values is close to normal around the group mean with
             # the standard error as spread (central limit theorem); drawing it directly keeps a
             # resample of thousands of batches at one draw instead of thousands.
             gauss = rng.gauss
             normal = [gauss(0.0, 1.0) for _ in range(count)]
-            which, width = list(range(count)), count
-        resampled.append(distinct)
+        resampled.append(listed)
+        flat.append(packed)
         deviates.append(normal)
         nexts.append(iter([offset + w for w in which]).__next__)
         offset += width
-    slots = [nexts[p]() for p in picks]
-    counts = list(map(sum, zip(*[map(sizes.__getitem__, picks)] * k, strict=True)))
-    return _Draws(slots, counts, resampled=tuple(resampled), deviates=tuple(deviates))
+    # Arrays: kept in a cache, 8 bytes an entry rather than a list's pointer and int.
+    slots = array("l", [nexts[p]() for p in picks])
+    counts = array("l", map(sum, zip(*[map(sizes.__getitem__, picks)] * k, strict=True)))
+    return _Draws(slots, counts, resampled=tuple(resampled), flat=tuple(flat), deviates=tuple(deviates))
 
 
 @lru_cache(maxsize=64)
@@ -337,21 +368,34 @@ def _pair_draws(
     return _draw(sizes_a, resamples, rng), _draw(sizes_b, resamples, rng)
 
 
+def _means(values: Sequence[float], indices: Iterable[int], n: int) -> Iterator[float]:
+    """The mean of each run of ``n`` values that ``indices`` pick: each summed left to right, as
+    ``sum(flat[i : i + n]) / n`` of the values picked."""
+    return map(
+        operator.truediv, map(sum, zip(*[map(values.__getitem__, indices)] * n, strict=True)), repeat(n)
+    )
+
+
 def _replicates(gs: Sequence[_Group], draws: _Draws) -> list[float]:
     """The replicates ``draws`` give over the groups' values: the float operations of resampling value by
     value, in the same order (each sum over the same values, left to right), in C loops."""
     k = len(gs)
+    if draws.plain_flat is not None:
+        return list(_means([g.mean for g in gs], draws.plain_flat, k))
     if draws.plain is not None:
         values = [g.mean for g in gs]
         replicates = [sum(map(values.__getitem__, r)) / k for r in draws.plain]
         return list(map(replicates.__getitem__, draws.slots))
-    # Each group's distinct resampled means, as totals: a group weighs as many values as it has.
+    # Each group's resampled means (its distinct ones, when listed), as totals: a group weighs as many
+    # values as it has.
     totals: list[float] = []
-    for g, distinct, normal in zip(gs, draws.resampled, draws.deviates, strict=True):
+    for g, listed, packed, normal in zip(gs, draws.resampled, draws.flat, draws.deviates, strict=True):
         n = len(g.values)
-        if distinct is not None:
+        if listed is not None:
             get = g.values.__getitem__
-            totals += [sum(map(get, r)) / n * n for r in distinct]
+            totals += [sum(map(get, r)) / n * n for r in listed]
+        elif packed is not None:
+            totals += map(operator.mul, _means(g.values, packed, n), repeat(n))
         elif normal is not None:
             totals += [(g.mean + g.se * z) * n for z in normal]
         else:
@@ -376,9 +420,42 @@ def hierarchical_replicates(
     gs = _groups(groups)
     if not gs:
         return []
-    sizes = tuple(len(g.values) for g in gs)
-    draws = _draw(sizes, resamples, rng) if rng is not None else _seeded_draws(sizes, resamples, seed)
-    return _replicates(gs, draws)
+    if rng is not None:
+        # A caller's generator (a sweep resamples its points in turn from one): drawn here, once.
+        return _drawn_replicates(gs, resamples, rng)
+    return _replicates(gs, _seeded_draws(tuple(len(g.values) for g in gs), resamples, seed))
+
+
+def _resampled_means(g: _Group, count: int, rng: random.Random) -> list[float]:
+    """``count`` bootstrap means of one group's values."""
+    n = len(g.values)
+    if n == 1:
+        return [g.values[0]] * count
+    if n <= EXACT_GROUP_MAX:
+        flat = rng.choices(g.values, k=n * count)
+        return [sum(flat[i : i + n]) / n for i in range(0, n * count, n)]
+    gauss = rng.gauss
+    return [g.mean + g.se * gauss(0.0, 1.0) for _ in range(count)]
+
+
+def _drawn_replicates(gs: Sequence[_Group], resamples: int, rng: random.Random) -> list[float]:
+    """``hierarchical_replicates`` drawn value by value: for draws used once, listing which values each
+    resample picks (``_draw``) would cost more than it saves."""
+    k = len(gs)
+    sizes = [len(g.values) for g in gs]
+    if k > 1 and all(n == 1 for n in sizes):
+        values = [g.mean for g in gs]
+        flat = rng.choices(values, k=k * resamples)
+        return [sum(flat[i : i + k]) / k for i in range(0, k * resamples, k)]
+    picks = rng.choices(range(k), k=k * resamples) if k > 1 else [0] * resamples
+    pools = [[m * sizes[i] for m in _resampled_means(g, picks.count(i), rng)] for i, g in enumerate(gs)]
+    nexts = [iter(pool).__next__ for pool in pools]
+    reps: list[float] = []
+    for r in range(0, k * resamples, k):
+        chosen = picks[r : r + k]
+        # Lists, not generators: the same sums in the same order, without a generator per replicate.
+        reps.append(sum([nexts[p]() for p in chosen]) / sum([sizes[p] for p in chosen]))
+    return reps
 
 
 def grouped_mean(groups: Sequence[Sequence[float]], numerator: float | None = None) -> float | None:
