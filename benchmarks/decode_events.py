@@ -11,11 +11,12 @@ benchmarks/load_session.py builds) a study-shaped session and times, on its firs
   file reader's ``raw_decode`` on text), orjson, msgspec untyped, msgspec typed (a ``Struct`` per batch
   line with ``Meta`` limits derived from ``benchtui_runners.wire``, converted to the dict the fold reads);
 - decode + validate: what each decoder needs to give exactly what today gives (the guards that send a
-  line it cannot vouch for to the stdlib path, then ``check_event``);
+  line it cannot vouch for to the stdlib path, then ``check_event``); and the load's batch lane
+  (``batch_of``: a batch line straight into the wire's Struct, every other line as the file reader);
 - ``parse_line`` as it is now in this checkout, and (``--old``: a checkout of the code before issue 35,
   e.g. a ``git worktree`` of c10ec9b) as it was, side by side in this one process;
 - the file reader (``iter_events``: GPU samples held back, only the newest parsed) of both, each in a
-  process of its own, on a file of those lines.
+  process of its own, on a file of those lines; and this checkout's as the load reads it (``batches``).
 
 Prints M lines/s of CPU time (best of ``--repeat``, and the spread: worst over best), each ratio against today's stdlib path, and the
 load average. Asserts nothing.
@@ -270,20 +271,24 @@ import sys, time
 sys.path[:0] = [sys.argv[1] + "/tui", sys.argv[1] + "/runners"]
 from pathlib import Path
 from benchtui.core.store.session import iter_events
+import inspect
+# sys.argv[4] == "1": as the load reads (batch lines as the wire's Structs), where the checkout can.
+lane = {"batches": True} if sys.argv[4] == "1" and "batches" in inspect.signature(iter_events).parameters else {}
 best, n = 1e9, 0
 for _ in range(int(sys.argv[3])):
     t = time.process_time()
-    n = sum(1 for _ in iter_events(Path(sys.argv[2]), []))
+    n = sum(len(e) if type(e) is list else 1 for e in iter_events(Path(sys.argv[2]), [], **lane))
     best = min(best, time.process_time() - t)
 print(best, n)
 """
 
 
-def file_reader(checkout: Path, folder: Path, repeat: int) -> tuple[float, int]:
+def file_reader(checkout: Path, folder: Path, repeat: int, lane: bool = False) -> tuple[float, int]:
     """Best CPU seconds of ``iter_events`` (the file reader, GPU samples included) of ``checkout``'s code on
-    ``folder``'s events.jsonl, in a process of its own (two versions of the package cannot share one)."""
+    ``folder``'s events.jsonl, in a process of its own (two versions of the package cannot share one);
+    ``lane``: as the load reads it (its batch lines as the wire's Structs)."""
     out = subprocess.run(
-        [sys.executable, "-c", _READER, str(checkout), str(folder), str(repeat)],
+        [sys.executable, "-c", _READER, str(checkout), str(folder), str(repeat), "1" if lane else "0"],
         capture_output=True,
         text=True,
         check=True,
@@ -375,6 +380,26 @@ def main() -> int:
             return n
 
         candidates.append(("decode+validate: fast_event, then the exact path", file_reader_fast))
+    if hasattr(events, "batch_of"):
+        batch_of, fast = events.batch_of, events.fast_event
+
+        def load_lane(ls: list[bytes]) -> int:
+            """What the load gets: a batch line as the wire's Struct (``batch_of``), else as the file reader."""
+            n = 0
+            for raw in ls:
+                if batch_of(raw) is not None:
+                    n += 1
+                    continue
+                try:
+                    event = fast(raw)
+                    if event is None:
+                        event = check_event(loads_strict(raw.decode("utf-8")))
+                    n += 1
+                except Malformed:
+                    pass
+            return n
+
+        candidates.append(("decode+validate: batch_of (the load's lane), then as above", load_lane))
     if args.old:
         candidates.append(("parse_line: before (--old)", parse_line_of(load_old(args.old))))
     candidates.append(("parse_line: this checkout", parse_line_of(events)))
@@ -391,12 +416,13 @@ def main() -> int:
         results[name] = (best, worst)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "events.jsonl").write_bytes(b"".join(lines))
-        for name, checkout in (
-            ("file reader: iter_events before (--old)", args.old),
-            ("file reader: iter_events now", ROOT),
+        for name, checkout, lane in (
+            ("file reader: iter_events before (--old)", args.old, False),
+            ("file reader: iter_events now", ROOT, False),
+            ("file reader: iter_events now, the load's batch lane", ROOT, True),
         ):
             if checkout is not None:
-                times = [file_reader(checkout, Path(tmp), 1)[0] for _ in range(args.repeat)]
+                times = [file_reader(checkout, Path(tmp), 1, lane)[0] for _ in range(args.repeat)]
                 results[name] = (min(times), max(times))
     base = {
         "read": results["read: event_lines (bytes)"][0],
