@@ -399,7 +399,7 @@ def main() -> int:
                     pass
             return n
 
-        candidates.append(("decode+validate: batch_of (the load's lane), then as above", load_lane))
+        candidates.append(("decode+validate: batch_of, else fast_event (load)", load_lane))
     if args.old:
         candidates.append(("parse_line: before (--old)", parse_line_of(load_old(args.old))))
     candidates.append(("parse_line: this checkout", parse_line_of(events)))
