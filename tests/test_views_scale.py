@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from benchtui.cli import main
 from benchtui.core.reporting import light
 from benchtui.core.reporting.model import build_report
 from benchtui.core.store import session as store
-from benchtui.core.store.session import load_session
+from benchtui.core.store.session import LoadedSession, load_session
 from sessionfactory import make_session
 
 DATA = Path(__file__).parent / "data"
@@ -182,7 +183,7 @@ def test_the_light_load_holds_the_batch_lines_back_and_the_report_needs_none(
     held = [r for r in loaded.model.runs.values() if r.__dict__.get("_held_batches")]
     assert held, "no batch line was held back"
     whole = load_session(shapes[name])
-    assert loaded.warnings == whole.warnings
+    assert _folded(loaded) == _folded(whole)
     for run_id, run in loaded.model.runs.items():
         full_run = whole.model.runs[run_id]
         assert (run.status, run.reason, run.epoch_times, run.phases, run.other_cpu, run.per_gpu()) == (
@@ -198,6 +199,21 @@ def test_the_light_load_holds_the_batch_lines_back_and_the_report_needs_none(
         build_report(loaded, telemetry=False, batches=True)
     rid = held[0].spec.run_id
     assert light.full(loaded).model.runs[rid].batch_seconds == whole.model.runs[rid].batch_seconds
+
+
+def _folded(loaded: LoadedSession) -> dict[str, Any]:
+    """What a load folded, less what a light load leaves out: each run's every field but its batch fields (a
+    node's share whole), the model's samples, choices and probes; the warnings."""
+    runs = {
+        run_id: {k: v for k, v in vars(run).items() if k not in light.BATCH_FIELDS and not k.startswith("_")}
+        for run_id, run in loaded.model.runs.items()
+    }
+    model = {
+        k: v
+        for k, v in vars(loaded.model).items()
+        if k not in ("runs", "events", "malformed", "unknown_runs", "_handlers")
+    }
+    return {"runs": runs, "model": model, "warnings": loaded.warnings, "meta": loaded.meta}
 
 
 def _copy(path: Path, tmp: Path) -> Path:
@@ -258,3 +274,46 @@ def test_a_run_that_ended_before_its_held_batches_goes_to_the_full_load(
     monkeypatch.setattr(light, "ENABLED", False)
     main(["show", str(path)])
     assert capsys.readouterr() == lit
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        b',"type":"error","kind":"exception","message":"a second type"}',
+        b',"ty\\u0070e":"error","kind":"exception","message":"an escaped type"}',
+        b',"node":1}',
+        b',"run":"{first}"}',  # a run that has ended: a batch sets it running, then the load says interrupted
+        b',"message":"a \\"type\\":\\"error\\" in a string"}',
+    ],
+)
+def test_a_line_that_only_begins_as_a_batch_is_folded_as_the_load_folds_it(
+    extra: bytes,
+    shapes: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch line's beginning with another type, run or node key after it, or an escape: never held back
+    (whatever the decoder makes of it, the light load's outputs are the full load's)."""
+    path = _copy(shapes["study"], tmp_path / "odd")
+    events = path / "events.jsonl"
+    lines = events.read_bytes().splitlines(keepends=True)
+    starts = [json.loads(line)["run"] for line in lines if b'"type":"run_start"' in line]
+    head = b'{"run":"' + starts[-1].encode() + b'","v":1,"type":"batch"'
+    at = next(i for i, line in enumerate(lines) if line.startswith(head))  # the last run's first step
+    extra = extra.replace(b"{first}", starts[0].encode())
+    lines.insert(at + 1, lines[at].rstrip(b"}\n") + extra + b"\n")
+    events.write_bytes(b"".join(lines))
+    store.SessionFolder(path).summary_cache_path.unlink()
+    _cache(path)
+    loaded = light.light_load(path)
+    assert loaded is None or _folded(loaded) == _folded(load_session(path))
+    outputs = []
+    for enabled in (True, False):
+        monkeypatch.setattr(light, "ENABLED", enabled)
+        capsys.readouterr()
+        main(["show", str(path)])
+        main(["compare", str(path), str(shapes["study"])])
+        main(["export", str(path), "--format", "md"])
+        outputs.append(capsys.readouterr())
+    assert outputs[0] == outputs[1]

@@ -72,7 +72,7 @@ def light_load(path: str | os.PathLike[str]) -> LoadedSession | None:
     that changed while it was read. Never raises for a bad session: the full load says what is wrong."""
     if not ENABLED:
         return None
-    with contextlib.suppress(SessionError, NeedsBatches, OSError, RecursionError):
+    with contextlib.suppress(SessionError, NeedsBatches, _Unusual, OSError, RecursionError):
         return _light_load(SessionFolder.open(path))
     return None
 
@@ -120,82 +120,92 @@ def full(loaded: LoadedSession) -> LoadedSession:
     return store.load_session(loaded.path) if is_light(loaded) else loaded
 
 
+class _Unusual(Exception):
+    """What the light load leaves to the full load: a line over ``LONG_LINE_BYTES`` (the load's rules for
+    long lines are its own), a read error."""
+
+
+#: How much of events.jsonl is read at a time (its whole lines are taken; the rest waits for the next read).
+BLOCK_BYTES = 4 << 20
+
+
 def _events(
     folder: SessionFolder, model: SessionModel, tail: store.GpuTail, check: store.EventCheck
 ) -> Iterator[dict[str, Any]]:
     """``store.iter_events``' events, in its order and with its refusals (its warnings are the cache's), less
-    the batch lines it holds back. The same loop as its, line for line, with that one test where it holds back
-    GPU samples: after every length check, so the same lines are read, counted and refused.
+    the batch lines it holds back; ``_Unusual`` where a line is as long as ``LONG_LINE_BYTES`` or the file
+    cannot be read. Without such lines iter_events' loop is: a line cut off at the end is skipped, a GPU
+    sample goes to ``tail``, every other line is decoded; this is that loop, with one test before decoding.
 
     A line is held back when it is a batch line as the engine writes it (``{"run":"ID","v":1,"type":"batch",``)
     of a run of the plan that is running, with no other ``type``, ``run`` or ``node`` key and no escape after:
     whatever a decoder makes of it is that run's batch, or a refusal, and neither changes anything but the
     run's batch fields (its status stays running). The run is marked: its batch fields are guarded from then.
+    The file is read a block at a time, so that a block without a backslash or a ``"node"`` anywhere spares
+    its lines those two tests, and the last run's beginning is tried first: a million lines, a few tests each.
     """
     fh = store.open_session_file(folder.events_path)
     if fh is None:
         return
-    decode = store._DECODER.raw_decode
     ids = {run_id.encode(): run for run_id, run in model.runs.items() if _plain(run_id)}
-    start, after, skip, running, find = (
-        len(RUN_PREFIX),
-        BATCH_AFTER_ID,
-        len(BATCH_AFTER_ID),
-        RunStatus.RUNNING,
-        bytes.find,
-    )
+    longest, gpu, running = store.LONG_LINE_BYTES, store.GPU_LINE_PREFIX, RunStatus.RUNNING
+    # The last held line's beginning (at first, one no line has: they hold no newline), its length, its run.
+    head, rest = b"\n", 0
+    run: RunState | None = None
     with fh:
-        try:
-            for check.lines, raw in enumerate(store.event_lines(fh), 1):
-                if not raw.endswith(b"\n"):
-                    if len(raw) <= store.MAX_EVENT_LINE_BYTES:
-                        check.lines -= 1
-                        break
-                    if store._skip_rest(fh):
-                        check.skip("too long")
+        carry = b""
+        while True:
+            try:
+                block = fh.read(BLOCK_BYTES)
+            except OSError as exc:
+                raise _Unusual("a read error") from exc
+            if carry:
+                block = carry + block
+            cut = block.rfind(b"\n") + 1
+            carry = block[cut:]
+            if len(carry) >= longest:
+                raise _Unusual("a long line")
+            if cut == 0:  # the end, and maybe a last line cut off mid-write (skipped, as the load does)
+                break
+            odd = b"\\" in block or b'"node"' in block
+            lines = block[:cut].split(b"\n")
+            lines.pop()  # after the last newline: nothing
+            for raw in lines:
+                check.lines += 1
+                if len(raw) >= longest:
+                    raise _Unusual("a long line")
+                if raw.startswith(head):
+                    if (
+                        run is not None
+                        and run.status is running
+                        and raw.find(b'"type"', rest) < 0
+                        and raw.find(b'"run"', rest) < 0
+                        and (not odd or (raw.find(b"\\", rest) < 0 and raw.find(b'"node"', rest) < 0))
+                    ):
                         continue
-                    check.lines -= 1
-                    break
-                if len(raw) > store.LONG_LINE_BYTES:
-                    if raw.startswith(store.GPU_LINE_PREFIX) and len(raw) > store.MAX_GPU_LINE_BYTES:
-                        check.skip("a long GPU sample")
-                        continue
-                    check.long_bytes += len(raw)
-                    if check.long_bytes > store.LONG_LINES_BUDGET:
-                        check.skip("long lines")
-                        continue
-                if raw.startswith(store.GPU_LINE_PREFIX):
-                    tail.lines.append((check.lines, raw))
+                elif raw.startswith(gpu):
+                    tail.lines.append((check.lines, raw + b"\n"))
                     tail.count += 1
                     continue
-                if raw.startswith(RUN_PREFIX):  # ``_held``, inline: this runs for every batch line
-                    end = raw.find(b'"', start)
-                    if raw.startswith(after, end):
-                        run = ids.get(raw[start:end])
-                        if run is not None and run.status is running:
-                            rest = end + skip
-                            if (
-                                find(raw, b"\\", rest) < 0
-                                and find(raw, b'"type"', rest) < 0
-                                and find(raw, b'"run"', rest) < 0
-                                and find(raw, b'"node"', rest) < 0
-                            ):
-                                run.__dict__["_held_batches"] = True
-                                continue
-                try:
-                    event = fast_event(raw)
-                except Malformed as exc:
-                    check.skip(str(exc))
-                    continue
-                if event is None:
-                    event = store._event_of(raw, decode, check)
-                    if event is None:
-                        continue
-                if event["type"] == "session_end":
-                    check.end = event
-                yield event
-        except OSError:  # a disk's read error: what was read stands (the load said so)
-            pass
+                elif raw.startswith(RUN_PREFIX):
+                    end = raw.find(b'"', len(RUN_PREFIX))
+                    owner = (
+                        ids.get(raw[len(RUN_PREFIX) : end]) if raw.startswith(BATCH_AFTER_ID, end) else None
+                    )
+                    if owner is not None:
+                        head, rest, run = raw[: end + len(BATCH_AFTER_ID)], end + len(BATCH_AFTER_ID), owner
+                        if (
+                            owner.status is running
+                            and raw.find(b'"type"', rest) < 0
+                            and raw.find(b'"run"', rest) < 0
+                            and (not odd or (raw.find(b"\\", rest) < 0 and raw.find(b'"node"', rest) < 0))
+                        ):
+                            owner.__dict__["_held_batches"] = True
+                            continue
+                event = _decoded(raw + b"\n", check)
+                if event is not None:
+                    yield event
+    decode = store._DECODER.raw_decode
     for line, raw in tail.lines:
         try:
             event = fast_event(raw)
@@ -206,6 +216,22 @@ def _events(
             event = store._event_of(raw, decode, check, line)
         if event is not None:
             yield event
+
+
+def _decoded(raw: bytes, check: store.EventCheck) -> dict[str, Any] | None:
+    """One line's event as iter_events decodes and checks it; None where it is refused (counted in ``check``)."""
+    try:
+        event = fast_event(raw)
+    except Malformed as exc:
+        check.skip(str(exc))
+        return None
+    if event is None:
+        event = store._event_of(raw, store._DECODER.raw_decode, check)
+        if event is None:
+            return None
+    if event["type"] == "session_end":
+        check.end = event
+    return event
 
 
 def _plain(run_id: str) -> bool:
