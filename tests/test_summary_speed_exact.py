@@ -140,7 +140,7 @@ SHAPES = [
     (1, 0, 7),
     (3, EXACT_GROUP_MAX, EXACT_GROUP_MAX + 1, 1),
     (600, 450),
-    (1,) * 300,  # more than 256 groups of one: the distinct replicates as tuples, not bytes
+    (1,) * 300,  # more than 256 groups of one: their indices as a list, not bytes
     (2,) * 40,
 ]
 

@@ -277,12 +277,11 @@ class _Draws:
     deviates: tuple[list[float] | None, ...] = ()
 
 
-def _distinct(indices: list[int], n: int, population: int) -> tuple[list[Sequence[int]], list[int]]:
-    """The distinct runs of ``n`` among ``indices`` (each below ``population``) in their first order, and
-    which one each run is. As bytes where they fit: about half the memory of tuples of small ints."""
-    key: Callable[[list[int]], Sequence[int]] = bytes if population <= 256 else tuple
+def _distinct(indices: list[int], n: int) -> tuple[list[Sequence[int]], list[int]]:
+    """The distinct runs of ``n`` among ``indices`` in their first order, and which one each run is. As
+    bytes: only resamples of a few values are listed (``n ** n`` at most the resamples), each below n."""
     seen: dict[Sequence[int], int] = {}
-    which = [seen.setdefault(key(indices[i : i + n]), len(seen)) for i in range(0, len(indices), n)]
+    which = [seen.setdefault(bytes(indices[i : i + n]), len(seen)) for i in range(0, len(indices), n)]
     return list(seen), which
 
 
@@ -308,7 +307,7 @@ def _draw(sizes: tuple[int, ...], resamples: int, rng: random.Random) -> _Draws:
         # One value per run (build time, first epoch): a plain bootstrap over runs, in one draw.
         picked = rng.choices(_positions(k), k=k * resamples)
         if k**k <= resamples:
-            replicates, chosen = _distinct(picked, k, k)
+            replicates, chosen = _distinct(picked, k)
             return _Draws(array("l", chosen), (), plain=replicates)
         return _Draws((), (), plain_flat=_packed(picked, k))
     # Outer level first: which group fills each of the k slots of every replicate.
@@ -331,7 +330,7 @@ def _draw(sizes: tuple[int, ...], resamples: int, rng: random.Random) -> _Draws:
         elif n <= EXACT_GROUP_MAX:
             drawn = rng.choices(_positions(n), k=n * count)
             if n**n <= count:
-                listed, which = _distinct(drawn, n, n)
+                listed, which = _distinct(drawn, n)
                 width = len(listed)
             else:
                 packed = _packed(drawn, n)
