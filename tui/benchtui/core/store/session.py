@@ -1039,9 +1039,9 @@ def iter_events(
 ) -> Iterator[dict[str, Any] | list[Any]]:
     """Events of ``events.jsonl``, each checked as a runner's line is (``check_event``).
 
-    ``batches``: batch lines that ``batch_of`` vouches for come as the wire's Structs (``BATCH``), not
-    dicts: a list of those in a row (at most ``BATCH_RUN``), yielded before the next event; for the load,
-    which folds them from their fields (``SessionModel.fold_batches``).
+    ``batches``: batch lines that ``batch_of`` vouches for come as its Structs (the wire's batch event's
+    fields), not dicts: a list of those in a row (at most ``BATCH_RUN``), yielded before the next event;
+    for the load, which folds them from their fields (``SessionModel.fold_batches``).
 
     A half-written last line, a line that is not JSON and an event whose fields are out of
     type or range are skipped, counted and said in one warning. With ``gpu_tail``, GPU samples
