@@ -149,9 +149,9 @@ def _events(
         return
     ids = {run_id.encode(): run for run_id, run in model.runs.items() if _plain(run_id)}
     longest, gpu, running = store.LONG_LINE_BYTES, store.GPU_LINE_PREFIX, RunStatus.RUNNING
-    # The last held line's beginning (at first, one no line has: they hold no newline), its length, its run.
-    head, rest = b"\n", 0
-    run: RunState | None = None
+    # The last held line's beginning (at first, one no line has: they hold no newline), its length, its run, and
+    # whether that run is running: a status changes only where a line is folded (after a yield), never here.
+    head, rest, run, live = b"\n", 0, None, False
     with fh:
         carry = b""
         while True:
@@ -170,21 +170,20 @@ def _events(
             odd = b"\\" in block or b'"node"' in block
             lines = block[:cut].split(b"\n")
             lines.pop()  # after the last newline: nothing
-            for raw in lines:
-                check.lines += 1
+            first = check.lines
+            for number, raw in enumerate(lines, first + 1):
                 if len(raw) >= longest:
                     raise _Unusual("a long line")
                 if raw.startswith(head):
                     if (
-                        run is not None
-                        and run.status is running
+                        live
                         and raw.find(b'"type"', rest) < 0
                         and raw.find(b'"run"', rest) < 0
                         and (not odd or (raw.find(b"\\", rest) < 0 and raw.find(b'"node"', rest) < 0))
                     ):
                         continue
                 elif raw.startswith(gpu):
-                    tail.lines.append((check.lines, raw + b"\n"))
+                    tail.lines.append((number, raw + b"\n"))
                     tail.count += 1
                     continue
                 elif raw.startswith(RUN_PREFIX):
@@ -194,17 +193,21 @@ def _events(
                     )
                     if owner is not None:
                         head, rest, run = raw[: end + len(BATCH_AFTER_ID)], end + len(BATCH_AFTER_ID), owner
+                        live = owner.status is running
                         if (
-                            owner.status is running
+                            live
                             and raw.find(b'"type"', rest) < 0
                             and raw.find(b'"run"', rest) < 0
                             and (not odd or (raw.find(b"\\", rest) < 0 and raw.find(b'"node"', rest) < 0))
                         ):
                             owner.__dict__["_held_batches"] = True
                             continue
+                check.lines = number
                 event = _decoded(raw + b"\n", check)
                 if event is not None:
-                    yield event
+                    yield event  # folded before the next line is read: its run's status may change
+                    live = run is not None and run.status is running
+            check.lines = first + len(lines)
     decode = store._DECODER.raw_decode
     for line, raw in tail.lines:
         try:
