@@ -720,17 +720,20 @@ def generation_line(row: dict[str, Any]) -> str:
         f"{ms(g.get('first_token_s'))} (p99 {ms(g.get('first_token_p99_s'))}); a later token "
         f"{ms(g.get('token_s'))} (p99 {ms(g.get('token_p99_s'))}, {'per token' if g.get('per_token') else 'per step'}); "
         f"compile {num(g.get('compile_s'), '.1f')} s; cache {cache_text} per token; "
-        f"{counted(g.get('tokens'), 'tokens')} and {counted(g.get('decode_steps'), 'decode steps')} per call"
+        f"{counted(g.get('tokens'), g.get('decode_steps'))}"
     )
 
 
-def counted(value: Any, what: str) -> str:
-    """``128 tokens counted``, or why there is no count (a runner counts decode steps only where it can
-    see them: keras-hub's loop runs inside one compiled call under --timing window)."""
-    return (
-        f"{value} {what} counted"
-        if isinstance(value, int)
-        else f"{what} not counted (--timing step counts them)"
+def counted(tokens: Any, steps: Any) -> str:
+    """What a runner counted per generate call: both, or which it did not count (a runner counts decode
+    steps only where it can see them: keras-hub's loop runs inside one compiled call under --timing window)."""
+    counts = [
+        f"{n} {what}" for n, what in ((tokens, "tokens"), (steps, "decode steps")) if isinstance(n, int)
+    ]
+    missing = [what for n, what in ((tokens, "tokens"), (steps, "decode steps")) if not isinstance(n, int)]
+    said = f"{' and '.join(counts)} counted per call" if counts else "nothing counted per call"
+    return said + (
+        f"; {' and '.join(missing)} not counted (--timing step counts them)" if counts and missing else ""
     )
 
 

@@ -302,8 +302,8 @@ def test_the_report_of_a_real_gpu_generate_step_says_what_was_not_counted_and_ea
     result = json.loads((ROOT / "docs" / "gpu-acceptance" / "2026-11-26-h200-generate.json").read_text())
     text = gpu_acceptance.markdown(result)
     assert "None" not in text
-    assert "128 tokens counted and 128 decode steps counted per call" in text  # PyTorch counts both
-    assert "128 tokens counted and decode steps not counted (--timing step counts them) per call" in text
+    assert "128 tokens and 128 decode steps counted per call" in text  # PyTorch counts both
+    assert "128 tokens counted per call; decode steps not counted (--timing step counts them)" in text
     parity = "the frameworks do not generate the same way: prefill differs"
     assert text.count(f"- torch, keras-jax: GPT-2 small: {parity}") == 2  # once in each generate step
     assert text.count(parity) == 2
