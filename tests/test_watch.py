@@ -270,7 +270,7 @@ def test_a_command_without_hooks_records_its_telemetry_its_output_and_says_there
         "import os, time, benchtui_runners.hooks as hooks;"
         "print('cwd', os.getcwd()); print('path', os.environ['PYTHONPATH']);"
         "print('backend', os.environ.get('KERAS_BACKEND')); print('safe', 'PYTHONSAFEPATH' in os.environ);"
-        "print('hooks', hooks.active(), flush=True); time.sleep(1.2)"
+        "print('hooks', hooks.active(), flush=True); time.sleep(2.0)"
     )
     env = {"PYTHONPATH": "/users/own/path", "KERAS_BACKEND": "jax"}
     result = watch(sessions_root, sys.executable, "-c", code, cwd=tmp_path, env=env)
