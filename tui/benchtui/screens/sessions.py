@@ -443,11 +443,17 @@ class CompareScreen(Screen):
 def summary_view(path: Path, width: int) -> Group:
     """The session's study table, its framework ratios and its warnings, as Rich renderables."""
     from benchtui.core.reporting import terminal
+    from benchtui.core.reporting.light import NeedsBatches, full, light_load
     from benchtui.core.reporting.model import build_report
     from benchtui.core.store.session import load_session
 
-    loaded = load_session(path)
-    # Its summary.json's cache, or computed and cached there (a finished session's, where the folder is
-    # writable): the next look at a long session skips the bootstrap's seconds (issue 35).
+    # Where its summary cache holds, without its batch lines (a million in a long session: as ``show`` reads
+    # it); else the full load, whose summary is computed and cached in the folder (where it is writable), so
+    # the next look at a long session is the light one (issue 35).
+    loaded = light_load(path) or load_session(path)
     summary = loaded.summary()
-    return terminal.summary_view(build_report(loaded, summary, telemetry=False), width)
+    try:
+        report = build_report(loaded, summary, telemetry=False, batches=False)
+    except NeedsBatches:  # a light load's run met where its batches were needed: the full load's work
+        report = build_report(full(loaded), summary, telemetry=False, batches=False)
+    return terminal.summary_view(report, width)
