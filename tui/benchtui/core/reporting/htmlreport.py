@@ -52,6 +52,7 @@ from benchtui.core.reporting.plots import (
     shade,
     stacked_bars,
 )
+from benchtui.core.store.session import no_gc_passes
 from benchtui.core.wire.events import PROFILE_CATEGORIES
 
 #: Points per plotted line: enough for a 960 px chart, small enough for a 2 MB report.
@@ -1022,4 +1023,6 @@ def render(report: Report) -> str:
 
 
 def write(report: Report, fh: IO[str]) -> None:
-    fh.write(render(report))
+    with no_gc_passes():  # the plots' points of every GPU sample: the report holds them all (see there)
+        text = render(report)
+    fh.write(text)
