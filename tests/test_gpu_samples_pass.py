@@ -4,6 +4,7 @@ events), and leave it as they found it, whatever happens inside."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import json
@@ -84,3 +85,147 @@ def test_the_html_is_drawn_with_it_paused(monkeypatch) -> None:
     out = io.StringIO()
     htmlreport.write(None, out)  # type: ignore[arg-type]
     assert out.getvalue() == "<html></html>\n" and during == [False] and gc.isenabled()
+
+
+# -- the block scan: the samples the line-by-line pass found, on any file ----------------------------------
+def _old_gpu_samples(folder: store.SessionFolder) -> list[dict]:
+    """``gpu_samples`` as it was before the block scan (every line read and tested), verbatim."""
+    out: list[dict] = []
+    try:
+        fh = store.open_session_file(folder.events_path)
+    except store.SessionError:
+        return out
+    if fh is None:
+        return out
+    skipped = store.EventCheck()
+    with fh, contextlib.suppress(OSError):
+        for raw in store.event_lines(fh):
+            if not raw.endswith(b"\n"):
+                if len(raw) > store.MAX_EVENT_LINE_BYTES and store._skip_rest(fh):
+                    continue
+                break
+            if b'"gpu"' not in raw or len(raw) > store.MAX_GPU_LINE_BYTES:
+                continue
+            try:
+                event = store.fast_event(raw)
+            except store.Malformed:
+                continue
+            if event is None:
+                event = store._event_of(raw, store._DECODER.raw_decode, skipped)
+            if event is not None and event["type"] == "gpu" and isinstance(event.get("t"), (int, float)):
+                out.append(store.prune_gpu_sample(event))
+    return out
+
+
+def _gpu(t: float, **extra) -> bytes:
+    event = {"type": "gpu", "t": t, "run": None, "gpus": [{"index": 0, "util": 3, "throttle": ["x"]}]}
+    return json.dumps({**event, **extra}).encode() + b"\n"
+
+
+def _hostile_lines() -> list[bytes]:
+    """Sample lines and lines that only look like one: each kind of refusal, and '"gpu"' where it is no sample."""
+    good = _gpu(1.0)
+    return [
+        good,
+        b'{"type":"batch","run":"gpu","v":1,"epoch":0,"step":1,"seconds":0.1,"samples":8,"steps":1,"t":2.0}\n',
+        b'{"type":"log","t":2.5,"run":null,"text":"\\"gpu\\" said hello"}\n',
+        b'{"t":3.0,"type":"gpu","run":null,"gpus":[]}\n',  # the tag not first: a sample all the same
+        b'{"type":"gpu","t":4.0,"t":5.0,"run":null}\n',  # a key twice
+        b'{"type":"gpu","t":"6","run":null}\n',  # t not a number
+        b'{"type":"gpu","run":null}\n',  # no t
+        b'{"type":"gpu","t":7.0,"run":null,"gpus":' + b"[" * 200 + b"]" * 200 + b"}\n",  # nested deep
+        b'{"type":"gpu","t":8.0,"run":null,"extra":1e400}\n',  # a huge value
+        b'{"type":"gpu","t":9.0,"run":null,"extra":"\xff"}\n',  # bad UTF-8
+        b'{"type":"gpu","t":10.0,"run":null,"extra":"\\ud800"}\n',  # a lone surrogate
+        b'{"type":"gpu","t":11.0}{"type":"gpu"}\n',  # two objects
+        b'{"type":"gpu","t":12.0,"run":null,"gpus":[{"index":0,"util":3,"util":4}]}\n',  # nested key twice
+        b'not json at all "gpu"\n',
+        b"\n",
+        b'{"type":"gpu","t":13.0,"run":null}\r\n',  # CRLF
+        _gpu(14.0, host={"cpu_percent": 5.0, "rss": 1, "other": 2}, devices=[0, 1], node=1),
+        b'{"type":"gpu","t":15.0,"run":null,"pad":"' + b"p" * (store.MAX_GPU_LINE_BYTES - 50) + b'"}\n',
+        b'{"type":"gpu","t":16.0,"run":null,"pad":"' + b"p" * (store.MAX_GPU_LINE_BYTES + 10) + b'"}\n',
+        _gpu(17.0, watched=2),
+    ]
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> store.SessionFolder:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "events.jsonl").write_bytes(data)
+    return store.SessionFolder(folder)
+
+
+def _same(folder: store.SessionFolder) -> list[dict]:
+    new, old = folder.gpu_samples(), _old_gpu_samples(folder)
+    assert json.dumps(new) == json.dumps(old)  # key order and types too
+    assert [[type(v) for v in s.values()] for s in new] == [[type(v) for v in s.values()] for s in old]
+    return new
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 200, 4096, 1 << 22])
+def test_hostile_lines_give_the_samples_they_gave(tmp_path: Path, monkeypatch, block: int) -> None:
+    monkeypatch.setattr(store, "GPU_SCAN_BYTES", block)
+    data = b"".join(_hostile_lines())
+    samples = _same(_write(tmp_path, "a", data))
+    assert {s["t"] for s in samples} >= {1.0, 3.0, 14.0, 15.0, 17.0} and 16.0 not in {s["t"] for s in samples}
+    for cut in (len(data) - 1, len(data) - 5, len(data) // 2, 10):  # the last line cut off mid-write
+        _same(_write(tmp_path, f"cut{cut}", data[:cut]))
+
+
+@pytest.mark.parametrize("block", [64, 1000, 1 << 22])
+def test_overlong_lines_are_passed_over_or_end_the_reading_as_before(
+    tmp_path: Path, monkeypatch, block: int
+) -> None:
+    monkeypatch.setattr(store, "GPU_SCAN_BYTES", block)
+    monkeypatch.setattr(store, "MAX_EVENT_LINE_BYTES", 300)
+    monkeypatch.setattr(store, "MAX_SKIP_BYTES", 2000)
+    long = b'{"type":"gpu","t":20.0,"run":null,"pad":"' + b"q" * 500 + b'"}\n'
+    endless = b'{"type":"gpu","t":21.0,"pad":"' + b"z" * 5000 + b'"}\n'  # no newline within the skip
+    for i, data in enumerate(
+        [
+            _gpu(1.0) + long + _gpu(2.0),
+            long + _gpu(3.0) + long,
+            _gpu(4.0) + endless + _gpu(5.0),
+            _gpu(6.0) + b"x" * 2299 + b"\n" + _gpu(7.0),  # the newline where the skip just ends
+            _gpu(6.0) + b"x" * 2300 + b"\n" + _gpu(7.0),
+            _gpu(6.0) + b"x" * 2301 + b"\n" + _gpu(7.0),
+            _gpu(8.0) + b"\0" * 9000,  # a hole of zeros at the end
+        ]
+    ):
+        _same(_write(tmp_path, f"l{i}", data))
+
+
+def test_a_read_error_keeps_what_was_read_before_it(tmp_path: Path, monkeypatch) -> None:
+    data = b"".join(_gpu(float(i)) + b'{"type":"log","t":0,"run":null,"text":"x"}\n' for i in range(300))
+    folder = _write(tmp_path, "e", data)
+    real = store.open_session_file
+
+    class Failing(io.BufferedReader):
+        def read(self, n=-1):  # type: ignore[override]
+            if self.tell() + (n if n and n > 0 else 0) > 9000:
+                raise OSError(5, "Input/output error")
+            return super().read(n)
+
+        def readline(self, n=-1):  # type: ignore[override]
+            if self.tell() > 9000:
+                raise OSError(5, "Input/output error")
+            return super().readline(n)
+
+    def failing(path):
+        real(path).close()  # what it refuses, it still refuses
+        return Failing(io.FileIO(path))
+
+    monkeypatch.setattr(store, "open_session_file", failing)
+    for block in (64, 4096, 1 << 22):
+        monkeypatch.setattr(store, "GPU_SCAN_BYTES", block)
+        samples = _same(folder)
+        assert 0 < len(samples) < 300
+
+
+def test_the_big_session_gives_the_samples_it_gave() -> None:
+    big = Path("/tmp/big1m/20260102T030405Z_bench-1m")
+    if not big.is_dir():
+        pytest.skip("no 1M-event session here (benchmarks/load_session.py --dir /tmp/big1m)")
+    folder = store.SessionFolder(big)
+    assert _same(folder)

@@ -427,21 +427,16 @@ class SessionFolder:
             return out
         skipped = EventCheck()  # counted by loading already
         with fh, contextlib.suppress(OSError), no_gc_passes():
-            for raw in event_lines(fh):
+            fh.seek(_samples_of_blocks(fh, out, skipped))
+            for raw in event_lines(fh):  # what the blocks left: from a line they could not hold whole
                 if not raw.endswith(b"\n"):  # cut off mid-write, or longer than a writer writes
                     if len(raw) > MAX_EVENT_LINE_BYTES and _skip_rest(fh):
                         continue
                     break  # loading said so
                 if b'"gpu"' not in raw or len(raw) > MAX_GPU_LINE_BYTES:  # a longer one: loading counted it
                     continue
-                try:
-                    event = fast_event(raw)
-                except Malformed:
-                    continue
-                if event is None:
-                    event = _event_of(raw, _DECODER.raw_decode, skipped)
-                if event is not None and event["type"] == "gpu" and isinstance(event.get("t"), (int, float)):
-                    out.append(prune_gpu_sample(event))  # the sampler's fields: a plot's worth, not a file's
+                if (sample := _gpu_sample(raw, skipped)) is not None:
+                    out.append(sample)
         return out
 
     # -- the summary cache ----------------------------------------------------------------------
@@ -923,6 +918,58 @@ def no_gc_passes() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+#: How much of events.jsonl ``gpu_samples`` searches at a time for sample lines.
+GPU_SCAN_BYTES = 4 << 20
+
+
+def _samples_of_blocks(fh: BinaryIO, out: list[dict[str, Any]], skipped: EventCheck) -> int:
+    """The samples of ``fh``'s whole lines, read a block at a time and appended to ``out``; the offset of
+    the first line left to ``gpu_samples``' line-by-line reading (the file's end when none is).
+
+    Nine lines in ten of a run are batches: the lines that hold '"gpu"' are found by searching the
+    block, not by splitting it into lines and testing each. A line whose newline is in a block is the
+    line ``event_lines`` reads there: one over ``MAX_EVENT_LINE_BYTES`` is read past the same way (no
+    block is longer than that and ``MAX_SKIP_BYTES``: its newline is within the skip), and a line over
+    ``MAX_GPU_LINE_BYTES`` (or read past) is passed over by both. What a block does not end (a line cut off at the file's end, one with no newline within a
+    block) and a failed read are left to the line-by-line reading, which does what it always did there.
+    """
+    offset, rest = 0, b""
+    while True:
+        try:
+            data = fh.read(GPU_SCAN_BYTES)
+        except OSError:
+            return offset
+        block = rest + data
+        end = block.rfind(b"\n") + 1  # the block's whole lines
+        if not end or len(block) > MAX_EVENT_LINE_BYTES + 1 + MAX_SKIP_BYTES:
+            return offset
+        start = 0  # always a line's first byte
+        while (at := block.find(b'"gpu"', start, end)) >= 0:
+            first = block.rfind(b"\n", start, at) + 1 or start
+            last = block.index(b"\n", at) + 1
+            if (
+                last - first <= min(MAX_GPU_LINE_BYTES, MAX_EVENT_LINE_BYTES + 1)
+                and (sample := _gpu_sample(block[first:last], skipped)) is not None
+            ):
+                out.append(sample)
+            start = last
+        offset += end
+        rest = block[end:]
+
+
+def _gpu_sample(raw: bytes, skipped: EventCheck) -> dict[str, Any] | None:
+    """The sample of a line that holds '"gpu"', pruned (``prune_gpu_sample``); None when it is none."""
+    try:
+        event = fast_event(raw)
+    except Malformed:
+        return None
+    if event is None:
+        event = _event_of(raw, _DECODER.raw_decode, skipped)
+    if event is not None and event["type"] == "gpu" and isinstance(event.get("t"), (int, float)):
+        return prune_gpu_sample(event)  # the sampler's fields: a plot's worth, not a file's
+    return None
 
 
 #: How the engine starts a GPU sample's line (json.dumps of {"type": "gpu", ...}).
