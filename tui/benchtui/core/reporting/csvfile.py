@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
+
+import msgspec
 
 from benchtui.core import fmt
 from benchtui.core.model.analysis import framework_label, model_label
 from benchtui.core.model.cell import CELL_FIELDS, HEADLINE, CellSummary, SessionSummary
 from benchtui.core.plan.sweep import Point
 from benchtui.core.reporting.model import Report, ratio_mark
-from benchtui.core.store.session import GpuTail, LoadedSession
+from benchtui.core.store.session import GpuTail, LoadedSession, iter_events
+from benchtui.core.wire.events import RUNNERS_BATCH
 
 STAT_FIELDS = (
     "n",
@@ -292,6 +296,10 @@ def axis_columns(points: Iterable[Point]) -> list[str]:
 
 #: What a spreadsheet reads as a formula at the start of a cell (OWASP's list; full-width forms too).
 FORMULA_START = tuple("=+-@\t\r＝＋－＠")
+#: msgspec's JSON writer: the numbers of many batch rows in one call (``_batch_text``).
+_ENCODE = msgspec.json.encode
+#: The lane's Struct of a runner's batch line, every field given (typed Any: its fields are read by name).
+_RUNNERS: Any = RUNNERS_BATCH
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
@@ -347,6 +355,10 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
     so ``loaded`` need have folded nothing (``commands.report``'s per-batch export folds nothing): one pass,
     in constant memory whatever the session's length (issue 35). GPU samples are held back unparsed (no row
     comes of them); what the pass skipped is said in ``loaded.warnings``.
+
+    The batch lines the wire's lane takes (``iter_events(..., batches=True)``) come as Structs, a list at a
+    time, and their rows are made as text and written a list at a time (``_batch_text``); any other batch
+    line comes as a dict and is written by ``csv.writer``, as every row was before. Both give the same bytes.
     """
     axes = axis_columns(loaded.plan.points())  # a sweep: the run's point, a column per axis
     # A run's own cells, made once per run rather than once per row.
@@ -362,10 +374,24 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
     tails = {rid: [csv_value(run.spec.point.get(a)) for a in axes] for rid, run in loaded.model.runs.items()}
     # Several machines (issue 33): every node's windows, each row saying its node (0: the run's own).
     nodes = loaded.plan.nodes > 1
+    # A Struct's run cells as csv.writer writes them, before and after its own: the lane takes no node, so
+    # its node cell is 0.
+    ends = {
+        rid: (
+            "".join(_csv_cell(c) + "," for c in head),
+            "".join("," + _csv_cell(c) for c in [*([0] if nodes else []), *tails[rid]]) + "\n",
+        )
+        for rid, head in heads.items()
+    }
     writer = csv.writer(fh, lineterminator="\n")
     writer.writerow([*BATCH_COLUMNS, *(["node"] if nodes else []), *axes])
     count = 0
-    for event in loaded.folder.events(loaded.warnings, GpuTail(0)):
+    for event in iter_events(loaded.folder.path, loaded.warnings, GpuTail(0), None, batches=True):
+        if isinstance(event, list):
+            text, rows = _batch_text(event, ends)
+            fh.write(text)
+            count += rows
+            continue
         if event.get("type") != "batch":
             continue
         rid = event.get("run")
@@ -394,3 +420,86 @@ def write_batches(loaded: LoadedSession, fh: IO[str]) -> int:
         )
         count += 1
     return count
+
+
+def _csv_cell(value: Any) -> str:
+    """One cell as ``write_batches``' csv.writer writes it in a row (quoted where it must be; what must be
+    quoted depends on the line's end, so it is the same). A second cell is written after it and cut off:
+    a row of one empty cell alone is written ``""``."""
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerow([value, ""])
+    return text.getvalue()[:-2]
+
+
+def _batch_rows(batches: list[Any], ends: dict[str, tuple[str, str]]) -> list[str]:
+    """The rows of the lane's batch Structs (``batch_of``) whose run the plan has, as ``write_batches``'
+    csv.writer writes a dict's: an int's cell is ``str`` of it, a float's its ``repr`` (``csv_value``), and
+    ``repr`` of an int is its ``str``; None is empty. No cell here needs quoting: the wire's types leave only
+    ints and finite floats (digits, ``.``, ``e``, ``-``, ``+``) and the run's cells are quoted already.
+    Its ``seconds`` is always a number above 0 (the Struct's range), so the rate is there where ``samples`` is.
+    """
+    rows: list[str] = []
+    append = rows.append
+    for b in batches:
+        end = ends.get(b.run)
+        if end is None:  # a run the plan does not have (or no run): no row, as for a dict
+            continue
+        samples, t, steps = b.samples, b.t, b.steps
+        if samples is None:
+            append(
+                f"{end[0]}{b.epoch},{b.step},{b.seconds!r},,{steps or 1},,{'' if t is None else repr(t)}{end[1]}"
+            )
+        else:
+            append(
+                f"{end[0]}{b.epoch},{b.step},{b.seconds!r},{samples},{steps or 1},{samples / b.seconds!r},"
+                f"{'' if t is None else repr(t)}{end[1]}"
+            )
+    return rows
+
+
+def _batch_text(batches: list[Any], ends: dict[str, tuple[str, str]]) -> tuple[str, int]:
+    """The rows of a list of the lane's batch Structs, as one text, and their count.
+
+    A run's rows in a row, each given every field (``RUNNERS_BATCH``), have their numbers written by msgspec
+    in one call, as a JSON array of arrays: ``[[1,2,0.5,32,1,64.0,1003.7],[...]]``. Its brackets and commas
+    are then the rows' commas and ends. msgspec writes an int as ``str`` does, and a float in Python's
+    shortest digits that read back the same, as ``repr`` does, but not in the same notation everywhere:
+    ``repr`` writes an exponent below 1e-4 (``1e-05``: msgspec ``0.00001``) and from 1e16 (``1e+16``:
+    msgspec ``1e16``). So a text with an ``e`` or a ``0.0000`` anywhere is not used, and its rows are made
+    one by one (``_batch_rows``), as are the rows of a batch without some field (a None). msgspec writes an
+    infinite rate as ``null``, but a rate is infinite only for seconds under 1e-296, which it writes with an
+    ``e``. The speed is msgspec's: a third of the time of ``repr``.
+    """
+    parts: list[str] = []
+    rows = 0
+    group: list[tuple[Any, ...]] = []  # the numbers of the rows of one run, in a row
+    run: str | None = None
+    first = 0  # where its rows began in ``batches``
+    for k, b in enumerate(batches):
+        if b.run != run or type(b) is not _RUNNERS:
+            if group:
+                parts.append(_run_text(group, batches[first:k], ends))
+                rows += len(group)
+                group = []
+            if type(b) is not _RUNNERS or b.run not in ends:
+                one = _batch_rows([b], ends)
+                parts += one
+                rows += len(one)
+                run = None
+                continue
+            run, first = b.run, k
+        n, s = b.samples, b.seconds
+        group.append((b.epoch, b.step, s, n, b.steps, n / s, b.t))
+    if group:
+        parts.append(_run_text(group, batches[first:], ends))
+        rows += len(group)
+    return "".join(parts), rows
+
+
+def _run_text(numbers: list[tuple[Any, ...]], batches: list[Any], ends: dict[str, tuple[str, str]]) -> str:
+    """The rows of ``batches``, one run's, whose numbers are ``numbers`` (see ``_batch_text``)."""
+    text = _ENCODE(numbers)
+    if b"e" in text or b"0.0000" in text:  # a notation repr writes otherwise
+        return "".join(_batch_rows(batches, ends))
+    head, end = ends[batches[0].run]
+    return head + text[2:-2].decode("ascii").replace("],[", end + head) + end
