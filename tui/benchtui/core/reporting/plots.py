@@ -88,9 +88,12 @@ def downsample_minmax(
         seg = ys[lo:hi]  # min/max of the values, then their first index: as min(range, key=...) picks, faster
         i_min = lo + seg.index(min(seg))
         i_max = lo + seg.index(max(seg))
-        for i in sorted({i_min, i_max}):
-            out_x.append(xs[i])
-            out_y.append(ys[i])
+        first, second = (i_min, i_max) if i_min <= i_max else (i_max, i_min)  # in x order, once each
+        out_x.append(xs[first])
+        out_y.append(ys[first])
+        if second != first:
+            out_x.append(xs[second])
+            out_y.append(ys[second])
     return out_x, out_y
 
 
@@ -456,8 +459,12 @@ def line_chart(
             continue
         xs, ys = downsample_minmax(line_x, line_y, max_points)
         off = [(x, y) for x, y in zip(xs, ys, strict=False) if y > fr.yhi]
+        # fr.px and fr.py inline (the same operations in the same order: the same floats), for a line of
+        # thousands of points
+        x0, xlo, xspan, xwidth = fr.x0, fr.xlo, fr.xhi - fr.xlo, fr.x1 - fr.x0
+        y1, ylo, yhi, yspan, yheight = fr.y1, fr.ylo, fr.yhi, fr.yhi - fr.ylo, fr.y1 - fr.y0
         coords = " ".join(
-            f"{_coord(fr.px(x))},{_coord(fr.py(min(max(y, fr.ylo), fr.yhi)))}"
+            f"{_coord(x0 + (x - xlo) / xspan * xwidth)},{_coord(y1 - (min(max(y, ylo), yhi) - ylo) / yspan * yheight)}"
             for x, y in zip(xs, ys, strict=False)
         )
         pattern = s.dash or ("5 4" if s.dashed else "")
