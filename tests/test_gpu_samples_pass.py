@@ -229,3 +229,64 @@ def test_the_big_session_gives_the_samples_it_gave() -> None:
         pytest.skip("no 1M-event session here (benchmarks/load_session.py --dir /tmp/big1m)")
     folder = store.SessionFolder(big)
     assert _same(folder)
+
+
+# -- pruning: what it kept, in the order it kept it ----------------------------------------------------------
+def _old_prune(event: dict) -> dict:
+    """``prune_gpu_sample`` (and its ``_gpu_reading``) before issue 35's work, verbatim."""
+    from benchtui.core.wire.events import _GPU_FIELDS, _HOST_FIELDS, MAX_SAMPLE_GPUS
+
+    def reading(gpu: dict) -> dict:
+        out = {k: v for k, v in gpu.items() if k in _GPU_FIELDS and k != "throttle"}
+        if isinstance(throttle := gpu.get("throttle"), list):
+            out["throttle"] = [w[:64] for w in throttle[:32] if isinstance(w, str)]
+        return out
+
+    gpus = event.get("gpus")
+    host = event.get("host")
+    out = {k: event[k] for k in ("type", "t", "run", "v", "watched", "devices", "node") if k in event}
+    if isinstance(gpus, list):
+        out["gpus"] = [reading(g) if isinstance(g, dict) else None for g in gpus[:MAX_SAMPLE_GPUS]]
+    if isinstance(host, dict):
+        out["host"] = {k: v for k, v in host.items() if k in _HOST_FIELDS}
+    if isinstance(out.get("devices"), list):
+        out["devices"] = out["devices"][:MAX_SAMPLE_GPUS]
+    return out
+
+
+def test_pruning_keeps_what_it_kept_in_its_order() -> None:
+    sampler = {
+        "index": 0, "util": 5, "mem_util": 1, "mem_used": 2, "mem_total": 3, "power_w": 60.0, "temp_c": 38,
+        "sm_clock_mhz": 1980, "throttle": ["gpu_idle", "x" * 100] + [7] + ["w"] * 40, "proc_mem": None,
+    }  # fmt: skip
+    readings = [
+        sampler,
+        {k: sampler[k] for k in reversed(sampler)},
+        {**sampler, "extra": 1},
+        {"extra": 1, **sampler},
+        {**sampler, "throttle": "not a list"},
+        {k: v for k, v in sampler.items() if k != "throttle"},
+        {"throttle": ["a"]},
+        {},
+        "not a dict",
+        None,
+    ]
+    hosts = [
+        {"cpu_percent": 1.0, "rss": 2},
+        {"rss": 2, "cpu_percent": 1.0, "system_busy_cores": 3.0},
+        {"rss": 2, "other": 1},
+        {},
+        [1],
+        None,
+    ]
+    events = [
+        {"type": "gpu", "t": 1.0, "run": None, "gpus": [r], "host": h, "watched": 0, "extra": 1}
+        for r in readings
+        for h in hosts
+    ]
+    events.append({"type": "gpu", "t": 1.0, "gpus": readings * 40, "devices": list(range(300)), "node": 1})
+    events.append({"type": "gpu", "t": 1.0, "gpus": "not a list", "host": "nor a dict"})
+    for event in events:
+        new, old = store.prune_gpu_sample(event), _old_prune(event)
+        assert json.dumps(new) == json.dumps(old)
+        assert list(new) == list(old)

@@ -365,9 +365,18 @@ _HOST_FIELDS = _checks(wire.HostReading)
 MAX_SAMPLE_GPUS = 256
 
 
+#: The names of ``_GPU_FIELDS`` and ``_HOST_FIELDS``, to test a reading's keys against all at once.
+_GPU_NAMES = frozenset(_GPU_FIELDS)
+_HOST_NAMES = frozenset(_HOST_FIELDS)
+
+
 def _gpu_reading(gpu: dict[str, Any]) -> dict[str, Any]:
-    """One GPU's known readings; its throttle reasons (a list) as at most 32 short words."""
-    out = {k: v for k, v in gpu.items() if k in _GPU_FIELDS and k != "throttle"}
+    """One GPU's known readings; its throttle reasons (a list) as at most 32 short words, last."""
+    if gpu.keys() <= _GPU_NAMES:  # a sampler's reading: all of it, in its order (a copy, not a key at a time)
+        out = dict(gpu)
+        out.pop("throttle", None)
+    else:
+        out = {k: v for k, v in gpu.items() if k in _GPU_FIELDS and k != "throttle"}
     if isinstance(throttle := gpu.get("throttle"), list):
         out["throttle"] = [w[:64] for w in throttle[:32] if isinstance(w, str)]
     return out
@@ -385,7 +394,9 @@ def prune_gpu_sample(event: dict[str, Any]) -> dict[str, Any]:
     if isinstance(gpus, list):
         out["gpus"] = [_gpu_reading(g) if isinstance(g, dict) else None for g in gpus[:MAX_SAMPLE_GPUS]]
     if isinstance(host, dict):
-        out["host"] = {k: v for k, v in host.items() if k in _HOST_FIELDS}
+        out["host"] = (
+            dict(host) if host.keys() <= _HOST_NAMES else {k: v for k, v in host.items() if k in _HOST_FIELDS}
+        )
     if isinstance(out.get("devices"), list):
         out["devices"] = out["devices"][:MAX_SAMPLE_GPUS]
     return out
