@@ -8,6 +8,7 @@ import contextlib
 import gc
 import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -290,3 +291,14 @@ def test_pruning_keeps_what_it_kept_in_its_order() -> None:
         new, old = store.prune_gpu_sample(event), _old_prune(event)
         assert json.dumps(new) == json.dumps(old)
         assert list(new) == list(old)
+        # no bigger either: a copy whose table was resized held the 1M session's samples in 20 MB more
+        assert _sizes(new) == _sizes(old)
+
+
+def _sizes(value) -> list[int]:
+    """The sizes of ``value``'s dicts and lists, all levels, in order."""
+    if isinstance(value, dict):
+        return [sys.getsizeof(value)] + [n for v in value.values() for n in _sizes(v)]
+    if isinstance(value, list):
+        return [sys.getsizeof(value)] + [n for v in value for n in _sizes(v)]
+    return []

@@ -365,18 +365,15 @@ _HOST_FIELDS = _checks(wire.HostReading)
 MAX_SAMPLE_GPUS = 256
 
 
-#: The names of ``_GPU_FIELDS`` and ``_HOST_FIELDS``, to test a reading's keys against all at once.
-_GPU_NAMES = frozenset(_GPU_FIELDS)
+#: The names of ``_HOST_FIELDS``, to test a host reading's keys against all at once.
 _HOST_NAMES = frozenset(_HOST_FIELDS)
 
 
 def _gpu_reading(gpu: dict[str, Any]) -> dict[str, Any]:
-    """One GPU's known readings; its throttle reasons (a list) as at most 32 short words, last."""
-    if gpu.keys() <= _GPU_NAMES:  # a sampler's reading: all of it, in its order (a copy, not a key at a time)
-        out = dict(gpu)
-        out.pop("throttle", None)
-    else:
-        out = {k: v for k, v in gpu.items() if k in _GPU_FIELDS and k != "throttle"}
+    """One GPU's known readings; its throttle reasons (a list) as at most 32 short words."""
+    # Built a key at a time on purpose: a copy with throttle taken out and put back last is faster, but
+    # the copy's table is then resized, 190 bytes more a reading (20 MB for the 1M session's samples).
+    out = {k: v for k, v in gpu.items() if k in _GPU_FIELDS and k != "throttle"}
     if isinstance(throttle := gpu.get("throttle"), list):
         out["throttle"] = [w[:64] for w in throttle[:32] if isinstance(w, str)]
     return out
