@@ -123,6 +123,21 @@ if backend == "tensorflow":
         tf.config.threading.set_intra_op_parallelism_threads(a["threads"])
 if a["device"] == "cpu" and backend == "jax":
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# fp32 as the runner's --precision fp32 (and the bare PyTorch loop) have it: TF32 off. TensorFlow and JAX use
+# TF32 on a GPU by default; left so, the plain fit ran 3.4x faster than the runner on an H200 (2026-11-26),
+# a difference of precision, not of harness.
+if backend == "tensorflow":
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    print("tf32", tf.config.experimental.tensor_float_32_execution_enabled())
+elif backend == "jax":
+    import jax
+    jax.config.update("jax_default_matmul_precision", "float32")
+    print("tf32", jax.config.jax_default_matmul_precision != "float32")
+else:
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print("tf32", torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
 keras.utils.set_random_seed(0)
 bs, s, n = a["batch_size"], a["image_size"], a["batch_size"] * a["steps"]
 rng = np.random.default_rng(0)

@@ -113,3 +113,37 @@ print(json.dumps({"runner": runner, "steps": runner_steps, "default": len(made),
     assert got["default"] >= 3, got  # a default fit makes one at every epoch's start (the stall's cause)
     assert "one iterator for every epoch" in got["input"]
     assert got["unlike"].startswith("unlike a default TensorFlow: one tf.data iterator for all epochs")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
+def test_the_overhead_benchmarks_plain_fit_trains_in_fp32_as_the_runner_does(backend: str) -> None:
+    """benchmarks/overhead.py's plain ``model.fit`` left TF32 to the framework: on an H200 (2026-11-26) it ran
+    3.4x faster than the runner at --precision fp32 (TF32 off), a difference of precision, not of harness.
+    Run here on the CPU, tiny: it must say TF32 is off, as the runner's fp32 sets it."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import overhead
+
+    spec = {
+        "device": "cpu",
+        "model": "resnet50",
+        "batch_size": 2,
+        "image_size": 32,
+        "steps": 2,
+        "epochs": 2,
+        "threads": 1,
+        "feed": "arrays",
+        "backend": backend,
+    }
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    out = subprocess.run(
+        [sys.executable, "-c", overhead.BARE_KERAS, json.dumps(spec), str(ROOT / "runners")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert "tf32 False" in lines
+    assert len(json.loads(lines[-1])) == 2  # its epochs, as the benchmark reads them
