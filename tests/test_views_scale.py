@@ -350,3 +350,27 @@ def test_the_sessions_screen_shows_a_cached_session_from_the_light_load(
     whole = text(shapes[name])
     assert loads == [shapes[name]]
     assert lit == whole and lit.startswith(shapes[name].name)
+
+
+def test_the_writers_cache_becomes_a_loads_at_the_sessions_screens_first_look(
+    shapes: dict[str, Path], tmp_path: Path
+) -> None:
+    """A session that ended "complete" has its writer's cache entry, without a load's warnings, which the light
+    load needs: before, show and compare never took the light path for such a session (the common one). The
+    sessions screen's first look (a full load) now adds its warnings; the views are light from then on."""
+    from benchtui.screens.sessions import summary_view
+
+    path = tmp_path / "study"
+    shutil.copytree(shapes["study"], path)
+    entry = path / "summary-cache.json"
+    cache = json.loads(entry.read_text())
+    cache.pop("warnings")  # as SessionWriter.finish writes it
+    entry.write_text(json.dumps(cache))
+    os.utime(path / "events.jsonl", ns=(cache["events_mtime_ns"], cache["events_mtime_ns"]))
+    summary = (path / "summary.json").read_bytes()
+    assert store.SessionFolder(path).cached_summary() is not None  # it holds
+    assert light.light_load(path) is None  # but it is no load's
+    summary_view(path, 120)
+    assert light.light_load(path) is not None
+    assert store.SessionFolder(path).cached_warnings() == load_session(path).warnings
+    assert (path / "summary.json").read_bytes() == summary  # summary.json stays the writer's

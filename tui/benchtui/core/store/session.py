@@ -832,10 +832,15 @@ class LoadedSession:
     def summary(self) -> dict[str, Any]:
         """``SessionModel.summary()`` as summary.json holds it (after JSON), cached: a finished session's
         summary is written into its summary.json's ``cache`` once computed (``write_summary_cache``), and
-        read from there while events.jsonl and the code stay the same."""
-        cached = self.folder.cached_summary()
-        if cached is not None:
-            return cached
+        read from there while events.jsonl and the code stay the same. The writer's entry (a session that ended
+        "complete": it never read the file back) gains this load's warnings, which makes it a load's: the one
+        the views' light load reads (``reporting.light``), so show and compare skip the batch lines from then on."""
+        folder = self.folder
+        hit = folder.summary_cache()
+        if hit is not None:
+            if "warnings" not in hit[1]:
+                folder.write_summary_cache(hit[0], self.warnings, self.events_stamp)
+            return hit[0]
         summary = self.model.summary()
         self.folder.write_summary_cache(summary, self.warnings, self.events_stamp)
         normal: dict[str, Any] = json.loads(json.dumps(json_safe(summary), allow_nan=False))
