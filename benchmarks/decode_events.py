@@ -381,23 +381,12 @@ def main() -> int:
 
         candidates.append(("decode+validate: fast_event, then the exact path", file_reader_fast))
     if hasattr(events, "batch_of"):
-        batch_of, fast = events.batch_of, events.fast_event
+        batch_of = events.batch_of
 
         def load_lane(ls: list[bytes]) -> int:
             """What the load gets: a batch line as the wire's Struct (``batch_of``), else as the file reader."""
-            n = 0
-            for raw in ls:
-                if batch_of(raw) is not None:
-                    n += 1
-                    continue
-                try:
-                    event = fast(raw)
-                    if event is None:
-                        event = check_event(loads_strict(raw.decode("utf-8")))
-                    n += 1
-                except Malformed:
-                    pass
-            return n
+            rest = [raw for raw in ls if batch_of(raw) is None]
+            return len(ls) - len(rest) + file_reader_fast(rest)
 
         candidates.append(("decode+validate: batch_of, else fast_event (load)", load_lane))
     if args.old:
