@@ -112,6 +112,20 @@ def test_a_profiled_run_gets_a_trace_path_in_the_sessions_traces_folder_and_prob
     assert load_session(writer.path).plan.profile is True  # recorded with the session's plan
 
 
+def test_a_probe_runs_under_a_smaller_memory_cap_than_the_run_it_chooses(tmp_path: Path) -> None:
+    """An address space differs by tens of MB from one process to the next: a probe that just fits under
+    --memory-limit must not choose a run that does not (CI, stop 44). Without a cap, none for either."""
+    for limit, probed in ((5000, 4750), (0, 0)):
+        plan = tiny(batch_auto=True, batch_sizes={}, samples=16, memory_limit_mb=limit).validate()
+        launcher = RecordingLauncher()
+        writer = SessionWriter.create(plan, tmp_path / str(limit))
+        assert asyncio.run(Engine(plan, writer, launcher=launcher).run()) == "complete"
+        probes = [c for c in launcher.configs if c["mode"] == "probe"]
+        (run,) = [c for c in launcher.configs if c["mode"] == "train"]
+        assert probes and {c["memory_limit_mb"] for c in probes} == {probed}
+        assert run["memory_limit_mb"] == limit and load_session(writer.path).plan.memory_limit_mb == limit
+
+
 def test_a_session_without_profile_has_no_traces_folder(tmp_path: Path) -> None:
     plan = tiny().validate()
     writer = SessionWriter.create(plan, tmp_path)

@@ -15,6 +15,17 @@ ProbeFn = Callable[[int], Awaitable[str]]
 
 MAX_PROBES = 14  # enough for an exact answer up to 2**12 from a reasonable guess
 
+#: A probe under ``--memory-limit`` runs under this share of the cap, so the batch it finds leaves the run
+#: the rest. An address space is not the same from one process to the next: ResNet50's at batch 12 under a
+#: 5,000 MB cap peaked 46 MB under it in one run and over it in another, so a probe that just fitted chose a
+#: run that did not (CI, stop 44). 5% is 250 MB of a 5 GB cap, several times that spread.
+PROBE_HEADROOM = 0.95
+
+
+def probe_memory_limit(limit_mb: int) -> int:
+    """The address-space cap (MB) a probe runs under for a run capped at ``limit_mb`` (0: no cap)."""
+    return max(1, int(limit_mb * PROBE_HEADROOM)) if limit_mb > 0 else 0
+
 
 @dataclass
 class SearchResult:

@@ -25,7 +25,7 @@ from benchtui.core.plan.devices import Placement, place
 from benchtui.core.plan.plan import Plan, PlanError, Resolved, RunSpec, run_order
 from benchtui.core.plan.sweep import NO_POINT, Point
 from benchtui.core.plan.threads import measure_idle
-from benchtui.core.running.batchsearch import choose, search_largest_batch
+from benchtui.core.running.batchsearch import choose, probe_memory_limit, search_largest_batch
 from benchtui.core.running.control import Pausable
 from benchtui.core.running.launcher import (
     LocalLauncher,
@@ -456,6 +456,7 @@ class Engine(Pausable):
             "probe",
         )
         config.profile = False  # a probe only asks whether a batch fits: --profile is for the runs
+        config.memory_limit_mb = probe_memory_limit(config.memory_limit_mb)  # the run keeps headroom
         started = time.monotonic()
         self._parent_event(
             "probe_start", None, probe=probe_id, framework=framework, model=model, batch_size=batch, **at
