@@ -305,6 +305,7 @@ class LiveScreen(Screen):
         self._cache: dict[str, CellCache] = {}
         self._panels_key: tuple[Any, ...] | None = None
         self._controls: tuple[Any, ...] | None = None
+        self._seen_finished = False
         self._answer_key: tuple[Any, ...] | None = None
         self._status_text = ""
         self._ticker: Timer | None = None
@@ -484,6 +485,11 @@ class LiveScreen(Screen):
     def tick(self) -> None:
         """Redraw what changed since the last tick, from the model."""
         model = self.model
+        if self.finished != self._seen_finished:
+            # A replay's status turns after its last event (the end's answer needs no event to come), and
+            # the tick that drew that event may have run before it: draw the finished session once more.
+            self._seen_finished = self.finished
+            self._dirty = True
         if self._dirty:
             self._dirty = False
             table = self.query_one(ResultsTable)
