@@ -15,6 +15,8 @@ import pytest
 
 from benchtui.core.reporting import htmlreport
 from benchtui.core.store import session as store
+from benchtui.core.wire.events import MAX_SAMPLE_GPUS
+from sessionfactory import make_session
 
 
 @pytest.fixture(autouse=True)
@@ -60,13 +62,13 @@ def test_an_error_inside_turns_it_back_on() -> None:
 def test_gpu_samples_pauses_it_and_gives_it_back(tmp_path: Path, monkeypatch) -> None:
     folder = _session(tmp_path)
     during = []
-    prune = store.prune_gpu_sample
+    lane = store.gpu_sample_of
 
-    def watching(event):
+    def watching(line):
         during.append(gc.isenabled())
-        return prune(event)
+        return lane(line)
 
-    monkeypatch.setattr(store, "prune_gpu_sample", watching)
+    monkeypatch.setattr(store, "gpu_sample_of", watching)
     gc.enable()
     samples = folder.gpu_samples()
     assert [s["t"] for s in samples] == [1.0, 2.0, 3.0]
@@ -86,6 +88,25 @@ def test_the_html_is_drawn_with_it_paused(monkeypatch) -> None:
     out = io.StringIO()
     htmlreport.write(None, out)  # type: ignore[arg-type]
     assert out.getvalue() == "<html></html>\n" and during == [False] and gc.isenabled()
+
+
+def test_the_report_is_built_with_it_paused(tmp_path: Path, monkeypatch) -> None:
+    """The samples' dicts are made with the collector paused, so they wait in its youngest generation: the
+    first collection after would walk all of them (half a second of the 1M session's html, in build_report)."""
+    from benchtui.core.reporting.model import build
+
+    during = []
+    environment = build.environment
+
+    def watching(loaded, summary, samples=None):
+        during.append(gc.isenabled())
+        return environment(loaded, summary, samples)
+
+    monkeypatch.setattr(build, "environment", watching)
+    loaded = store.load_session(make_session(tmp_path))
+    gc.enable()
+    build.build_report(loaded, telemetry=True)
+    assert during == [False] and gc.isenabled()
 
 
 # -- the block scan: the samples the line-by-line pass found, on any file ----------------------------------
@@ -157,10 +178,20 @@ def _write(tmp_path: Path, name: str, data: bytes) -> store.SessionFolder:
     return store.SessionFolder(folder)
 
 
+def _typed(value):
+    """``value`` with each dict's keys sorted and every number tagged with its type: equal only where the
+    keys, the values and their types are (the samples' key order is the line's since the GPU lane, and no
+    reader of them depends on it: they are read by key, by the html's plots and a watch's facts)."""
+    if isinstance(value, dict):
+        return {k: _typed(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
 def _same(folder: store.SessionFolder) -> list[dict]:
     new, old = folder.gpu_samples(), _old_gpu_samples(folder)
-    assert json.dumps(new) == json.dumps(old)  # key order and types too
-    assert [[type(v) for v in s.values()] for s in new] == [[type(v) for v in s.values()] for s in old]
+    assert json.dumps(_typed(new)) == json.dumps(_typed(old))  # keys, values and their types
     return new
 
 
@@ -302,3 +333,122 @@ def _sizes(value) -> list[int]:
     if isinstance(value, list):
         return [sys.getsizeof(value)] + [n for v in value for n in _sizes(v)]
     return []
+
+
+# -- the GPU lane: the decoded sample itself where pruning would keep it whole -----------------------------
+def _sampler_line(**changes) -> bytes:
+    """A sample as the sampler writes it (two GPUs, the host), with ``changes`` made to its object."""
+    reading = {
+        "index": 0, "util": 5, "mem_util": 1, "mem_used": 2, "mem_total": 3, "power_w": 60.0, "temp_c": 38,
+        "sm_clock_mhz": 1980, "throttle": ["gpu_idle"], "proc_mem": None,
+    }  # fmt: skip
+    event = {
+        "type": "gpu",
+        "t": 1000.5,
+        "run": "001-torch-resnet50-1",
+        "gpus": [reading, {**reading, "index": 1, "util": 97.5, "throttle": []}],
+        "watched": 0,
+        "host": {"cpu_percent": 104.2, "rss": 3231564815, "system_busy_cores": 1.5},
+    }
+    for key, value in changes.items():
+        if value is _GONE:
+            event.pop(key)
+        else:
+            event[key] = value
+    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+
+
+_GONE = object()
+
+
+def _old_sample(line: bytes) -> dict | None:
+    """The sample the pass gave of ``line`` before the lane: checked by ``fast_event`` or the exact path,
+    then pruned."""
+    try:
+        event = store.fast_event(line)
+    except store.Malformed:
+        return None
+    if event is None:
+        event = store._event_of(line, store._DECODER.raw_decode, store.EventCheck())
+    if event is not None and event["type"] == "gpu" and isinstance(event.get("t"), (int, float)):
+        return store.prune_gpu_sample(event)
+    return None
+
+
+def _lane_lines() -> list[tuple[bytes, bool | None]]:
+    """(line, whether the lane takes it; None: either): the sampler's lines, each way a line differs from
+    what pruning keeps whole, and the hostile lines of the block scan's tests."""
+    base = json.loads(_sampler_line())
+    reading = base["gpus"][0]
+    taken = [
+        _sampler_line(),
+        _sampler_line(run=None, gpus=[], host={}),
+        _sampler_line(gpus=_GONE, host=_GONE),
+        _sampler_line(devices=[0, 1], node=2, v=1),
+        _sampler_line(devices=None, watched=None),
+        _sampler_line(gpus=[{**reading, "sm_active": 40.0, "tensor_active": 0, "dram_active": 12.5}]),
+        _sampler_line(gpus=[{**reading, "throttle": ["x" * 64] * 32}]),
+        _sampler_line(gpus=[reading] * MAX_SAMPLE_GPUS),
+        b'{"t":3.0,"type":"gpu","run":null,"gpus":[]}\n',  # the tag not first
+        _sampler_line(host={"rss": None, "cpu_percent": None}),
+    ]
+    refused = [
+        _sampler_line(extra=1),  # a key pruning drops, at each level
+        _sampler_line(gpus=[{**reading, "extra": 1}]),
+        _sampler_line(host={"cpu_percent": 1.0, "other": 2}),
+        _sampler_line(gpus=[{**reading, "throttle": None}]),  # pruning drops a throttle that is no list
+        _sampler_line(gpus=[{**reading, "throttle": ["x" * 65]}]),  # or cuts it short
+        _sampler_line(gpus=[{**reading, "throttle": ["w"] * 33}]),
+        _sampler_line(gpus=[{**reading, "throttle": ["w", 7]}]),
+        _sampler_line(gpus=None),
+        _sampler_line(host=None),
+        _sampler_line(gpus=[reading, None]),
+        _sampler_line(gpus=[reading] * (MAX_SAMPLE_GPUS + 1)),
+        _sampler_line(devices=list(range(MAX_SAMPLE_GPUS + 1))),
+        _sampler_line(gpus=[{**reading, "name": "GPU-a:b"}]),  # a colon in a string
+        _sampler_line().replace(b'"util":5,', b'"util":5,"util":6,'),  # a key twice, at each level
+        _sampler_line().replace(b'"rss":', b'"rss":1,"rss":'),
+        _sampler_line().replace(b'"watched":0,', b'"watched":0,"watched":1,'),
+        _sampler_line(t="6"),  # the checks' refusals
+        _sampler_line(t=_GONE),
+        _sampler_line(gpus=[{**reading, "util": "high"}]),
+        _sampler_line(watched=2000),
+        _sampler_line(node=0),
+        _sampler_line(type="batch"),
+        _sampler_line().replace(b'"gpu_idle"', b'"\\ud800"'),  # a lone surrogate
+        _sampler_line().rstrip(b"\n") + b"{}\n",  # two objects
+    ]
+    return (
+        [(line, True) for line in taken]
+        + [(line, False) for line in refused]
+        + [(line, None) for line in _hostile_lines()]
+    )
+
+
+@pytest.mark.parametrize("line,taken", _lane_lines())
+def test_the_lane_takes_the_samplers_lines_and_gives_what_pruning_gave(
+    line: bytes, taken: bool | None
+) -> None:
+    sample = store.gpu_sample_of(line)
+    assert taken is None or (sample is not None) == taken
+    if sample is not None:
+        assert json.dumps(_typed(sample)) == json.dumps(_typed(_old_sample(line)))
+    assert json.dumps(_typed(store._gpu_sample(line, store.EventCheck()))) == json.dumps(
+        _typed(_old_sample(line))
+    )
+
+
+def test_the_lane_takes_every_sample_of_the_recorded_sessions_but_a_null_throttle() -> None:
+    """The sampler writes ``throttle: null`` where NVML gives no reasons: pruning drops it, so such a line
+    goes the old way; every other sample of the sessions in tests/data is the lane's."""
+    data = Path(__file__).parent / "data"
+    lines = [
+        line
+        for path in sorted(data.glob("*/events.jsonl"))
+        for line in path.read_bytes().splitlines(keepends=True)
+        if line.startswith(store.GPU_LINE_PREFIX)
+    ]
+    assert len(lines) > 20
+    for line in lines:
+        taken = store.gpu_sample_of(line) is not None
+        assert taken == (b'"throttle":null' not in line), line[:200]

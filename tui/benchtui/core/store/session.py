@@ -53,6 +53,7 @@ from benchtui.core.wire.events import (
     batch_of,
     check_event,
     fast_event,
+    gpu_sample_of,
     loads_strict,
     prune_gpu_sample,
     scrub_surrogates,
@@ -966,6 +967,8 @@ def _samples_of_blocks(fh: BinaryIO, out: list[dict[str, Any]], skipped: EventCh
 
 def _gpu_sample(raw: bytes, skipped: EventCheck) -> dict[str, Any] | None:
     """The sample of a line that holds '"gpu"', pruned (``prune_gpu_sample``); None when it is none."""
+    if (sample := gpu_sample_of(raw)) is not None:  # the sampler's own: nothing to prune, no copy
+        return sample
     try:
         event = fast_event(raw)
     except Malformed:

@@ -816,3 +816,93 @@ def batch_of(line: bytes) -> Any | None:
         return None
     given = len(BATCH.__struct_fields__) - msgspec.structs.astuple(batch).count(None)
     return batch if line.count(b":") == 1 + given else None
+
+
+# -- the GPU lane: a sample as the sampler writes it, vouched for whole and kept as decoded -------------
+def _sample_struct() -> type[msgspec.Struct]:
+    """A Struct that passes a ``gpu`` sample only where ``prune_gpu_sample`` of its checked event keeps
+    every key and value as they are: each field ``_STRUCTS["gpu"]`` checks, as it checks it, and no other
+    key at any level (``forbid_unknown_fields``); ``gpus`` a list of readings and ``host`` an object, never
+    null; a reading's ``throttle`` a list of at most 32 words of at most 64 characters; at most
+    ``MAX_SAMPLE_GPUS`` readings and devices. A field left out stays ``UNSET``."""
+
+    def optional(annotation: Any) -> tuple[Any, Any]:
+        return annotation | msgspec.UnsetType, msgspec.UNSET
+
+    reading = msgspec.defstruct(
+        "gpu_reading_kept",
+        [
+            (
+                name,
+                *optional(
+                    _limited(list[_limited(str, max_length=64)], max_length=32)  # type: ignore[misc]
+                    if name == "throttle"
+                    else _annotation(f.limit, False) | None
+                ),
+            )
+            for name, f in wire.fields(wire.GpuReading).items()
+        ],
+        forbid_unknown_fields=True,
+    )
+    host = msgspec.defstruct(
+        "host_reading_kept",
+        [
+            (name, *optional(_annotation(f.limit, False) | None))
+            for name, f in wire.fields(wire.HostReading).items()
+        ],
+        forbid_unknown_fields=True,
+    )
+    common = wire.common_fields()
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for name, f in {**common, **wire.fields(wire.GpuEvent)}.items():
+        if name == "type":
+            continue  # the tag
+        if name == "gpus":
+            fields.append((name, *optional(_limited(list[reading], max_length=MAX_SAMPLE_GPUS))))  # type: ignore[valid-type]
+        elif name == "host":
+            fields.append((name, *optional(host)))
+        elif name == "devices":
+            assert isinstance(f.limit, wire.Ints)
+            ints = wire.Ints(f.limit.lo, f.limit.hi, min(f.limit.most, MAX_SAMPLE_GPUS))
+            fields.append((name, *optional(_annotation(ints, False) | None)))
+        elif f.required or name == "t":  # a sample without a number for its time is none (``_gpu_sample``)
+            fields.insert(0, (name, _annotation(f.limit, True)))
+        else:
+            annotation = _annotation(f.limit, False)
+            fields.append((name, *optional(annotation if name in common else annotation | None)))
+    struct = msgspec.defstruct("gpu_kept", fields, tag_field="type", tag="gpu", forbid_unknown_fields=True)
+    msgspec.json.Decoder(struct)  # the types are read now: one msgspec cannot take fails here
+    return struct
+
+
+#: What ``gpu_sample_of`` checks a decoded sample against (``_sample_struct``).
+SAMPLE: type[msgspec.Struct] = _sample_struct()
+
+
+def gpu_sample_of(line: bytes) -> dict[str, Any] | None:
+    """The sample of ``line`` as ``prune_gpu_sample(fast_event(line))`` gives it (the same keys and values;
+    the keys in the line's order, which no reader of the samples depends on), without a copy: the decoded
+    object itself when ``SAMPLE`` passes it and the line gives no key twice; None for any other line (not a
+    sample, not JSON msgspec takes, a key unknown, twice or null where pruning would drop it): ask
+    ``fast_event``.
+
+    Key twice: once ``SAMPLE`` has passed it, the sample's only objects are itself, its readings and its
+    host, so it holds as many keys as the line has colons unless a key came twice (msgspec keeps the last)
+    or a string holds a colon (the exact way then, as for a batch: ``batch_of``).
+    """
+    try:
+        value = _DECODE(line)
+    except (ValueError, RecursionError):
+        return None
+    if type(value) is not dict or value.get("type") != "gpu":
+        return None
+    try:
+        msgspec.convert(value, SAMPLE)
+    except msgspec.ValidationError:
+        return None
+    keys = len(value)
+    if (gpus := value.get("gpus")) is not None:
+        keys += sum(map(len, gpus))
+    if (host := value.get("host")) is not None:
+        keys += len(host)
+    return value if line.count(b":") == keys else None

@@ -35,7 +35,7 @@ from benchtui.core.reporting.model.types import (
 )
 from benchtui.core.reporting.model.warmup import epoch_times, stall_lines, warmup_table
 from benchtui.core.reporting.model.why import why_views
-from benchtui.core.store.session import LoadedSession
+from benchtui.core.store.session import LoadedSession, no_gc_passes
 
 #: Whether views take a finished session's summary from summary.json when its cache says the events are those
 #: it was computed from (``SessionFolder.cached_summary``, issue 35): the statistics and bootstrap intervals of
@@ -67,6 +67,14 @@ def build_report(
     The one place where the session's text is made safe to show (``fmt.clean``): every writer
     and view reads the report, none of them the session's strings directly.
     """
+    with no_gc_passes():  # the samples' hundred thousand dicts, made with it paused, are not walked here
+        return _build(loaded, given, telemetry, batches)
+
+
+def _build(
+    loaded: LoadedSession, given: SessionSummary | dict[str, Any] | None, telemetry: bool, batches: bool
+) -> Report:
+    """``build_report``'s work, with the cyclic collector paused."""
     summary = SessionSummary.of(given) if given else summary_of(loaded)
     plan = loaded.plan
     efficiency = efficiency_table(summary)
