@@ -23,6 +23,7 @@ from benchtui.core.model.cell import CellSummary, NodeFigures
 from benchtui.core.reporting import csvfile, htmlreport, jsonfile, markdown, trackers
 from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.model import Report, build_report
+from benchtui.core.reporting.model.telemetry import telemetry_lines
 from benchtui.core.reporting.terminal import summary_view
 from benchtui.core.store.session import load_session
 from sessionfactory import make_session
@@ -211,7 +212,8 @@ def test_trackers_name_the_nodes(report: Report) -> None:
 def test_the_telemetry_plots_are_node_0_s(path: Path, report: Report) -> None:
     samples = load_session(path).folder.gpu_samples()
     assert any("node" in s for s in samples)
-    assert list(report.telemetry) == [s for s in samples if "node" not in s]
+    assert report.telemetry == telemetry_lines([s for s in samples if "node" not in s])
+    assert report.telemetry is not None and report.telemetry.xs and report.telemetry.gpus
 
 
 def test_compare_says_the_nodes_differ(tmp_path: Path) -> None:

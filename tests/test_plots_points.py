@@ -65,7 +65,9 @@ def test_a_lines_points_are_the_frames_floats(seed: int, monkeypatch) -> None:
         return set_ranges(self, *ranges)
 
     monkeypatch.setattr(plots._Frame, "set_ranges", recorded)
-    monkeypatch.setattr(plots, "_coord", repr)  # every digit of each coordinate
+    monkeypatch.setattr(  # every digit of each coordinate
+        plots, "_coords", lambda pxs, pys: " ".join(f"{x!r},{y!r}" for x, y in zip(pxs, pys, strict=True))
+    )
     for xs, ys in _lines(seed):
         for y_max in (None, 2.0):  # 2.0: points off the scale, drawn at its top
             frames.clear()
@@ -77,3 +79,56 @@ def test_a_lines_points_are_the_frames_floats(seed: int, monkeypatch) -> None:
             )
             drawn = re.search(r'<polyline points="([^"]*)"', svg)
             assert drawn is not None and drawn.group(1) == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_coordinates_are_written_as_each_was(seed: int) -> None:
+    """``_coords`` formats a line's pairs in one pass: each as ``_coord`` writes it (one decimal, none
+    where it is a zero), at the ends, around ties of rounding and at zero's two signs."""
+    rng = random.Random(seed)
+    values = [0.0, -0.0, 0.04, -0.04, 0.05, 0.95, 9.95, 10.0, 99.96, -99.96, 1e6, 123456.7, 5.0, -5.0]
+    values += [rng.uniform(-1000, 1000) for _ in range(500)] + [
+        float(rng.randint(-50, 50)) for _ in range(200)
+    ]
+    rng.shuffle(values)
+    for n in (1, 2, 3, len(values) // 2):
+        pxs, pys = values[:n], values[-n:]
+        expected = " ".join(f"{plots._coord(x)},{plots._coord(y)}" for x, y in zip(pxs, pys, strict=True))
+        assert plots._coords(pxs, pys) == expected
+
+
+def _old_extent(all_y, y_min, y_max, clip_quantile):
+    """line_chart's top and bottom before ``_y_extent``: from the values sorted, verbatim."""
+    all_y = sorted(all_y)
+    top = y_max
+    if top is None and clip_quantile is not None:
+        q = all_y[min(len(all_y) - 1, int(clip_quantile * (len(all_y) - 1)))]
+        top = q * 1.3 if all_y[-1] > q * 1.3 else None
+    top = top if top is not None else all_y[-1]
+    bottom = y_min if y_min is not None else all_y[0]
+    return top, bottom
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_charts_extent_is_the_sorted_values_ends(seed: int) -> None:
+    """Unsorted where floats' ends are the same numbers; an int beside an equal float, and 0.0 beside -0.0,
+    are told apart (``sorted([1, 1.0])[-1]`` is the float, ``max`` the int; ``sorted([-0.0, 0.0])[-1]`` is
+    0.0, ``max`` -0.0): sorting decides which is at an end."""
+    rng = random.Random(seed)
+    lines = [
+        [rng.uniform(0, 5) for _ in range(rng.randint(1, 400))],
+        [rng.choice([1, 1.0, 2, 2.0, 0.5]) for _ in range(rng.randint(1, 50))],
+        [float(rng.randint(0, 3)) for _ in range(rng.randint(1, 50))] + [3],
+        [3, 3.0, 0, 0.0],
+        [0.0, -0.0, 1e-3],
+        [-0.0, 0.0],
+        [0.0, -0.0],
+        [-1.0, -0.0, 0.0],
+    ]
+    for ys in lines:
+        for y_min in (None, 0.0):
+            for y_max in (None, 2.0):
+                for q in (None, 0.5, 0.99):
+                    new = plots._y_extent(list(ys), y_min, y_max, q)
+                    old = _old_extent(ys, y_min, y_max, q)
+                    assert [repr(v) for v in new] == [repr(v) for v in old], (ys, y_min, y_max, q)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from html import escape
 from typing import IO, Any
 from urllib.parse import quote
@@ -37,6 +36,7 @@ from benchtui.core.reporting.model.sweep import (
     SAME_TITLE,
     generate_chart,
 )
+from benchtui.core.reporting.model.telemetry import TelemetryLines
 from benchtui.core.reporting.plots import (
     CATEGORY_COLORS,
     Band,
@@ -634,7 +634,7 @@ def _batch_plots(report: Report) -> str:
                 ys = list(run.batch_seconds)
                 if not ys:
                     continue
-                xs = [float(k) for k in range(1, len(ys) + 1)]
+                xs = list(map(float, range(1, len(ys) + 1)))
                 if not boundaries:
                     epochs = run.batch_epochs
                     boundaries = [k + 0.5 for k in range(1, len(epochs)) if epochs[k] != epochs[k - 1]]
@@ -721,40 +721,11 @@ def _generation(report: Report) -> str:
     return "".join(parts)
 
 
-def _host_number(sample: dict[str, Any], key: str) -> float | None:
-    """A number of a sample's host reading (the runner's CPU, its memory, the machine's busy cores)."""
-    host = sample.get("host")
-    value = host.get(key) if isinstance(host, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _gpu_reading(sample: dict[str, Any], idx: int) -> dict[str, Any] | None:
-    """A sample's reading of GPU ``idx`` (the first that says it is that GPU), None when it has none."""
-    for g in sample.get("gpus") or []:
-        if isinstance(g, dict) and g.get("index", 0) == idx:
-            return g
-    return None
-
-
-def _number(reading: dict[str, Any] | None, key: str) -> float | None:
-    """A figure of a GPU's reading as a float, None when absent or not a number."""
-    if reading is None:
-        return None
-    v = reading.get(key)
-    return float(v) if isinstance(v, (int, float)) else None
-
-
-def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
-    if not samples:
+def _gpu_plots(report: Report, lines: TelemetryLines | None) -> str:
+    if lines is None:
         return '<p class="note">No telemetry samples were recorded.</p>'
     frameworks = report.source.frameworks
-    t0 = samples[0]["t"]
-    span = samples[-1]["t"] - t0
-    scale, unit = (60.0, "minutes") if span > 300 else (1.0, "seconds")
-
-    def x(t: float) -> float:
-        return float((t - t0) / scale)
-
+    x = lines.x
     bands = []
     banded: set[str] = set()
     for run in report.runs:
@@ -766,9 +737,8 @@ def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
     band_legend = {
         f"{framework_label(fw)} runs": color_for(fw, i) for i, fw in enumerate(frameworks) if fw in banded
     }
-    xs = [x(s["t"]) for s in samples]
-    x_label = f"{unit} since the first sample"
-    indices = sorted({g.get("index", 0) for s in samples for g in s.get("gpus") or [] if isinstance(g, dict)})
+    xs = lines.xs
+    x_label = f"{lines.unit} since the first sample"
 
     def telemetry_chart(title: str, series: list[Series], x_axis: str, y_axis: str, **options: Any) -> str:
         """One chart of the telemetry section: time axis, run bands and point budget shared."""
@@ -785,39 +755,15 @@ def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
         return f"<figure>{chart}</figure>"
 
     parts = []
-    if indices:
+    if lines.gpus:
         util: list[Series] = []
         mem: list[Series] = []
-        total_gib = 0.0
-        for k, idx in enumerate(indices):
-            # Each sample's reading of this GPU, found once for its four figures (a long session has 100,000s).
-            readings = [_gpu_reading(s, idx) for s in samples]
-            util.append(
-                Series(
-                    f"GPU {idx} utilization",
-                    xs,
-                    [_number(g, "util") for g in readings],
-                    GPU_COLORS[k % len(GPU_COLORS)],
-                )
-            )
-            used = [_number(g, "mem_used") for g in readings]
-            proc = [_number(g, "proc_mem") for g in readings]
-            totals = [v for v in (_number(g, "mem_total") for g in readings) if v]
-            total_gib = max([total_gib] + [t / 2**30 for t in totals])
+        for k, gpu in enumerate(lines.gpus):
             color = GPU_COLORS[k % len(GPU_COLORS)]
-            mem.append(
-                Series(f"GPU {idx} memory used", xs, [None if v is None else v / 2**30 for v in used], color)
-            )
-            if any(v is not None for v in proc):
-                mem.append(
-                    Series(
-                        f"GPU {idx} runner process",
-                        xs,
-                        [None if v is None else v / 2**30 for v in proc],
-                        color,
-                        dashed=True,
-                    )
-                )
+            util.append(Series(f"GPU {gpu.index} utilization", xs, gpu.util, color))
+            mem.append(Series(f"GPU {gpu.index} memory used", xs, gpu.used, color))
+            if gpu.proc is not None:
+                mem.append(Series(f"GPU {gpu.index} runner process", xs, gpu.proc, color, dashed=True))
         parts.append(
             telemetry_chart(
                 "GPU utilization over time",
@@ -833,32 +779,24 @@ def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
                 mem,
                 x_label,
                 "GiB",
-                y_max=total_gib or None,
+                y_max=lines.total_gib or None,
                 desc="solid: memory used on the GPU; dashed: the runner process's own memory",
             )
         )
-    cpu = [_host_number(s, "cpu_percent") for s in samples]
-    busy = [_host_number(s, "system_busy_cores") for s in samples]
-    # The CPU that other processes used: the machine's busy cores less the runner's (as the app's
-    # "others CPU" and the summary's other_cpu_cores count it): on a shared CPU, the runs' contention.
-    others = [
-        None if b is None or c is None else max(0.0, b - c / 100) for b, c in zip(busy, cpu, strict=True)
-    ]
-    lines = [Series("runner CPU (cores)", xs, [None if c is None else c / 100 for c in cpu], GPU_COLORS[0])]
-    if any(v is not None for v in others):
-        lines.append(Series("other processes' CPU (cores)", xs, others, GPU_COLORS[1], dashed=True))
+    cpu = [Series("runner CPU (cores)", xs, lines.cpu, GPU_COLORS[0])]
+    if lines.others is not None:
+        cpu.append(Series("other processes' CPU (cores)", xs, lines.others, GPU_COLORS[1], dashed=True))
     cpu_chart = telemetry_chart(
-        "Runner CPU over time" if len(lines) == 1 else "CPU over time: the runner and the other processes",
-        lines,
+        "Runner CPU over time" if len(cpu) == 1 else "CPU over time: the runner and the other processes",
+        cpu,
         x_label,
         "cores busy",
         desc="solid: the runner's CPU; dashed: every other process's on the machine",
     )
-    if indices:
-        if len(lines) > 1:  # a GPU session: the host's CPU too, when the machine's was sampled
+    if lines.gpus:
+        if len(cpu) > 1:  # a GPU session: the host's CPU too, when the machine's was sampled
             parts.append(cpu_chart)
     else:
-        rss = [_host_number(s, "rss") for s in samples]
         parts.append(
             f'<p class="note">No GPU telemetry ({_text(report.source.meta.get("telemetry") or "not recorded")}): '
             "the runner's CPU and memory, and the other processes' CPU, instead.</p>"
@@ -867,14 +805,7 @@ def _gpu_plots(report: Report, samples: Sequence[dict[str, Any]]) -> str:
         parts.append(
             telemetry_chart(
                 "Runner memory over time",
-                [
-                    Series(
-                        "runner resident memory",
-                        xs,
-                        [None if r is None else r / 2**30 for r in rss],
-                        GPU_COLORS[0],
-                    )
-                ],
+                [Series("runner resident memory", xs, lines.rss or [], GPU_COLORS[0])],
                 x_label,
                 "GiB",
             )

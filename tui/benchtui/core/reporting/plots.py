@@ -28,6 +28,17 @@ def _coord(x: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
+_PAIR = "{:.1f},{:.1f}".format
+
+
+def _coords(pxs: list[float], pys: list[float]) -> str:
+    """'x,y x,y …': each pair as ``_coord`` writes it, formatted in one pass. A number written with one
+    decimal ends in '.0' exactly where that decimal is a zero, and only a number's end comes before ',',
+    ' ' or the text's end: those '.0' are what ``_coord`` leaves out."""
+    text = " ".join(map(_PAIR, pxs, pys)).replace(".0,", ",").replace(".0 ", " ")
+    return text[:-2] if text.endswith(".0") else text
+
+
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     """Round tick values covering [lo, hi] (1, 2, 2.5 or 5 times a power of ten apart)."""
     if not math.isfinite(lo) or not math.isfinite(hi):
@@ -169,6 +180,33 @@ def _finite_points(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[lis
             out_x.append(x)
             out_y.append(y if isinstance(y, (int, float)) and math.isfinite(y) else None)
     return out_x, out_y
+
+
+def _y_extent(
+    all_y: list[float], y_min: float | None, y_max: float | None, clip_quantile: float | None
+) -> tuple[float, float]:
+    """The top and bottom of a chart's values ``all_y`` (every drawn line's, finite, not empty) as sorting
+    them gives them: ``y_max``, else the largest, or the ``clip_quantile`` × 1.3 when the largest is above
+    it; ``y_min``, else the smallest. Sorted only for a quantile, and where equal values can be told apart
+    (an int and a float, 0.0 and -0.0): else the largest and smallest floats are the sorted ends."""
+    ordered = None
+    if clip_quantile is not None and y_max is None or set(map(type, all_y)) != _FLOAT:
+        ordered = sorted(all_y)
+    else:
+        largest = max(all_y) if y_max is None else y_max
+        smallest = min(all_y) if y_min is None else y_min
+        if largest == 0 or smallest == 0:  # 0.0 and -0.0: which one sorting leaves at an end is its order's
+            ordered = sorted(all_y)
+    if ordered is not None:
+        largest, smallest = ordered[-1], ordered[0]
+    top = y_max
+    if top is None and clip_quantile is not None and ordered is not None:
+        q = ordered[min(len(ordered) - 1, int(clip_quantile * (len(ordered) - 1)))]
+        top = q * 1.3 if largest > q * 1.3 else None
+    return (top if top is not None else largest), (y_min if y_min is not None else smallest)
+
+
+_FLOAT = {float}
 
 
 def _drawn(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[float], list[float]]:
@@ -407,22 +445,19 @@ def line_chart(
     # A legend that does not fit beside the title goes under it, and the plot down with it.
     extra = LEGEND_ROW * (len(legend_rows(legend, width - 16, title_width(title))) - 1)
     fr = _Frame(width, height, top=34 + extra)
-    all_y = sorted(chain.from_iterable(_drawn(s.xs, s.ys)[1] for s in series))
-    all_x = list(chain.from_iterable(s.xs for s in series))
+    drawn = [_drawn(s.xs, s.ys) for s in series]  # each line's points with a value, once
+    all_y = list(chain.from_iterable(ys for _, ys in drawn))
     parts = _open(width, height, title, desc)
-    if not all_y or not all_x:
+    if not all_y or not any(s.xs for s in series):
         parts.append(
             f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#868e96">no data recorded</text></svg>'
         )
         return "".join(parts)
-    top = y_max
-    if top is None and clip_quantile is not None:
-        q = all_y[min(len(all_y) - 1, int(clip_quantile * (len(all_y) - 1)))]
-        top = q * 1.3 if all_y[-1] > q * 1.3 else None
-    top = top if top is not None else all_y[-1]
-    bottom = y_min if y_min is not None else all_y[0]
+    top, bottom = _y_extent(all_y, y_min, y_max, clip_quantile)
     ticks = nice_ticks(bottom, top if top > bottom else bottom + 1)
-    fr.set_ranges(min(all_x), max(all_x), ticks[0], ticks[-1])
+    fr.set_ranges(
+        min(min(s.xs) for s in series if s.xs), max(max(s.xs) for s in series if s.xs), ticks[0], ticks[-1]
+    )
     for band in bands:
         x0, x1 = fr.px(max(band.x0, fr.xlo)), fr.px(min(band.x1, fr.xhi))
         if x1 > x0:
@@ -452,9 +487,8 @@ def line_chart(
             )
     offs: list[tuple[float, float]] = []
     peaks: dict[str, tuple[str, float, float]] = {}  # colour -> the highest off-scale point of its lines
-    for i, s in enumerate(series):
+    for i, (s, (line_x, line_y)) in enumerate(zip(series, drawn, strict=True)):
         color = s.color or PALETTE[i % len(PALETTE)]
-        line_x, line_y = _drawn(s.xs, s.ys)
         if not line_x:
             continue
         xs, ys = downsample_minmax(line_x, line_y, max_points)
@@ -463,9 +497,9 @@ def line_chart(
         # thousands of points
         x0, xlo, xspan, xwidth = fr.x0, fr.xlo, fr.xhi - fr.xlo, fr.x1 - fr.x0
         y1, ylo, yhi, yspan, yheight = fr.y1, fr.ylo, fr.yhi, fr.yhi - fr.ylo, fr.y1 - fr.y0
-        coords = " ".join(
-            f"{_coord(x0 + (x - xlo) / xspan * xwidth)},{_coord(y1 - (min(max(y, ylo), yhi) - ylo) / yspan * yheight)}"
-            for x, y in zip(xs, ys, strict=False)
+        coords = _coords(
+            [x0 + (x - xlo) / xspan * xwidth for x in xs],
+            [y1 - (min(max(y, ylo), yhi) - ylo) / yspan * yheight for y in ys],
         )
         pattern = s.dash or ("5 4" if s.dashed else "")
         dash = f' stroke-dasharray="{pattern}"' if pattern else ""

@@ -23,6 +23,7 @@ from benchtui.core.reporting.model.tables import (
     parity_table,
     side_by_side,
 )
+from benchtui.core.reporting.model.telemetry import SamplesDigest, read_digest
 from benchtui.core.reporting.model.types import (
     Nodes,
     Notice,
@@ -57,22 +58,28 @@ def build_report(
     *,
     telemetry: bool = True,
     batches: bool = True,
+    samples: SamplesDigest | None = None,
 ) -> Report:
     """The report of ``loaded``, from its summary (computed here when not given; summary.json's dict is
     read by ``SessionSummary.from_json``). ``telemetry``: with the GPU/host samples, a second pass over
     events.jsonl (a third of a big session's load time) that only the html plots read. ``batches``: each
     run's batch times in ``Report.runs`` (only the json and the html write them; without, they are empty
-    there, and a light load's runs are never asked for them: ``reporting.light``).
+    there, and a light load's runs are never asked for them: ``reporting.light``). ``samples``: what the GPU
+    samples give the report, read already (``reporting.ahead``, beside the load); read here when None.
 
     The one place where the session's text is made safe to show (``fmt.clean``): every writer
     and view reads the report, none of them the session's strings directly.
     """
     with no_gc_passes():  # the samples' hundred thousand dicts, made with it paused, are not walked here
-        return _build(loaded, given, telemetry, batches)
+        return _build(loaded, given, telemetry, batches, samples)
 
 
 def _build(
-    loaded: LoadedSession, given: SessionSummary | dict[str, Any] | None, telemetry: bool, batches: bool
+    loaded: LoadedSession,
+    given: SessionSummary | dict[str, Any] | None,
+    telemetry: bool,
+    batches: bool,
+    samples: SamplesDigest | None,
 ) -> Report:
     """``build_report``'s work, with the cyclic collector paused."""
     summary = SessionSummary.of(given) if given else summary_of(loaded)
@@ -83,9 +90,11 @@ def _build(
     per_device, per_device_notes = per_device_table(summary)
     wiring = wiring_table(summary, list(plan.frameworks))
     devices = summary.devices
-    # Every GPU sample of the file, read once: for the html's plots and a watch session's telemetry lines.
-    samples = loaded.folder.gpu_samples() if telemetry or plan.watch else None
-    env = _clean_pairs(environment(loaded, summary, samples))
+    # Every GPU sample of the file, read once (here, or beside the load: ``samples``): for the html's plots
+    # and a watch session's telemetry lines.
+    if samples is None and (telemetry or plan.watch):
+        samples = read_digest(loaded.folder, plan)
+    env = _clean_pairs(environment(loaded, summary, None if samples is None else samples.over_run))
     times_by_epoch = epoch_times(loaded)
     series = run_series(loaded, batches)
     rows = [CellSummary.from_json(fmt.clean_tree(r.to_json())) for r in summary.rows]
@@ -166,8 +175,7 @@ def _build(
         ),
         warmup_notes=[fmt.clean(line) for line in stall_lines(summary, times_by_epoch)],
         runs=series,
-        # Node 0's samples: another node's GPUs (tagged ``node``) are in its row of the Nodes tables, not here.
-        telemetry=tuple(s for s in samples or () if "node" not in s) if telemetry else (),
+        telemetry=samples.lines if telemetry and samples is not None else None,
         generation=[clean_table(t) for t in generation_tables(summary)],
         generation_curves=generation_curves(
             rows, [(r.framework, r.model, r.point, r.index, r.generation) for r in series if r.generation]

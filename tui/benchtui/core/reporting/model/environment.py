@@ -41,10 +41,10 @@ def _listed(*parts: Any) -> str:
 
 
 def environment(
-    loaded: LoadedSession, summary: SessionSummary, samples: list[dict[str, Any]] | None = None
+    loaded: LoadedSession, summary: SessionSummary, over_run: list[tuple[str, str]] | None = None
 ) -> list[tuple[str, str]]:
     """(label, text) lines describing where and how the session ran: GPU, driver, versions, settings
-    (``samples``: the file's GPU samples when the caller has read them: ``watch_facts``)."""
+    (``over_run``: a watch's telemetry facts when the caller has read its samples: ``watch_facts``)."""
     meta, plan = loaded.meta, loaded.plan
     items: list[tuple[str, str]] = []
     gpus = meta.get("gpus") or []
@@ -101,7 +101,7 @@ def environment(
         settings = env.get("settings") or {}
         items.append((f"{label} settings", settings_text(settings) or "unknown"))
     if plan.watch:  # benchtui watch: no plan, a command (or none), where it ran, what was sampled
-        return items + watch_facts(loaded, samples)
+        return items + watch_facts(loaded, over_run)
     sizes = ", ".join(f"{model_label(m)} {plan.batch_size(m)}" for m in plan.models)
     recorded = (meta.get("plan") or {}).get("timing")  # sessions before --timing recorded none
     timing = f", timing {recorded}" if isinstance(recorded, str) and recorded else ""
@@ -183,10 +183,12 @@ def threads_text(plan: Any) -> str:
 WATCH_LABELS = ("Watched", "Folder", "Batch size", "Over the run")
 
 
-def watch_facts(loaded: LoadedSession, samples: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
+def watch_facts(
+    loaded: LoadedSession, over_run: list[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
     """A watch session in (label, text) lines: the command, its folder, the hooks' batch, and its telemetry
-    over the run (every sample of the file, not only the model's window: ``samples`` when the caller has
-    read them, a long watch's file read once); [] for a plan's session."""
+    over the run (``telemetry_facts`` of every sample of the file, not only the model's window: ``over_run``
+    when the caller has read them, a long watch's file read once); [] for a plan's session."""
     plan = loaded.plan
     if not plan.watch:
         return []
@@ -196,10 +198,11 @@ def watch_facts(loaded: LoadedSession, samples: list[dict[str, Any]] | None = No
         items.append(("Folder", str(plan.watch.get("cwd") or "?")))
         size = plan.batch_sizes.get(catalog.WATCH_MODEL)
         items.append(("Batch size", f"{size} (as the hooks said)" if size else "not known (no timing hooks)"))
-    during = [
-        s for s in (loaded.folder.gpu_samples() if samples is None else samples) if s.get("run") is not None
-    ]
-    return items + telemetry_facts(during, bool(command))
+    if over_run is None:
+        over_run = telemetry_facts(
+            [s for s in loaded.folder.gpu_samples() if s.get("run") is not None], bool(command)
+        )
+    return items + over_run
 
 
 def _mean(values: list[float]) -> float | None:

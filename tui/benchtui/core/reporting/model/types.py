@@ -16,6 +16,7 @@ from benchtui.core.model.status import RunStatus
 from benchtui.core.model.why import WhyTable
 from benchtui.core.plan.sweep import NO_POINT, Point
 from benchtui.core.reporting.model.notes import CI_NOTE
+from benchtui.core.reporting.model.telemetry import TelemetryLines
 
 Formatter = Callable[[Any], str]
 
@@ -412,8 +413,8 @@ class Report:
     sweep: SweepView | None = None
     #: Every run of the session, in its order, as the html report plots it (raw: its values as recorded).
     runs: tuple[RunSeries, ...] = ()
-    #: The session's GPU and host samples, in order, as the sampler wrote them (the html's telemetry plots).
-    telemetry: tuple[dict[str, Any], ...] = ()
+    #: Node 0's GPU and host samples as the html's telemetry charts draw them; None: none, or not asked for.
+    telemetry: TelemetryLines | None = None
     #: A generate session (issue 34): time to first token and token latency; tokens/s, compile and memory.
     generation: list[Table] = field(default_factory=list)
     #: Its latency-per-token chart's lines (the html's); [] otherwise.
