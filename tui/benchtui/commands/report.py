@@ -50,12 +50,23 @@ def cmd_export(args: argparse.Namespace) -> int:
             for warning in loaded.warnings:
                 say(f"warning: {warning}")
     writer = writer_for(args.format)
-    loaded = load(args.session, args.sessions_dir, light=not writer.batches)
-    try:  # built before anything is said or written: a light load's report, or the full load's
-        report = build_report(loaded, telemetry=writer.telemetry, batches=writer.batches)
-    except NeedsBatches:
-        loaded = full(loaded)
-        report = build_report(loaded, telemetry=writer.telemetry, batches=writer.batches)
+    ahead = None
+    if writer.telemetry:  # the samples' pass beside the load, on a big session (``reporting.ahead``)
+        from benchtui.core.reporting.ahead import Ahead
+        from benchtui.core.store.session import resolve_session
+
+        ahead = Ahead.start(resolve_session(args.session, args.sessions_dir))
+    try:
+        loaded = load(args.session, args.sessions_dir, light=not writer.batches)
+        samples = ahead.result() if ahead is not None else None
+        try:  # built before anything is said or written: a light load's report, or the full load's
+            report = build_report(loaded, telemetry=writer.telemetry, batches=writer.batches, samples=samples)
+        except NeedsBatches:
+            loaded = full(loaded)
+            report = build_report(loaded, telemetry=writer.telemetry, batches=writer.batches, samples=samples)
+    finally:
+        if ahead is not None:
+            ahead.close()
     return _export(args, loaded, report)
 
 
