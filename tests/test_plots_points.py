@@ -124,7 +124,14 @@ def test_a_charts_extent_is_the_sorted_values_ends(seed: int) -> None:
         [-0.0, 0.0],
         [0.0, -0.0],
         [-1.0, -0.0, 0.0],
-    ]
+        [rng.uniform(0, 1) for _ in range(20000)],  # many: only those above a threshold are sorted
+        [rng.choice([0.25, 0.5, 3.0]) for _ in range(9000)],  # many ties at the quantile
+        sorted(rng.uniform(-1, 1) for _ in range(10000)),  # rising: the top all at the end
+        [rng.uniform(0, 1) for _ in range(9000)] + [5.0] * 200,  # the quantile among the off-scale peaks
+        [rng.choice([-0.0, 0.0, 1.0]) for _ in range(9000)],
+        [rng.expovariate(1.0) for _ in range(12000)] + [2],  # an int among many: all sorted
+        [1.0 if i % 64 == 0 else rng.uniform(0, 0.5) for i in range(9000)],  # a sample all from the top:
+    ]  # the threshold above the quantile, so every value is sorted
     for ys in lines:
         for y_min in (None, 0.0):
             for y_max in (None, 2.0):

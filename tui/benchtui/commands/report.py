@@ -15,7 +15,7 @@ from benchtui.commands import EXIT_FAILED, EXIT_OK, BadInput, load, say
 from benchtui.core import fmt
 from benchtui.core.fmt import clean
 from benchtui.core.model.analysis import framework_label, model_label
-from benchtui.core.reporting import files, terminal
+from benchtui.core.reporting import files
 from benchtui.core.reporting.compare import compare_sessions
 from benchtui.core.reporting.light import NeedsBatches, full
 from benchtui.core.reporting.model import Report, build_report, summary_of
@@ -33,6 +33,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         report = build_report(loaded, telemetry=False, batches=False)
     except NeedsBatches:  # a light load's run met where its batches were needed: the full load's work
         report = build_report(full(loaded), telemetry=False, batches=False)
+    from benchtui.core.reporting import terminal  # rich: only what prints to the terminal needs it
+
     terminal.write(report, sys.stdout)
     return EXIT_OK
 
@@ -153,6 +155,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise BadInput(
             clean(f"no cell in common: A {la.path.name} ran {_cells(la)}; B {lb.path.name} ran {_cells(lb)}")
         )
+    from benchtui.core.reporting import terminal
+
     terminal.print_comparison(cmp)
     if la.path.resolve() == lb.path.resolve():  # a slip of the finger: it can only say "about the same"
         say(f"note: A and B are the same session ({clean(la.path.name)}): every ratio is 1 by construction")

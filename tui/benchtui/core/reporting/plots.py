@@ -187,23 +187,43 @@ def _y_extent(
 ) -> tuple[float, float]:
     """The top and bottom of a chart's values ``all_y`` (every drawn line's, finite, not empty) as sorting
     them gives them: ``y_max``, else the largest, or the ``clip_quantile`` × 1.3 when the largest is above
-    it; ``y_min``, else the smallest. Sorted only for a quantile, and where equal values can be told apart
-    (an int and a float, 0.0 and -0.0): else the largest and smallest floats are the sorted ends."""
-    ordered = None
-    if clip_quantile is not None and y_max is None or set(map(type, all_y)) != _FLOAT:
-        ordered = sorted(all_y)
-    else:
-        largest = max(all_y) if y_max is None else y_max
-        smallest = min(all_y) if y_min is None else y_min
-        if largest == 0 or smallest == 0:  # 0.0 and -0.0: which one sorting leaves at an end is its order's
-            ordered = sorted(all_y)
-    if ordered is not None:
-        largest, smallest = ordered[-1], ordered[0]
-    top = y_max
-    if top is None and clip_quantile is not None and ordered is not None:
-        q = ordered[min(len(ordered) - 1, int(clip_quantile * (len(ordered) - 1)))]
+    it; ``y_min``, else the smallest (``min``: the first of the smallest, as a stable sort puts first).
+
+    Not sorted where it need not be: the largest of floats is the sorted last, except where equal values
+    can be told apart (an int and a float, 0.0 and -0.0: sorting puts the last of them last, ``max`` gives
+    the first); a quantile near the top sorts only the values above a threshold (``_at_and_last``)."""
+    floats = set(map(type, all_y)) == _FLOAT
+    smallest = min(all_y) if y_min is None else y_min
+    if clip_quantile is not None and y_max is None:
+        k = min(len(all_y) - 1, int(clip_quantile * (len(all_y) - 1)))
+        q, largest = _at_and_last(all_y, k, floats)
         top = q * 1.3 if largest > q * 1.3 else None
-    return (top if top is not None else largest), (y_min if y_min is not None else smallest)
+        return (top if top is not None else largest), smallest
+    if y_max is not None:
+        return y_max, smallest
+    largest = max(all_y)
+    if not floats or largest == 0:
+        largest = sorted(all_y)[-1]
+    return largest, smallest
+
+
+def _at_and_last(values: list[float], k: int, floats: bool) -> tuple[float, float]:
+    """``sorted(values)[k]`` and ``sorted(values)[-1]``. For many floats, only those at or above a threshold
+    are sorted: every value below it comes before them in the sorted list, and those at or above it keep
+    their order (a stable sort), so the k-th is theirs at ``k`` less the count below, when ``k`` is not
+    among the values below (else all are sorted). The threshold: a value of a strided sample a little
+    under ``k``'s share, so that about 1% more than the top ``len - k`` values are sorted."""
+    n = len(values)
+    if floats and n >= 8192:
+        sample = sorted(values[::64])
+        t = sample[max(0, k * len(sample) // n - max(8, len(sample) // 100))]
+        above = list(filter(t.__le__, values))  # t <= v, floats only: a float's __le__ of a float is a bool
+        below = n - len(above)
+        if k >= below:
+            above.sort()
+            return above[k - below], above[-1]
+    ordered = sorted(values)
+    return ordered[k], ordered[-1]
 
 
 _FLOAT = {float}
