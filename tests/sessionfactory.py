@@ -939,3 +939,21 @@ def cut_off(path: Path, keep_fraction: float = 0.5, live: bool = False) -> Path:
         old = time.time() - 3600
         os.utime(events, (old, old))
     return path
+
+
+def shaped_sessions(root: str | Path) -> list[Path]:
+    """Four shapes a reader must fold alike, under ``root``: two epochs' worth of runs, a run that failed
+    with an OOM, a data-parallel scaling session on GPUs, and a CPU inference session timed per step."""
+    return [
+        make_session(root, name="two", runs=2, epochs=3, steps=40, folder="two"),
+        make_session(
+            root,
+            name="failing",
+            models=("resnet50", "densenet121"),
+            runs=2,
+            fail={("tensorflow", "densenet121", 1): {"kind": "oom", "message": "OOM", "epoch": 2}},
+            folder="failing",
+        ),
+        make_session(root, name="scaling", devices=4, scaling=True, gpu=True, runs=2, folder="scaling"),
+        make_session(root, name="cpu", gpu=False, task="inference", timing="step", folder="cpu"),
+    ]

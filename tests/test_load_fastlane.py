@@ -29,7 +29,7 @@ from benchtui.core.store import session as store
 from benchtui.core.store.session import EventCheck, GpuTail, LoadedSession, iter_events
 from benchtui.core.wire import events
 from benchtui.core.wire.events import BATCH, RUNNERS_BATCH, Malformed, batch_of, parse_line_exact
-from sessionfactory import make_session
+from sessionfactory import make_session, shaped_sessions
 
 TESTS = Path(__file__).parent
 BIG = sorted(Path("/tmp/big1m").glob("*_bench-1m"))
@@ -156,19 +156,7 @@ def assert_same_reading(path: Path) -> None:
 
 # -- sessions: made, golden, the big one's head ------------------------------------------------------------
 def test_made_sessions_fold_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    made = [
-        make_session(tmp_path, name="two", runs=2, epochs=3, steps=40, folder="two"),
-        make_session(
-            tmp_path,
-            name="failing",
-            models=("resnet50", "densenet121"),
-            runs=2,
-            fail={("tensorflow", "densenet121", 1): {"kind": "oom", "message": "OOM", "epoch": 2}},
-            folder="failing",
-        ),
-        make_session(tmp_path, name="scaling", devices=4, scaling=True, gpu=True, runs=2, folder="scaling"),
-        make_session(tmp_path, name="cpu", gpu=False, task="inference", timing="step", folder="cpu"),
-    ]
+    made = shaped_sessions(tmp_path)
     for path in made:
         loaded = assert_same_load(path, monkeypatch)
         assert any(len(r.batch_seconds) for r in loaded.model.runs.values())

@@ -22,7 +22,7 @@ import pytest
 from benchtui.core.reporting import csvfile, files
 from benchtui.core.reporting.csvfile import BATCH_COLUMNS, axis_columns, csv_value
 from benchtui.core.store.session import GpuTail, LoadedSession
-from sessionfactory import make_session
+from sessionfactory import make_session, shaped_sessions
 from test_load_fastlane import HOSTILE, RUN, _hostile_session, _line
 
 TESTS = Path(__file__).parent
@@ -118,17 +118,7 @@ def lane_rows(path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
 # -- sessions ---------------------------------------------------------------------------------------------
 def test_made_sessions_export_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     made = [
-        make_session(tmp_path, name="two", runs=2, epochs=3, steps=40, folder="two"),
-        make_session(
-            tmp_path,
-            name="failing",
-            models=("resnet50", "densenet121"),
-            runs=2,
-            fail={("tensorflow", "densenet121", 1): {"kind": "oom", "message": "OOM", "epoch": 2}},
-            folder="failing",
-        ),
-        make_session(tmp_path, name="scaling", devices=4, scaling=True, gpu=True, runs=2, folder="scaling"),
-        make_session(tmp_path, name="cpu", gpu=False, task="inference", timing="step", folder="cpu"),
+        *shaped_sessions(tmp_path),
         make_session(tmp_path, name="nodes", nodes=2, runs=2, frameworks=("torch",), folder="nodes"),
         make_session(
             tmp_path,

@@ -192,15 +192,15 @@ def _y_extent(
     Not sorted where it need not be: the largest of floats is the sorted last, except where equal values
     can be told apart (an int and a float, 0.0 and -0.0: sorting puts the last of them last, ``max`` gives
     the first); a quantile near the top sorts only the values above a threshold (``_at_and_last``)."""
-    floats = set(map(type, all_y)) == _FLOAT
     smallest = min(all_y) if y_min is None else y_min
-    if clip_quantile is not None and y_max is None:
+    if y_max is not None:
+        return y_max, smallest
+    floats = set(map(type, all_y)) == _FLOAT
+    if clip_quantile is not None:
         k = min(len(all_y) - 1, int(clip_quantile * (len(all_y) - 1)))
         q, largest = _at_and_last(all_y, k, floats)
         top = q * 1.3 if largest > q * 1.3 else None
         return (top if top is not None else largest), smallest
-    if y_max is not None:
-        return y_max, smallest
     largest = max(all_y)
     if not floats or largest == 0:
         largest = sorted(all_y)[-1]
